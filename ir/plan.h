@@ -1,0 +1,85 @@
+// ExecutionPlan: what the memory-planning pass decides and the runtime executes.
+//
+// Sizes and offsets may depend on symbolic dims, so they are SizeExprs: polynomials in the
+// symbols with integer coefficients (e.g. 3136*N + 1024), evaluated once the runtime has bound
+// every symbol from the input shapes.
+//
+// All intermediate values live in one arena; graph inputs, outputs and constants have their own
+// buffers (Storage says which). Thread-safety: plain data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/shape.h"
+#include "support/status.h"
+
+namespace kiln::ir {
+
+// sum over terms of coeff * product(symbols); a term with no symbols is the constant.
+class SizeExpr {
+ public:
+  SizeExpr() = default;
+  static SizeExpr constant(int64_t c);
+  static SizeExpr symbol(const std::string& name);
+  // Product of a shape's dims times `scale` (e.g. the element size).
+  static SizeExpr of_shape(const Shape& shape, int64_t scale);
+
+  SizeExpr operator+(const SizeExpr& o) const;
+  SizeExpr operator*(int64_t k) const;
+  bool operator==(const SizeExpr& o) const { return terms_ == o.terms_; }
+
+  bool is_constant() const;
+  int64_t constant_value() const;  // the constant term
+  // Upper bound comparison that holds for every binding of symbols >= 1: true if every
+  // coefficient of *this is >= the matching coefficient of o.
+  bool dominates(const SizeExpr& o) const;
+  // Rounds up to a multiple of `alignment` (exact for constants; symbolic terms are rounded
+  // coefficient-wise, which keeps the result an upper bound and aligned).
+  SizeExpr align_up(int64_t alignment) const;
+
+  Result<int64_t> evaluate(const SymbolBindings& bindings) const;
+  std::string to_string() const;  // "3136*N + 1024"
+
+  // monomial (sorted symbol names, repeated for powers) -> coefficient
+  const std::map<std::vector<std::string>, int64_t>& terms() const { return terms_; }
+  std::map<std::vector<std::string>, int64_t>& mutable_terms() { return terms_; }
+
+ private:
+  std::map<std::vector<std::string>, int64_t> terms_;
+};
+
+enum class Storage : uint8_t {
+  kArena,     // an intermediate, at `offset` in the session arena
+  kInput,     // bound by the caller
+  kOutput,    // bound by the caller (or allocated by the session)
+  kConstant,  // stored in the artifact
+  kAlias,     // a view of another buffer (reshape of a contiguous value): alias_of + same offset
+};
+
+struct BufferAssignment {
+  NodeId value = kNoNode;
+  Storage storage = Storage::kArena;
+  SizeExpr offset;  // arena offset (kArena) ; 0 otherwise
+  SizeExpr size;    // bytes
+  NodeId alias_of = kNoNode;
+};
+
+struct Launch {
+  uint32_t kernel = 0;       // index into Graph::kernels()
+  Shape launch_shape;        // the index space the kernel iterates (e.g. [N, 256] or [rows, 1])
+};
+
+struct ExecutionPlan {
+  std::vector<Launch> launches;          // in execution order
+  std::vector<BufferAssignment> buffers; // one per materialized value
+  SizeExpr arena_bytes;                  // peak arena size
+  int64_t alignment = 64;                // every arena offset is a multiple of this
+
+  const BufferAssignment* find_buffer(NodeId value) const;
+};
+
+}  // namespace kiln::ir

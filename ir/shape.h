@@ -1,0 +1,74 @@
+// Shapes with static and symbolic dimensions.
+//
+// A Dim is either a static size (>= 0) or a symbol (a name such as "N", bound at run time).
+// Two symbolic dims are equal exactly when they name the same symbol; a symbol never equals a
+// static size at compile time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "support/status.h"
+
+namespace kiln::ir {
+
+class Dim {
+ public:
+  Dim() = default;
+  static Dim of(int64_t size) { Dim d; d.size_ = size; return d; }
+  static Dim symbol(std::string name) { Dim d; d.symbol_ = std::move(name); return d; }
+
+  bool is_static() const { return symbol_.empty(); }
+  bool is_symbolic() const { return !symbol_.empty(); }
+  // Precondition: is_static().
+  int64_t size() const { return size_; }
+  // Precondition: is_symbolic().
+  const std::string& symbol_name() const { return symbol_; }
+
+  bool operator==(const Dim& other) const { return size_ == other.size_ && symbol_ == other.symbol_; }
+  bool operator!=(const Dim& other) const { return !(*this == other); }
+  bool is_one() const { return is_static() && size_ == 1; }
+
+  std::string to_string() const { return is_static() ? std::to_string(size_) : symbol_; }
+
+ private:
+  int64_t size_ = 0;
+  std::string symbol_;
+};
+
+using Shape = std::vector<Dim>;
+
+// Sizes bound to symbols at run time ("N" -> 32).
+using SymbolBindings = std::map<std::string, int64_t>;
+
+// "[N, 10]" ; "[]" for a scalar.
+std::string shape_to_string(const Shape& shape);
+bool is_static(const Shape& shape);
+// Static shape -> sizes. Precondition: is_static(shape).
+std::vector<int64_t> static_sizes(const Shape& shape);
+Shape shape_of(const std::vector<int64_t>& sizes);
+// Product of the static dims, or nullopt if any dim is symbolic or the product overflows int64.
+std::optional<int64_t> static_num_elements(const Shape& shape);
+// Replaces each symbol by its binding. Fails naming the first unbound symbol.
+Result<std::vector<int64_t>> resolve_shape(const Shape& shape, const SymbolBindings& bindings);
+// NumPy broadcasting of two shapes; error message says which dims disagree.
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+// Normalizes a possibly negative axis against a rank; error if out of range.
+Result<int64_t> normalize_axis(int64_t axis, int64_t rank);
+
+struct TensorType {
+  DType dtype = DType::kF32;
+  Shape shape;
+
+  int64_t rank() const { return int64_t(shape.size()); }
+  bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
+  bool operator!=(const TensorType& o) const { return !(*this == o); }
+  // "f32[N, 10]"
+  std::string to_string() const;
+};
+
+}  // namespace kiln::ir

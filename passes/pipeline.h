@@ -1,0 +1,47 @@
+// The compiler's pass pipeline: a plain list of passes run in order by a small pass manager.
+//
+// Each pass is a function Status(ir::Graph&, const PassContext&). The manager can verify the
+// graph after each pass, print the IR after all or some passes, and time each pass.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/plan.h"
+#include "support/status.h"
+
+namespace kiln::passes {
+
+struct PipelineOptions {
+  int opt_level = 2;           // 0: no simplification or fusion (one kernel per op); 1, 2
+  bool fuse = true;            // -fno-fuse turns fusion off, keeping other optimizations
+  bool verify_each = true;     // run the verifier after every pass
+  bool print_after_all = false;
+  std::vector<std::string> print_after;  // pass names
+  bool time_report = false;    // -ftime-report: per-pass times to `log`
+  std::ostream* log = nullptr; // where IR dumps and the time report go (stderr if null)
+};
+
+struct PassInfo {
+  std::string_view name;         // e.g. "fuse-elementwise"
+  std::string_view description;  // one line
+};
+
+// Every pass the pipeline can run, in pipeline order (for --list-passes and to validate
+// --print-ir-after names).
+const std::vector<PassInfo>& list_passes();
+
+// Runs the pipeline on `graph` (which must come from a frontend: inferred and verified), then
+// plans memory. On return the graph is optimized, topologically sorted and grouped into
+// kernels, and the plan says where every value lives and which kernels launch in which order.
+Result<ir::ExecutionPlan> run_pipeline(ir::Graph& graph, const PipelineOptions& options);
+
+// Text form of the plan (--emit=plan): one line per launch beginning with "launch", then the
+// kernel name, its buffers and its launch shape; then buffers with offsets and sizes, and the
+// peak arena bytes.
+std::string print_plan(const ir::Graph& graph, const ir::ExecutionPlan& plan);
+
+}  // namespace kiln::passes

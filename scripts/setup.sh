@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything Kiln needs to build and test on Debian 12. Idempotent: safe to re-run.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libfmt-dev doctest-dev
+  flatbuffers-compiler libflatbuffers-dev
+  nlohmann-json3-dev
+  llvm-14-tools clang libclang-rt-14-dev
+  python3 python3-numpy
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
