@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/ops.h"
@@ -112,7 +114,8 @@ class Graph {
   // Removes erased nodes and constants no longer referenced; renumbers ids everywhere
   // (inputs, outputs, kernels). Kernels that referenced an erased node are dropped.
   void compact();
-  // A fresh name not used by any node, of the form "<base>.<n>".
+  // A fresh name not used by any node, of the form "<base>.<n>". Costs O(nodes) per call:
+  // code that creates many names (parsers, passes) should use a NameTable instead.
   std::string unique_name(std::string_view base) const;
 
  private:
@@ -123,6 +126,22 @@ class Graph {
   std::vector<GraphOutput> outputs_;
   std::vector<Tensor> constants_;
   std::vector<Kernel> kernels_;
+};
+
+// Hands out fresh value names of the form "<base>.<n>". Built once (O(nodes)); then each
+// fresh() is O(1) amortized. Not thread-safe.
+class NameTable {
+ public:
+  NameTable() = default;
+  explicit NameTable(const Graph& graph);
+  bool contains(const std::string& name) const { return used_.count(name) != 0; }
+  // Records a name as taken (returns false if it already was).
+  bool insert(const std::string& name) { return used_.insert(name).second; }
+  std::string fresh(std::string_view base);
+
+ private:
+  std::unordered_set<std::string> used_;
+  std::unordered_map<std::string, uint64_t> next_suffix_;
 };
 
 }  // namespace kiln::ir
