@@ -1,0 +1,318 @@
+// kilnc: the Kiln compiler driver. Reads a .graph file, runs the pass pipeline, and writes the
+// requested form: the .kiln artifact (default), the optimized IR, Graphviz, or the plan.
+//
+// Exit status: 0 success, 1 user error (bad input, bad option, unsupported feature),
+// 2 internal error.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "artifact/writer.h"
+#include "frontend/parser.h"
+#include "ir/printer.h"
+#include "passes/pipeline.h"
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: kilnc [options] INPUT
+Compiles a Kiln .graph file into a .kiln artifact (or another form, see --emit).
+
+options:
+  -o FILE                  output file ('-' for stdout); default: INPUT with its suffix
+                           replaced (.kiln, .opt.graph, .dot, .plan)
+  --target=LIST            comma list of cuda, vulkan, opencl; default: every target this
+                           build has
+  -O0 | -O1 | -O2          -O0: no simplification or fusion (one kernel per op); default -O2
+  -fno-fuse                keep the other optimizations, fuse nothing
+  -S                       write kernel sources / assembly instead of an artifact
+  --emit=KIND              ir | dot | plan | kernels | kiln (default)
+  --print-ir-after-all     print the IR after every pass to stderr
+  --print-ir-after=P[,P]   print the IR after the named passes (see --list-passes)
+  --list-passes            list the passes of the pipeline and exit
+  --gpu-arch=sm_XX[,..]    CUDA architectures for cubin (needs the cuda target)
+  -ftime-report            per-pass and per-stage compile times on stderr
+  -v                       say what is being done
+  --help                   show this help
+  --version                show the version and the targets this build has
+)";
+
+// The code-generation targets compiled into this build. Backends register here as they land.
+const std::vector<std::string> kBuildTargets = {};
+const std::vector<std::string> kKnownTargets = {"cuda", "vulkan", "opencl"};
+
+enum class EmitKind { kKiln, kIr, kDot, kPlan, kKernels };
+
+struct Options {
+  std::string input;
+  std::optional<std::string> output;
+  EmitKind emit = EmitKind::kKiln;
+  bool emit_sources = false;  // -S
+  std::optional<std::vector<std::string>> targets;
+  std::vector<std::string> gpu_archs;
+  kiln::passes::PipelineOptions pipeline;
+  bool list_passes = false;
+  bool verbose = false;
+};
+
+struct UsageError {
+  std::string message;
+};
+
+std::vector<std::string> split_commas(std::string_view list) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    if (end > start) items.emplace_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
+}
+
+bool contains(const std::vector<std::string>& list, std::string_view item) {
+  for (const std::string& s : list) {
+    if (s == item) return true;
+  }
+  return false;
+}
+
+std::string join(const std::vector<std::string>& list) {
+  std::string out;
+  for (const std::string& s : list) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
+// Parses argv. Returns an error message for a bad option; exits for --help/--version.
+std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto value_of = [&](std::string_view prefix) -> std::optional<std::string> {
+      if (arg.substr(0, prefix.size()) == prefix) return std::string(arg.substr(prefix.size()));
+      return std::nullopt;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--version") {
+      std::cout << "kilnc (Kiln) 0.1.0\ntargets: " << join(kBuildTargets) << "\n";
+      std::exit(0);
+    } else if (arg == "-o") {
+      if (i + 1 >= argc) return UsageError{"-o needs a file name"};
+      opts.output = argv[++i];
+    } else if (arg.size() > 2 && arg.substr(0, 2) == "-o") {
+      opts.output = std::string(arg.substr(2));
+    } else if (arg == "-O0" || arg == "-O1" || arg == "-O2" || arg == "-O3") {
+      opts.pipeline.opt_level = std::min(arg[2] - '0', 2);
+    } else if (arg == "-O") {
+      opts.pipeline.opt_level = 2;
+    } else if (arg == "-fno-fuse") {
+      opts.pipeline.fuse = false;
+    } else if (arg == "-ffuse") {
+      opts.pipeline.fuse = true;
+    } else if (arg == "-S") {
+      opts.emit_sources = true;
+    } else if (auto v = value_of("--emit=")) {
+      if (*v == "kiln") opts.emit = EmitKind::kKiln;
+      else if (*v == "ir") opts.emit = EmitKind::kIr;
+      else if (*v == "dot") opts.emit = EmitKind::kDot;
+      else if (*v == "plan") opts.emit = EmitKind::kPlan;
+      else if (*v == "kernels") opts.emit = EmitKind::kKernels;
+      else return UsageError{"unknown --emit kind '" + *v + "' (expected ir, dot, plan, kernels or kiln)"};
+    } else if (auto v = value_of("--target=")) {
+      opts.targets = split_commas(*v);
+    } else if (auto v = value_of("--gpu-arch=")) {
+      for (const std::string& a : split_commas(*v)) {
+        bool ok = a.size() > 3 && a.substr(0, 3) == "sm_" &&
+                  a.find_first_not_of("0123456789", 3) == std::string::npos;
+        if (!ok) return UsageError{"invalid --gpu-arch '" + a + "' (expected sm_XX, e.g. sm_90)"};
+        opts.gpu_archs.push_back(a);
+      }
+    } else if (arg == "--print-ir-after-all") {
+      opts.pipeline.print_after_all = true;
+    } else if (auto v = value_of("--print-ir-after=")) {
+      for (const std::string& p : split_commas(*v)) opts.pipeline.print_after.push_back(p);
+    } else if (arg == "--list-passes") {
+      opts.list_passes = true;
+    } else if (arg == "-ftime-report") {
+      opts.pipeline.time_report = true;
+    } else if (arg == "-v") {
+      opts.verbose = true;
+    } else if (arg == "-") {
+      if (!opts.input.empty()) return UsageError{"more than one input file"};
+      opts.input = "-";
+    } else if (!arg.empty() && arg[0] == '-') {
+      return UsageError{"unknown option '" + std::string(arg) + "' (see kilnc --help)"};
+    } else {
+      if (!opts.input.empty()) return UsageError{"more than one input file ('" + opts.input + "' and '" + std::string(arg) + "')"};
+      opts.input = std::string(arg);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string default_output(const Options& opts) {
+  std::string base = opts.input;
+  if (base == "-") base = "out";
+  size_t slash = base.find_last_of('/');
+  size_t dot = base.find_last_of('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) base.resize(dot);
+  switch (opts.emit) {
+    case EmitKind::kKiln: return base + ".kiln";
+    case EmitKind::kIr: return base + ".opt.graph";
+    case EmitKind::kDot: return base + ".dot";
+    case EmitKind::kPlan: return base + ".plan";
+    case EmitKind::kKernels: return base + ".kernels";
+  }
+  return base + ".out";
+}
+
+bool write_output(const std::string& path, std::string_view bytes) {
+  if (path == "-") {
+    std::cout.write(bytes.data(), std::streamsize(bytes.size()));
+    std::cout.flush();
+    return bool(std::cout);
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return false;
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  return bool(out);
+}
+
+int fail(const kiln::Status& status) {
+  std::cerr << "kilnc: " << status.to_string() << "\n";
+  return status.code() == kiln::ErrorCode::kInternal ? 2 : 1;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int run(int argc, char** argv) {
+  Options opts;
+  if (std::optional<UsageError> err = parse_options(argc, argv, opts)) {
+    std::cerr << "kilnc: error: " << err->message << "\n";
+    return 1;
+  }
+  if (opts.list_passes) {
+    for (const kiln::passes::PassInfo& p : kiln::passes::list_passes()) {
+      std::cout << p.name << "\t" << p.description << "\n";
+    }
+    return 0;
+  }
+  if (opts.input.empty()) {
+    std::cerr << "kilnc: error: no input file (see kilnc --help)\n";
+    return 1;
+  }
+
+  // Targets: validate before doing any work.
+  std::vector<std::string> targets = opts.targets.value_or(kBuildTargets);
+  for (const std::string& t : targets) {
+    if (!contains(kKnownTargets, t)) {
+      std::cerr << "kilnc: error: unknown target '" << t << "' (expected cuda, vulkan or opencl)\n";
+      return 1;
+    }
+    if (!contains(kBuildTargets, t)) {
+      std::cerr << "kilnc: error: target '" << t << "' is not available in this build (targets: "
+                << join(kBuildTargets) << ")\n";
+      return 1;
+    }
+  }
+  if (!opts.gpu_archs.empty() && !contains(targets, "cuda")) {
+    std::cerr << "kilnc: error: --gpu-arch needs the cuda target, which is not selected\n";
+    return 1;
+  }
+  if (opts.emit_sources || opts.emit == EmitKind::kKernels) {
+    if (targets.empty()) {
+      std::cerr << "kilnc: error: " << (opts.emit_sources ? "-S" : "--emit=kernels")
+                << " needs a code-generation target, and this build has none (targets: "
+                << join(kBuildTargets) << ")\n";
+      return 1;
+    }
+  }
+
+  std::ostream& log = std::cerr;
+  opts.pipeline.log = &log;
+  const auto total_start = std::chrono::steady_clock::now();
+
+  // 1. Frontend.
+  if (opts.input.size() >= 5 && opts.input.substr(opts.input.size() - 5) == ".onnx") {
+    std::cerr << "kilnc: error: " << opts.input
+              << ": ONNX import is not available in this build yet\n";
+    return 1;
+  }
+  if (opts.verbose) log << "kilnc: parsing " << opts.input << "\n";
+  auto stage_start = std::chrono::steady_clock::now();
+  kiln::Diagnostics diags;
+  kiln::Result<kiln::ir::Graph> parsed = kiln::frontend::parse_graph_file(opts.input, diags);
+  const double parse_seconds = seconds_since(stage_start);
+  if (diags.has_errors()) {
+    std::cerr << diags.to_string();
+    return 1;
+  }
+  if (!parsed.is_ok()) return fail(parsed.status());
+  kiln::ir::Graph graph = std::move(parsed).value();
+
+  // 2. Passes.
+  if (opts.verbose) {
+    log << "kilnc: optimizing " << graph.num_nodes() << " nodes at -O" << opts.pipeline.opt_level
+        << (opts.pipeline.fuse ? "" : " -fno-fuse") << "\n";
+  }
+  stage_start = std::chrono::steady_clock::now();
+  kiln::Result<kiln::ir::ExecutionPlan> plan = kiln::passes::run_pipeline(graph, opts.pipeline);
+  const double passes_seconds = seconds_since(stage_start);
+  if (!plan.is_ok()) return fail(plan.status());
+
+  // 3. Output.
+  stage_start = std::chrono::steady_clock::now();
+  std::string bytes;
+  switch (opts.emit) {
+    case EmitKind::kIr: bytes = kiln::ir::print_graph(graph); break;
+    case EmitKind::kDot: bytes = kiln::ir::print_dot(graph); break;
+    case EmitKind::kPlan: bytes = kiln::passes::print_plan(graph, *plan); break;
+    case EmitKind::kKernels:
+      // Unreachable until a backend exists: rejected above when the build has no targets.
+      return fail(kiln::unsupported("--emit=kernels: no code-generation target in this build"));
+    case EmitKind::kKiln: {
+      kiln::Result<std::vector<uint8_t>> artifact = kiln::artifact::write_artifact(graph, *plan);
+      if (!artifact.is_ok()) return fail(artifact.status());
+      bytes.assign(reinterpret_cast<const char*>(artifact->data()), artifact->size());
+      break;
+    }
+  }
+  const std::string out_path = opts.output.value_or(default_output(opts));
+  if (opts.verbose) log << "kilnc: writing " << bytes.size() << " bytes to " << out_path << "\n";
+  if (!write_output(out_path, bytes)) {
+    std::cerr << "kilnc: error: cannot write '" << out_path << "'\n";
+    return 1;
+  }
+  const double output_seconds = seconds_since(stage_start);
+
+  if (opts.pipeline.time_report) {
+    char line[160];
+    log << "===- kilnc stage times -===\n";
+    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "parse", parse_seconds * 1e3);
+    log << line;
+    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "passes + planning", passes_seconds * 1e3);
+    log << line;
+    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "output", output_seconds * 1e3);
+    log << line;
+    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "total", seconds_since(total_start) * 1e3);
+    log << line;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  return run(argc, argv);
+}
