@@ -1,0 +1,338 @@
+// The artifact writer: ir::Graph + ir::ExecutionPlan (+ kernel binaries) -> .kiln bytes.
+//
+// The writer checks every reference it serializes (node inputs, outputs, kernels, plan) so that
+// a file it produces always passes the reader's semantic checks; a failure here is a bug in the
+// caller's graph and is reported as kInvalidArgument naming what is wrong.
+#include "artifact/writer.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <map>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "artifact/enum_map.h"
+#include "kiln_generated.h"
+
+namespace kiln::artifact {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+using flatbuffers::Vector;
+
+// Serializes one graph + plan. Holds the builder and a cache of symbol strings (symbolic dims
+// repeat on almost every node, so sharing them keeps files of large graphs small).
+class Writer {
+ public:
+  explicit Writer(size_t size_hint) : fbb_(size_hint) {}
+
+  Result<std::vector<uint8_t>> write(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                                     const WriteOptions& options);
+
+ private:
+  Status check_references(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                          const WriteOptions& options) const;
+
+  Offset<flatbuffers::String> shared_string(const std::string& s) { return fbb_.CreateSharedString(s); }
+  Offset<Vector<Offset<fb::Dim>>> dims(const ir::Shape& shape);
+  Offset<fb::TensorType> tensor_type(const ir::TensorType& type);
+  Offset<Vector<int64_t>> longs(const std::vector<int64_t>& v) { return fbb_.CreateVector(v); }
+  template <size_t N>
+  Offset<Vector<int64_t>> longs(const std::array<int64_t, N>& v) {
+    return fbb_.CreateVector(v.data(), v.size());
+  }
+  Offset<Vector<uint32_t>> ids(const std::vector<ir::NodeId>& v) { return fbb_.CreateVector(v); }
+  std::pair<fb::Attrs, Offset<void>> attrs(const ir::Attrs& attrs);
+  Offset<fb::Node> node(const ir::Node& node);
+  Offset<fb::Graph> graph(const ir::Graph& graph);
+  Offset<fb::SizeExpr> size_expr(const ir::SizeExpr& expr);
+  Offset<fb::Plan> plan(const ir::ExecutionPlan& plan);
+  Offset<Vector<Offset<fb::Target>>> targets(const std::vector<KernelBinary>& kernels);
+
+  FlatBufferBuilder fbb_;
+};
+
+Offset<Vector<Offset<fb::Dim>>> Writer::dims(const ir::Shape& shape) {
+  std::vector<Offset<fb::Dim>> out;
+  out.reserve(shape.size());
+  for (const ir::Dim& d : shape) {
+    if (d.is_symbolic()) {
+      auto name = shared_string(d.symbol_name());
+      out.push_back(fb::CreateDim(fbb_, 0, name));
+    } else {
+      out.push_back(fb::CreateDim(fbb_, d.size()));
+    }
+  }
+  return fbb_.CreateVector(out);
+}
+
+Offset<fb::TensorType> Writer::tensor_type(const ir::TensorType& type) {
+  auto shape = dims(type.shape);
+  return fb::CreateTensorType(fbb_, detail::to_fb(type.dtype), shape);
+}
+
+std::pair<fb::Attrs, Offset<void>> Writer::attrs(const ir::Attrs& attrs) {
+  // One branch per attribute struct; the static_assert below keeps the list complete.
+  return std::visit(
+      [&](const auto& a) -> std::pair<fb::Attrs, Offset<void>> {
+        using A = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<A, ir::NoAttrs>) {
+          return {fb::Attrs::NoAttrs, fb::CreateNoAttrs(fbb_).Union()};
+        } else if constexpr (std::is_same_v<A, ir::InputAttrs>) {
+          return {fb::Attrs::InputAttrs, fb::CreateInputAttrs(fbb_, a.index).Union()};
+        } else if constexpr (std::is_same_v<A, ir::ConstantAttrs>) {
+          auto name = fbb_.CreateString(a.weight_name);
+          return {fb::Attrs::ConstantAttrs,
+                  fb::CreateConstantAttrs(fbb_, a.constant_index, name).Union()};
+        } else if constexpr (std::is_same_v<A, ir::GeluAttrs>) {
+          return {fb::Attrs::GeluAttrs, fb::CreateGeluAttrs(fbb_, a.tanh_approximation).Union()};
+        } else if constexpr (std::is_same_v<A, ir::CastAttrs>) {
+          return {fb::Attrs::CastAttrs, fb::CreateCastAttrs(fbb_, detail::to_fb(a.to)).Union()};
+        } else if constexpr (std::is_same_v<A, ir::ClampAttrs>) {
+          fb::ClampAttrsBuilder b(fbb_);
+          if (a.min) b.add_min(*a.min);
+          if (a.max) b.add_max(*a.max);
+          return {fb::Attrs::ClampAttrs, b.Finish().Union()};
+        } else if constexpr (std::is_same_v<A, ir::ReduceAttrs>) {
+          auto axes = longs(a.axes);
+          return {fb::Attrs::ReduceAttrs,
+                  fb::CreateReduceAttrs(fbb_, axes, a.all_axes, a.keepdims).Union()};
+        } else if constexpr (std::is_same_v<A, ir::ArgMaxAttrs>) {
+          return {fb::Attrs::ArgMaxAttrs, fb::CreateArgMaxAttrs(fbb_, a.axis, a.keepdims).Union()};
+        } else if constexpr (std::is_same_v<A, ir::AxisAttrs>) {
+          return {fb::Attrs::AxisAttrs, fb::CreateAxisAttrs(fbb_, a.axis).Union()};
+        } else if constexpr (std::is_same_v<A, ir::LayerNormAttrs>) {
+          return {fb::Attrs::LayerNormAttrs,
+                  fb::CreateLayerNormAttrs(fbb_, a.axis, a.epsilon).Union()};
+        } else if constexpr (std::is_same_v<A, ir::ReshapeAttrs>) {
+          auto shape = dims(a.shape);
+          return {fb::Attrs::ReshapeAttrs, fb::CreateReshapeAttrs(fbb_, shape).Union()};
+        } else if constexpr (std::is_same_v<A, ir::TransposeAttrs>) {
+          auto perm = longs(a.perm);
+          return {fb::Attrs::TransposeAttrs, fb::CreateTransposeAttrs(fbb_, perm).Union()};
+        } else if constexpr (std::is_same_v<A, ir::BroadcastToAttrs>) {
+          auto shape = dims(a.shape);
+          return {fb::Attrs::BroadcastToAttrs, fb::CreateBroadcastToAttrs(fbb_, shape).Union()};
+        } else if constexpr (std::is_same_v<A, ir::SliceAttrs>) {
+          auto starts = longs(a.starts);
+          auto ends = longs(a.ends);
+          auto axes = longs(a.axes);
+          auto steps = longs(a.steps);
+          return {fb::Attrs::SliceAttrs,
+                  fb::CreateSliceAttrs(fbb_, starts, ends, axes, steps).Union()};
+        } else if constexpr (std::is_same_v<A, ir::Conv2dAttrs>) {
+          auto strides = longs(a.strides);
+          auto pads = longs(a.pads);
+          auto dilations = longs(a.dilations);
+          return {fb::Attrs::Conv2dAttrs,
+                  fb::CreateConv2dAttrs(fbb_, strides, pads, dilations, a.groups).Union()};
+        } else if constexpr (std::is_same_v<A, ir::Pool2dAttrs>) {
+          auto kernel = longs(a.kernel);
+          auto strides = longs(a.strides);
+          auto pads = longs(a.pads);
+          return {fb::Attrs::Pool2dAttrs,
+                  fb::CreatePool2dAttrs(fbb_, kernel, strides, pads, a.count_include_pad).Union()};
+        } else {
+          static_assert(sizeof(A) == 0, "attribute struct without a file encoding");
+        }
+      },
+      attrs);
+}
+
+Offset<fb::Node> Writer::node(const ir::Node& n) {
+  auto name = fbb_.CreateString(n.name);
+  auto inputs = ids(n.inputs);
+  auto [attrs_type, attrs_value] = attrs(n.attrs);
+  auto type = tensor_type(n.type);
+  return fb::CreateNode(fbb_, detail::to_fb(n.op), name, inputs, attrs_type, attrs_value, type);
+}
+
+Offset<fb::Graph> Writer::graph(const ir::Graph& g) {
+  // Constants first: they are the bulk of the file and want their 64-byte alignment settled
+  // before the many small tables are written.
+  std::vector<Offset<fb::ConstantData>> constants;
+  constants.reserve(g.constants().size());
+  for (const ir::Tensor& t : g.constants()) {
+    fbb_.ForceVectorAlignment(t.size_bytes(), 1, kConstantAlignment);
+    auto data = fbb_.CreateVector(reinterpret_cast<const uint8_t*>(t.data()), t.size_bytes());
+    auto shape = longs(t.shape());
+    constants.push_back(fb::CreateConstantData(fbb_, detail::to_fb(t.dtype()), shape, data));
+  }
+  auto constants_vec = fbb_.CreateVector(constants);
+
+  std::vector<Offset<fb::Node>> nodes;
+  nodes.reserve(g.num_nodes());
+  for (const ir::Node& n : g.nodes()) nodes.push_back(node(n));
+  auto nodes_vec = fbb_.CreateVector(nodes);
+
+  std::vector<Offset<fb::IoValue>> inputs;
+  for (ir::NodeId id : g.inputs()) {
+    const ir::Node& n = g.node(id);
+    auto name = fbb_.CreateString(n.name);
+    auto type = tensor_type(n.type);
+    inputs.push_back(fb::CreateIoValue(fbb_, name, id, type));
+  }
+  auto inputs_vec = fbb_.CreateVector(inputs);
+
+  std::vector<Offset<fb::IoValue>> outputs;
+  for (const ir::GraphOutput& o : g.outputs()) {
+    auto name = fbb_.CreateString(o.name);
+    auto type = tensor_type(o.declared);
+    outputs.push_back(fb::CreateIoValue(fbb_, name, o.node, type));
+  }
+  auto outputs_vec = fbb_.CreateVector(outputs);
+
+  std::vector<Offset<fb::Kernel>> kernels;
+  for (const ir::Kernel& k : g.kernels()) {
+    auto name = fbb_.CreateString(k.name);
+    auto knodes = ids(k.nodes);
+    auto kinputs = ids(k.inputs);
+    auto koutputs = ids(k.outputs);
+    kernels.push_back(fb::CreateKernel(fbb_, name, detail::to_fb(k.kind), knodes, k.anchor,
+                                       kinputs, koutputs));
+  }
+  auto kernels_vec = fbb_.CreateVector(kernels);
+
+  auto name = fbb_.CreateString(g.name);
+  auto weights = fbb_.CreateString(g.weights_path);
+  return fb::CreateGraph(fbb_, name, weights, nodes_vec, inputs_vec, outputs_vec, constants_vec,
+                         kernels_vec);
+}
+
+Offset<fb::SizeExpr> Writer::size_expr(const ir::SizeExpr& expr) {
+  std::vector<Offset<fb::Term>> terms;
+  for (const auto& [symbols, coeff] : expr.terms()) {
+    std::vector<Offset<flatbuffers::String>> names;
+    for (const std::string& s : symbols) names.push_back(shared_string(s));
+    auto names_vec = fbb_.CreateVector(names);
+    terms.push_back(fb::CreateTerm(fbb_, coeff, names_vec));
+  }
+  auto terms_vec = fbb_.CreateVector(terms);
+  return fb::CreateSizeExpr(fbb_, terms_vec);
+}
+
+Offset<fb::Plan> Writer::plan(const ir::ExecutionPlan& p) {
+  std::vector<Offset<fb::Launch>> launches;
+  for (const ir::Launch& l : p.launches) {
+    auto shape = dims(l.launch_shape);
+    launches.push_back(fb::CreateLaunch(fbb_, l.kernel, shape));
+  }
+  auto launches_vec = fbb_.CreateVector(launches);
+  std::vector<Offset<fb::BufferAssignment>> buffers;
+  for (const ir::BufferAssignment& b : p.buffers) {
+    auto offset = size_expr(b.offset);
+    auto size = size_expr(b.size);
+    buffers.push_back(
+        fb::CreateBufferAssignment(fbb_, b.value, detail::to_fb(b.storage), offset, size, b.alias_of));
+  }
+  auto buffers_vec = fbb_.CreateVector(buffers);
+  auto arena = size_expr(p.arena_bytes);
+  return fb::CreatePlan(fbb_, launches_vec, buffers_vec, arena, p.alignment);
+}
+
+Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels) {
+  // Group by target, keeping the order in which targets first appear.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Offset<fb::KernelBinary>>> by_target;
+  for (const KernelBinary& k : kernels) {
+    if (!by_target.count(k.target)) order.push_back(k.target);
+    fbb_.ForceVectorAlignment(k.blob.size(), 1, 16);
+    auto blob = fbb_.CreateVector(k.blob);
+    std::vector<Offset<flatbuffers::String>> features;
+    for (const std::string& f : k.required_features) features.push_back(fbb_.CreateString(f));
+    auto features_vec = fbb_.CreateVector(features);
+    auto name = fbb_.CreateString(k.kernel_name);
+    auto format = fbb_.CreateString(k.format);
+    auto entry = fbb_.CreateString(k.entry_point);
+    by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
+                                                         blob, features_vec));
+  }
+  std::vector<Offset<fb::Target>> out;
+  for (const std::string& t : order) {
+    auto name = fbb_.CreateString(t);
+    auto list = fbb_.CreateVector(by_target[t]);
+    out.push_back(fb::CreateTarget(fbb_, name, list));
+  }
+  return fbb_.CreateVector(out);
+}
+
+Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
+                                const WriteOptions& options) const {
+  const size_t n = g.num_nodes();
+  auto bad = [](const std::string& what) { return invalid_argument("cannot write artifact: " + what); };
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = g.node(ir::NodeId(i));
+    if (node.erased) return bad("node '" + node.name + "' is erased (compact the graph first)");
+    for (ir::NodeId in : node.inputs)
+      if (in >= n) return bad("node '" + node.name + "' has an input id out of range");
+    if (const auto* c = std::get_if<ir::ConstantAttrs>(&node.attrs)) {
+      if (c->constant_index >= g.constants().size())
+        return bad("node '" + node.name + "' refers to a missing constant");
+    }
+  }
+  for (ir::NodeId id : g.inputs())
+    if (id >= n) return bad("a graph input id is out of range");
+  for (const ir::GraphOutput& o : g.outputs())
+    if (o.node >= n) return bad("output '" + o.name + "' refers to a node out of range");
+  for (const ir::Kernel& k : g.kernels()) {
+    for (const auto* list : {&k.nodes, &k.inputs, &k.outputs})
+      for (ir::NodeId id : *list)
+        if (id >= n) return bad("kernel '" + k.name + "' refers to a node out of range");
+    if (k.anchor != ir::kNoNode && k.anchor >= n)
+      return bad("kernel '" + k.name + "' has an anchor out of range");
+  }
+  for (const ir::Launch& l : p.launches)
+    if (l.kernel >= g.kernels().size()) return bad("a launch refers to a kernel out of range");
+  for (const ir::BufferAssignment& b : p.buffers) {
+    if (b.value >= n) return bad("a plan buffer refers to a node out of range");
+    if (b.alias_of != ir::kNoNode && b.alias_of >= n)
+      return bad("a plan buffer aliases a node out of range");
+  }
+  for (const KernelBinary& k : options.kernels)
+    if (k.kernel_index >= g.kernels().size())
+      return bad("kernel binary '" + k.kernel_name + "' refers to a kernel out of range");
+  return Status::ok();
+}
+
+Result<std::vector<uint8_t>> Writer::write(const ir::Graph& g, const ir::ExecutionPlan& p,
+                                           const WriteOptions& options) {
+  KILN_RETURN_IF_ERROR(check_references(g, p, options));
+  // FlatBuffers offsets are 32-bit: refuse graphs whose constants alone exceed the 2 GiB limit
+  // instead of letting the builder abort.
+  size_t constant_bytes = 0;
+  for (const ir::Tensor& t : g.constants()) constant_bytes += t.size_bytes() + kConstantAlignment;
+  for (const KernelBinary& k : options.kernels) constant_bytes += k.blob.size() + 16;
+  if (constant_bytes >= (size_t(1) << 31) - (size_t(1) << 24))
+    return unsupported("cannot write artifact: constants and kernels total " +
+                       std::to_string(constant_bytes) +
+                       " bytes, over the 2 GiB limit of the .kiln format");
+
+  auto graph_off = graph(g);
+  auto plan_off = plan(p);
+  auto targets_off = targets(options.kernels);
+  auto producer = fbb_.CreateString(options.producer);
+  auto model = fb::CreateModel(fbb_, kFormatVersion, producer, graph_off, plan_off, targets_off);
+  fb::FinishModelBuffer(fbb_, model);
+  if (fbb_.GetSize() >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return unsupported("cannot write artifact: the file would exceed the 2 GiB limit");
+  const uint8_t* data = fbb_.GetBufferPointer();
+  return std::vector<uint8_t>(data, data + fbb_.GetSize());
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
+  return write_artifact(graph, plan, WriteOptions{});
+}
+
+Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                                            const WriteOptions& options) {
+  size_t hint = 1024 + graph.num_nodes() * 128;
+  for (const ir::Tensor& t : graph.constants()) hint += t.size_bytes() + kConstantAlignment;
+  Writer writer(hint);
+  return writer.write(graph, plan, options);
+}
+
+}  // namespace kiln::artifact

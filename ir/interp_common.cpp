@@ -1,0 +1,294 @@
+// Shared helpers of the reference interpreter: element conversion, strides, broadcasting.
+// See ir/interp_internal.h for the numeric model.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ir/interp_internal.h"
+#include "support/half.h"
+
+namespace kiln::ir::interp {
+namespace {
+
+template <class T>
+T read_raw(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// Loads every element through `convert` after reading it as its storage type.
+template <class Out, class Convert>
+std::vector<Out> load_as(const Tensor& t, Convert convert) {
+  const int64_t n = t.num_elements();
+  std::vector<Out> out(size_t(n > 0 ? n : 0));
+  const std::byte* p = t.data();
+  switch (t.dtype()) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(double(read_raw<float>(p + 4 * i)));
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(double(f16_to_f32(read_raw<uint16_t>(p + 2 * i))));
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(double(bf16_to_f32(read_raw<uint16_t>(p + 2 * i))));
+      break;
+    case DType::kI64:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(read_raw<int64_t>(p + 8 * i));
+      break;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<int32_t>(p + 4 * i)));
+      break;
+    case DType::kI8:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<int8_t>(p + i)));
+      break;
+    case DType::kU8:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint8_t>(p + i)));
+      break;
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint8_t>(p + i) != 0));
+      break;
+  }
+  return out;
+}
+
+template <class T>
+void write_raw(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+}  // namespace
+
+int64_t wrap_to_dtype(int64_t v, DType dtype) {
+  switch (dtype) {
+    case DType::kI32: return int64_t(int32_t(uint32_t(uint64_t(v))));
+    case DType::kI8: return int64_t(int8_t(uint8_t(uint64_t(v))));
+    case DType::kU8: return int64_t(uint8_t(uint64_t(v)));
+    case DType::kBool: return v != 0 ? 1 : 0;
+    case DType::kI64:
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return v;
+  }
+  return v;
+}
+
+int64_t double_to_int_saturating(double v, DType dtype) {
+  if (std::isnan(v)) return 0;
+  double lo = 0, hi = 0;
+  switch (dtype) {
+    case DType::kI64:
+      // 2^63 is exactly representable; anything >= it saturates.
+      if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+      if (v < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+      return int64_t(v);
+    case DType::kI32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case DType::kI8: lo = -128.0; hi = 127.0; break;
+    case DType::kU8: lo = 0.0; hi = 255.0; break;
+    case DType::kBool: return v != 0 ? 1 : 0;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return int64_t(v);
+  }
+  double t = std::trunc(v);
+  if (t < lo) t = lo;
+  if (t > hi) t = hi;
+  return int64_t(t);
+}
+
+std::vector<double> load_doubles(const Tensor& t) {
+  return load_as<double>(t, [](auto v) { return double(v); });
+}
+
+std::vector<int64_t> load_ints(const Tensor& t) {
+  return load_as<int64_t>(t, [](auto v) -> int64_t {
+    if constexpr (std::is_same_v<decltype(v), double>) {
+      return double_to_int_saturating(v, DType::kI64);
+    } else {
+      return v;
+    }
+  });
+}
+
+std::vector<uint8_t> load_bools(const Tensor& t) {
+  return load_as<uint8_t>(t, [](auto v) -> uint8_t { return v != 0 ? 1 : 0; });
+}
+
+Result<Tensor> tensor_from_doubles(DType dtype, const std::vector<int64_t>& shape,
+                                   std::span<const double> values) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dtype, shape));
+  const int64_t n = t.num_elements();
+  KILN_CHECK(size_t(n) == values.size(), "tensor_from_doubles: value count matches the shape");
+  if (n == 0) return t;
+  std::byte* p = t.mutable_data();
+  switch (dtype) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, float(values[i]));
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, f32_to_f16(float(values[i])));
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, f32_to_bf16(float(values[i])));
+      break;
+    case DType::kI64:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 8 * i, double_to_int_saturating(values[i], dtype));
+      break;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i)
+        write_raw(p + 4 * i, int32_t(double_to_int_saturating(values[i], dtype)));
+      break;
+    case DType::kI8:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, int8_t(double_to_int_saturating(values[i], dtype)));
+      break;
+    case DType::kU8:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(double_to_int_saturating(values[i], dtype)));
+      break;
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != 0.0 ? 1 : 0));
+      break;
+  }
+  return t;
+}
+
+Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
+                                std::span<const int64_t> values) {
+  if (is_float(dtype)) {
+    std::vector<double> d(values.begin(), values.end());
+    return tensor_from_doubles(dtype, shape, d);
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dtype, shape));
+  const int64_t n = t.num_elements();
+  KILN_CHECK(size_t(n) == values.size(), "tensor_from_ints: value count matches the shape");
+  if (n == 0) return t;
+  std::byte* p = t.mutable_data();
+  switch (dtype) {
+    case DType::kI64:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 8 * i, values[i]);
+      break;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, int32_t(uint32_t(uint64_t(values[i]))));
+      break;
+    case DType::kI8:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(uint64_t(values[i])));
+      break;
+    case DType::kU8:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(uint64_t(values[i])));
+      break;
+    case DType::kBool:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != 0 ? 1 : 0));
+      break;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: break;  // handled above
+  }
+  return t;
+}
+
+int64_t num_elements_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in_shape,
+                                       const std::vector<int64_t>& out_shape) {
+  std::vector<int64_t> in_strides = row_major_strides(in_shape);
+  std::vector<int64_t> strides(out_shape.size(), 0);
+  const size_t offset = out_shape.size() - in_shape.size();
+  for (size_t i = 0; i < in_shape.size(); ++i) {
+    strides[offset + i] = (in_shape[i] == 1 && out_shape[offset + i] != 1) ? 0 : in_strides[i];
+  }
+  return strides;
+}
+
+std::string sizes_to_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Result<std::vector<int64_t>> broadcast_sizes(const std::vector<int64_t>& a,
+                                             const std::vector<int64_t>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else {
+      return invalid_argument("cannot broadcast " + sizes_to_string(a) + " with " + sizes_to_string(b));
+    }
+  }
+  return out;
+}
+
+bool broadcasts_to(const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape) {
+  if (in_shape.size() > out_shape.size()) return false;
+  const size_t offset = out_shape.size() - in_shape.size();
+  for (size_t i = 0; i < in_shape.size(); ++i) {
+    if (in_shape[i] != 1 && in_shape[i] != out_shape[offset + i]) return false;
+  }
+  return true;
+}
+
+Result<int64_t> checked_axis(const EvalContext& ctx, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    return node_error(ctx, "axis " + std::to_string(axis) + " is out of range for rank " +
+                               std::to_string(rank));
+  }
+  return a;
+}
+
+void strided_copy(const std::byte* src, int64_t src_offset, const std::vector<int64_t>& src_strides,
+                  const std::vector<int64_t>& out_shape, std::byte* dst, size_t elem_size) {
+  std::array<const std::vector<int64_t>*, 1> strides = {&src_strides};
+  const std::byte* base = src + src_offset * int64_t(elem_size);
+  switch (elem_size) {
+    case 1:
+      for_each_strided<1>(out_shape, strides, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        dst[i] = base[o[0]];
+      });
+      break;
+    case 2:
+      for_each_strided<1>(out_shape, strides, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        std::memcpy(dst + 2 * i, base + 2 * o[0], 2);
+      });
+      break;
+    case 4:
+      for_each_strided<1>(out_shape, strides, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        std::memcpy(dst + 4 * i, base + 4 * o[0], 4);
+      });
+      break;
+    default:
+      for_each_strided<1>(out_shape, strides, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        std::memcpy(dst + int64_t(elem_size) * i, base + int64_t(elem_size) * o[0], elem_size);
+      });
+      break;
+  }
+}
+
+Status node_error(const EvalContext& ctx, const std::string& message) {
+  return invalid_argument("node '" + ctx.node.name + "' (" + std::string(op_name(ctx.node.op)) +
+                              "): " + message,
+                          ctx.node.loc);
+}
+
+}  // namespace kiln::ir::interp
