@@ -5,7 +5,7 @@
 // FlatBuffers Verifier over the whole buffer, then checks the meaning of everything it converts
 // (enum values, node and kernel ids in range, attributes matching each op kind, constant sizes
 // matching their types, plan references) and finally runs ir::verify_graph. A truncated,
-// corrupted, foreign or newer-version file gives kCorrupt (or kUnsupported for a newer version)
+// corrupted, foreign or newer-version file gives kCorrupt (kInvalidArgument for a newer format version)
 // with a message saying what is wrong; it never crashes or reads out of bounds.
 //
 // Ownership: the LoadedArtifact keeps the file bytes alive (`bytes`); constants whose data is
