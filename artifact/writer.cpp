@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "artifact/enum_map.h"
+#include "support/check.h"
 #include "kiln_generated.h"
 
 namespace kiln::artifact {
@@ -313,12 +314,18 @@ Result<std::vector<uint8_t>> Writer::write(const ir::Graph& g, const ir::Executi
   auto plan_off = plan(p);
   auto targets_off = targets(options.kernels);
   auto producer = fbb_.CreateString(options.producer);
-  auto model = fb::CreateModel(fbb_, kFormatVersion, producer, graph_off, plan_off, targets_off);
+  // file_size starts as a non-default placeholder so that the field is stored, then is
+  // patched to the real size once the buffer is finished.
+  auto model = fb::CreateModel(fbb_, kFormatVersion, producer, graph_off, plan_off, targets_off,
+                               /*file_size=*/~uint64_t(0));
   fb::FinishModelBuffer(fbb_, model);
   if (fbb_.GetSize() >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return unsupported("cannot write artifact: the file would exceed the 2 GiB limit");
   const uint8_t* data = fbb_.GetBufferPointer();
-  return std::vector<uint8_t>(data, data + fbb_.GetSize());
+  std::vector<uint8_t> bytes(data, data + fbb_.GetSize());
+  bool patched = fb::GetMutableModel(bytes.data())->mutate_file_size(bytes.size());
+  KILN_CHECK(patched, "the artifact's file_size field was not stored");
+  return bytes;
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Shared helpers of the reference interpreter: element conversion, strides, broadcasting.
 // See ir/interp_internal.h for the numeric model.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "ir/interp_internal.h"
+#include "support/check.h"
 #include "support/half.h"
 
 namespace kiln::ir::interp {

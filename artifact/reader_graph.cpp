@@ -1,0 +1,378 @@
+// Conversion of a verified .kiln buffer into ir::Graph / ir::ExecutionPlan / kernel binaries.
+//
+// The FlatBuffers Verifier guarantees that every table, vector and string lies inside the
+// buffer; it does not know what the values mean. Everything here checks meaning: enum values
+// this build knows, ids in range, attribute tables matching the op kind, fixed-length attribute
+// arrays of the right length, constant byte counts matching their dtype and shape. Each failure
+// is kCorrupt with a message naming the node / kernel / buffer at fault.
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "artifact/enum_map.h"
+#include "artifact/reader_internal.h"
+
+namespace kiln::artifact::detail {
+namespace {
+
+using flatbuffers::Offset;
+using flatbuffers::Vector;
+
+Status bad(const std::string& what) { return corrupt("corrupt Kiln artifact: " + what); }
+
+std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+// Reads a shape. `min_static` is 0 for tensor types and -1 for reshape targets (one -1 is the
+// inferred dim; the verifier checks there is at most one).
+Result<ir::Shape> read_shape(const Vector<Offset<fb::Dim>>* dims, int64_t min_static,
+                             const std::string& where) {
+  ir::Shape shape;
+  if (!dims) return shape;
+  if (dims->size() > 64) return bad(where + ": rank " + std::to_string(dims->size()) + " is too large");
+  shape.reserve(dims->size());
+  for (const fb::Dim* d : *dims) {
+    if (d->symbol() && d->symbol()->size() > 0) {
+      shape.push_back(ir::Dim::symbol(d->symbol()->str()));
+    } else {
+      if (d->size() < min_static)
+        return bad(where + ": dimension size " + std::to_string(d->size()) + " is negative");
+      shape.push_back(ir::Dim::of(d->size()));
+    }
+  }
+  return shape;
+}
+
+Result<ir::TensorType> read_type(const fb::TensorType* type, const std::string& where) {
+  if (!type) return bad(where + ": missing type");
+  std::optional<ir::DType> dtype = from_fb(type->dtype());
+  if (!dtype) return bad(where + ": unknown dtype code " + std::to_string(int(type->dtype())));
+  KILN_ASSIGN_OR_RETURN(ir::Shape shape, read_shape(type->shape(), 0, where));
+  return ir::TensorType{*dtype, std::move(shape)};
+}
+
+std::vector<int64_t> longs(const Vector<int64_t>* v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>();
+}
+
+template <size_t N>
+Result<std::array<int64_t, N>> fixed_longs(const Vector<int64_t>* v, const std::string& where,
+                                           const char* field) {
+  if (!v || v->size() != N)
+    return bad(where + ": attribute '" + field + "' must have " + std::to_string(N) + " values");
+  std::array<int64_t, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = v->Get(flatbuffers::uoffset_t(i));
+  return out;
+}
+
+// The attribute table of a node, as the ir:: struct. Which struct a kind needs is checked by
+// the caller against ir::default_attrs(kind).
+Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
+  switch (node.attrs_type()) {
+    case fb::Attrs::NONE: return bad(where + ": missing attributes");
+    case fb::Attrs::NoAttrs: return ir::Attrs(ir::NoAttrs{});
+    case fb::Attrs::InputAttrs: return ir::Attrs(ir::InputAttrs{node.attrs_as_InputAttrs()->index()});
+    case fb::Attrs::ConstantAttrs: {
+      const auto* a = node.attrs_as_ConstantAttrs();
+      return ir::Attrs(ir::ConstantAttrs{a->constant_index(), str(a->weight_name())});
+    }
+    case fb::Attrs::GeluAttrs:
+      return ir::Attrs(ir::GeluAttrs{node.attrs_as_GeluAttrs()->tanh_approximation()});
+    case fb::Attrs::CastAttrs: {
+      std::optional<ir::DType> to = from_fb(node.attrs_as_CastAttrs()->to());
+      if (!to) return bad(where + ": cast to an unknown dtype");
+      return ir::Attrs(ir::CastAttrs{*to});
+    }
+    case fb::Attrs::ClampAttrs: {
+      const auto* a = node.attrs_as_ClampAttrs();
+      ir::ClampAttrs c;
+      if (a->min().has_value()) c.min = *a->min();
+      if (a->max().has_value()) c.max = *a->max();
+      return ir::Attrs(c);
+    }
+    case fb::Attrs::ReduceAttrs: {
+      const auto* a = node.attrs_as_ReduceAttrs();
+      return ir::Attrs(ir::ReduceAttrs{longs(a->axes()), a->all_axes(), a->keepdims()});
+    }
+    case fb::Attrs::ArgMaxAttrs: {
+      const auto* a = node.attrs_as_ArgMaxAttrs();
+      return ir::Attrs(ir::ArgMaxAttrs{a->axis(), a->keepdims()});
+    }
+    case fb::Attrs::AxisAttrs: return ir::Attrs(ir::AxisAttrs{node.attrs_as_AxisAttrs()->axis()});
+    case fb::Attrs::LayerNormAttrs: {
+      const auto* a = node.attrs_as_LayerNormAttrs();
+      return ir::Attrs(ir::LayerNormAttrs{a->axis(), a->epsilon()});
+    }
+    case fb::Attrs::ReshapeAttrs: {
+      KILN_ASSIGN_OR_RETURN(ir::Shape shape,
+                            read_shape(node.attrs_as_ReshapeAttrs()->shape(), -1, where));
+      return ir::Attrs(ir::ReshapeAttrs{std::move(shape)});
+    }
+    case fb::Attrs::TransposeAttrs:
+      return ir::Attrs(ir::TransposeAttrs{longs(node.attrs_as_TransposeAttrs()->perm())});
+    case fb::Attrs::BroadcastToAttrs: {
+      KILN_ASSIGN_OR_RETURN(ir::Shape shape,
+                            read_shape(node.attrs_as_BroadcastToAttrs()->shape(), 0, where));
+      return ir::Attrs(ir::BroadcastToAttrs{std::move(shape)});
+    }
+    case fb::Attrs::SliceAttrs: {
+      const auto* a = node.attrs_as_SliceAttrs();
+      return ir::Attrs(
+          ir::SliceAttrs{longs(a->starts()), longs(a->ends()), longs(a->axes()), longs(a->steps())});
+    }
+    case fb::Attrs::Conv2dAttrs: {
+      const auto* a = node.attrs_as_Conv2dAttrs();
+      ir::Conv2dAttrs c;
+      KILN_ASSIGN_OR_RETURN(c.strides, fixed_longs<2>(a->strides(), where, "strides"));
+      KILN_ASSIGN_OR_RETURN(c.pads, fixed_longs<4>(a->pads(), where, "pads"));
+      KILN_ASSIGN_OR_RETURN(c.dilations, fixed_longs<2>(a->dilations(), where, "dilations"));
+      c.groups = a->groups();
+      return ir::Attrs(c);
+    }
+    case fb::Attrs::Pool2dAttrs: {
+      const auto* a = node.attrs_as_Pool2dAttrs();
+      ir::Pool2dAttrs p;
+      KILN_ASSIGN_OR_RETURN(p.kernel, fixed_longs<2>(a->kernel(), where, "kernel"));
+      KILN_ASSIGN_OR_RETURN(p.strides, fixed_longs<2>(a->strides(), where, "strides"));
+      KILN_ASSIGN_OR_RETURN(p.pads, fixed_longs<4>(a->pads(), where, "pads"));
+      p.count_include_pad = a->count_include_pad();
+      return ir::Attrs(p);
+    }
+  }
+  return bad(where + ": unknown attribute table code " + std::to_string(int(node.attrs_type())));
+}
+
+Result<ir::NodeId> read_id(uint32_t id, size_t num_nodes, const std::string& where) {
+  if (id >= num_nodes)
+    return bad(where + " refers to node " + std::to_string(id) + ", but the graph has " +
+               std::to_string(num_nodes) + " nodes");
+  return ir::NodeId(id);
+}
+
+Result<std::vector<ir::NodeId>> read_ids(const Vector<uint32_t>* ids, size_t num_nodes,
+                                         const std::string& where) {
+  std::vector<ir::NodeId> out;
+  if (!ids) return out;
+  out.reserve(ids->size());
+  for (uint32_t id : *ids) {
+    KILN_ASSIGN_OR_RETURN(ir::NodeId checked, read_id(id, num_nodes, where));
+    out.push_back(checked);
+  }
+  return out;
+}
+
+Result<ir::Tensor> read_constant(const fb::ConstantData& c, size_t index,
+                                 const std::shared_ptr<const std::vector<uint8_t>>& bytes) {
+  const std::string where = "constant " + std::to_string(index);
+  std::optional<ir::DType> dtype = from_fb(c.dtype());
+  if (!dtype) return bad(where + ": unknown dtype code " + std::to_string(int(c.dtype())));
+  std::vector<int64_t> shape = longs(c.shape());
+  if (shape.size() > 64) return bad(where + ": rank is too large");
+  // Element count with overflow checks: a corrupt shape must not wrap around to match the data.
+  uint64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return bad(where + ": negative dimension " + std::to_string(d));
+    if (d != 0 && numel > uint64_t(std::numeric_limits<int64_t>::max()) / uint64_t(d))
+      return bad(where + ": shape is too large");
+    numel *= uint64_t(d);
+  }
+  const size_t data_size = c.data() ? c.data()->size() : 0;
+  const uint64_t elem = ir::dtype_size(*dtype);
+  if (numel > uint64_t(std::numeric_limits<int64_t>::max()) / elem || numel * elem != data_size)
+    return bad(where + " (" + std::string(ir::dtype_name(*dtype)) + ", " + std::to_string(numel) +
+               " elements) holds " + std::to_string(data_size) + " bytes of data");
+  const std::byte* data = c.data() ? reinterpret_cast<const std::byte*>(c.data()->data()) : nullptr;
+  // Use the file's bytes in place when they are aligned well enough for any element type;
+  // otherwise (a buffer at an unusual address) copy.
+  if (data && reinterpret_cast<uintptr_t>(data) % alignof(std::max_align_t) == 0)
+    return ir::Tensor::view(*dtype, std::move(shape), data, bytes);
+  std::span<const std::byte> span(data, data_size);
+  return ir::Tensor::from_bytes(*dtype, std::move(shape), span);
+}
+
+Result<ir::SizeExpr> read_size_expr(const fb::SizeExpr* expr, const std::string& where) {
+  ir::SizeExpr out;
+  if (!expr || !expr->terms()) return out;
+  for (const fb::Term* term : *expr->terms()) {
+    std::vector<std::string> symbols;
+    if (term->symbols()) {
+      for (const flatbuffers::String* s : *term->symbols()) {
+        if (s->size() == 0) return bad(where + ": a size term has an empty symbol name");
+        symbols.push_back(s->str());
+      }
+    }
+    std::sort(symbols.begin(), symbols.end());
+    if (!out.mutable_terms().emplace(std::move(symbols), term->coeff()).second)
+      return bad(where + ": a size expression repeats a term");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ir::Graph> convert_graph(const fb::Graph& g,
+                                const std::shared_ptr<const std::vector<uint8_t>>& bytes) {
+  ir::Graph graph;
+  graph.name = str(g.name());
+  graph.weights_path = str(g.weights_path());
+
+  if (g.constants()) {
+    size_t index = 0;
+    for (const fb::ConstantData* c : *g.constants()) {
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, read_constant(*c, index, bytes));
+      graph.add_constant(std::move(t));
+      ++index;
+    }
+  }
+
+  const size_t num_nodes = g.nodes() ? g.nodes()->size() : 0;
+  if (num_nodes >= size_t(ir::kNoNode)) return bad("too many nodes");
+  graph.nodes().reserve(num_nodes);
+  if (g.nodes()) {
+    size_t index = 0;
+    for (const fb::Node* n : *g.nodes()) {
+      std::string where = "node " + std::to_string(index);
+      ir::Node node;
+      std::optional<ir::OpKind> op = from_fb(n->op());
+      if (!op) return bad(where + ": unknown op code " + std::to_string(int(n->op())));
+      node.op = *op;
+      node.name = str(n->name());
+      where = "node '" + node.name + "' (" + std::string(ir::op_name(node.op)) + ")";
+      KILN_ASSIGN_OR_RETURN(node.inputs, read_ids(n->inputs(), num_nodes, where + " input"));
+      const ir::OpInfo& info = ir::op_info(node.op);
+      const int count = int(node.inputs.size());
+      if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs))
+        return bad(where + ": has " + std::to_string(count) + " inputs");
+      KILN_ASSIGN_OR_RETURN(node.attrs, read_attrs(*n, where));
+      if (node.attrs.index() != ir::default_attrs(node.op).index())
+        return bad(where + ": the attribute table does not belong to this op kind");
+      if (const auto* c = std::get_if<ir::ConstantAttrs>(&node.attrs)) {
+        if (c->constant_index >= graph.constants().size())
+          return bad(where + ": refers to constant " + std::to_string(c->constant_index) +
+                     ", but the file has " + std::to_string(graph.constants().size()));
+      }
+      KILN_ASSIGN_OR_RETURN(node.type, read_type(n->type(), where));
+      graph.add_node(std::move(node));
+      ++index;
+    }
+  }
+
+  if (g.inputs()) {
+    for (const fb::IoValue* io : *g.inputs()) {
+      const std::string where = "graph input '" + str(io->name()) + "'";
+      KILN_ASSIGN_OR_RETURN(ir::NodeId id, read_id(io->node(), num_nodes, where));
+      if (graph.node(id).op != ir::OpKind::kInput)
+        return bad(where + " is not an input node");
+      if (graph.node(id).name != str(io->name()))
+        return bad(where + " does not match its node's name '" + graph.node(id).name + "'");
+      graph.inputs().push_back(id);
+    }
+  }
+  if (g.outputs()) {
+    for (const fb::IoValue* io : *g.outputs()) {
+      ir::GraphOutput out;
+      out.name = str(io->name());
+      const std::string where = "graph output '" + out.name + "'";
+      KILN_ASSIGN_OR_RETURN(out.node, read_id(io->node(), num_nodes, where));
+      KILN_ASSIGN_OR_RETURN(out.declared, read_type(io->type(), where));
+      graph.outputs().push_back(std::move(out));
+    }
+  }
+  if (g.kernels()) {
+    for (const fb::Kernel* k : *g.kernels()) {
+      ir::Kernel kernel;
+      kernel.name = str(k->name());
+      const std::string where = "kernel '" + kernel.name + "'";
+      std::optional<ir::KernelKind> kind = from_fb(k->kind());
+      if (!kind) return bad(where + ": unknown kernel kind code " + std::to_string(int(k->kind())));
+      kernel.kind = *kind;
+      KILN_ASSIGN_OR_RETURN(kernel.nodes, read_ids(k->nodes(), num_nodes, where));
+      KILN_ASSIGN_OR_RETURN(kernel.inputs, read_ids(k->inputs(), num_nodes, where + " input"));
+      KILN_ASSIGN_OR_RETURN(kernel.outputs, read_ids(k->outputs(), num_nodes, where + " output"));
+      if (k->anchor() != ir::kNoNode) {
+        KILN_ASSIGN_OR_RETURN(kernel.anchor, read_id(k->anchor(), num_nodes, where + " anchor"));
+      }
+      graph.kernels().push_back(std::move(kernel));
+    }
+  }
+  return graph;
+}
+
+Result<ir::ExecutionPlan> convert_plan(const fb::Plan* p, const ir::Graph& graph) {
+  ir::ExecutionPlan plan;
+  if (!p) return plan;  // a graph without a plan is run node by node
+  const size_t num_nodes = graph.num_nodes();
+  if (p->launches()) {
+    size_t index = 0;
+    for (const fb::Launch* l : *p->launches()) {
+      const std::string where = "launch " + std::to_string(index++);
+      if (l->kernel() >= graph.kernels().size())
+        return bad(where + " refers to kernel " + std::to_string(l->kernel()) + ", but there are " +
+                   std::to_string(graph.kernels().size()));
+      ir::Launch launch;
+      launch.kernel = l->kernel();
+      KILN_ASSIGN_OR_RETURN(launch.launch_shape, read_shape(l->launch_shape(), 0, where));
+      plan.launches.push_back(std::move(launch));
+    }
+  }
+  if (p->buffers()) {
+    size_t index = 0;
+    for (const fb::BufferAssignment* b : *p->buffers()) {
+      const std::string where = "plan buffer " + std::to_string(index++);
+      ir::BufferAssignment buffer;
+      KILN_ASSIGN_OR_RETURN(buffer.value, read_id(b->value(), num_nodes, where));
+      std::optional<ir::Storage> storage = from_fb(b->storage());
+      if (!storage) return bad(where + ": unknown storage code " + std::to_string(int(b->storage())));
+      buffer.storage = *storage;
+      KILN_ASSIGN_OR_RETURN(buffer.offset, read_size_expr(b->offset(), where));
+      KILN_ASSIGN_OR_RETURN(buffer.size, read_size_expr(b->size(), where));
+      if (b->alias_of() != ir::kNoNode) {
+        KILN_ASSIGN_OR_RETURN(buffer.alias_of, read_id(b->alias_of(), num_nodes, where + " alias"));
+      } else if (buffer.storage == ir::Storage::kAlias) {
+        return bad(where + ": an alias buffer names no value it aliases");
+      }
+      plan.buffers.push_back(std::move(buffer));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(plan.arena_bytes, read_size_expr(p->arena_bytes(), "plan arena size"));
+  plan.alignment = p->alignment();
+  if (plan.alignment <= 0 || (plan.alignment & (plan.alignment - 1)) != 0 || plan.alignment > 4096)
+    return bad("plan alignment " + std::to_string(plan.alignment) + " is not a power of two <= 4096");
+  return plan;
+}
+
+Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target>>* targets,
+                                                  const ir::Graph& graph) {
+  std::vector<KernelBinary> out;
+  if (!targets) return out;
+  for (const fb::Target* t : *targets) {
+    const std::string target = str(t->name());
+    if (target.empty()) return bad("a target has no name");
+    if (!t->kernels()) continue;
+    for (const fb::KernelBinary* k : *t->kernels()) {
+      KernelBinary binary;
+      binary.target = target;
+      binary.kernel_name = str(k->kernel_name());
+      binary.kernel_index = k->kernel_index();
+      if (binary.kernel_index >= graph.kernels().size())
+        return bad("target '" + target + "' kernel '" + binary.kernel_name + "' refers to kernel " +
+                   std::to_string(binary.kernel_index) + ", but the graph has " +
+                   std::to_string(graph.kernels().size()));
+      binary.format = str(k->format());
+      binary.entry_point = str(k->entry_point());
+      if (k->blob()) binary.blob.assign(k->blob()->begin(), k->blob()->end());
+      if (k->required_features())
+        for (const flatbuffers::String* f : *k->required_features()) binary.required_features.push_back(f->str());
+      out.push_back(std::move(binary));
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::artifact::detail

@@ -1,0 +1,397 @@
+// Shape and dtype inference: the dispatcher, the elementwise / reduce / normalize families and
+// the whole-graph driver. Layout, matmul and convolution live in infer_shapes.cpp.
+#include "ir/infer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/infer_internal.h"
+
+namespace kiln::ir {
+namespace infer_detail {
+
+std::string ints_to_string(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace infer_detail
+
+namespace {
+
+using infer_detail::Operands;
+using infer_detail::quoted_op;
+
+// True when the static part of the shape multiplies out past int64 (symbols count as >= 1).
+bool static_product_overflows(const Shape& shape) {
+  int64_t product = 1;
+  for (const Dim& d : shape) {
+    if (d.is_symbolic() || d.size() == 0) continue;
+    if (__builtin_mul_overflow(product, d.size(), &product)) return true;
+  }
+  return false;
+}
+
+// Checks a type written by the user (graph input, constant): static dims non-negative, symbols
+// non-empty, element count representable.
+Status check_declared_type(const TensorType& type) {
+  for (const Dim& d : type.shape) {
+    if (d.is_static() && d.size() < 0) {
+      return invalid_argument("negative size " + std::to_string(d.size()) + " in " + type.to_string());
+    }
+  }
+  if (static_product_overflows(type.shape)) {
+    return invalid_argument("shape " + type.to_string() + " has too many elements (overflows 64 bits)");
+  }
+  return Status::ok();
+}
+
+Result<TensorType> infer_unary(OpKind op, const Operands& in) {
+  const TensorType& x = in[0];
+  switch (op) {
+    case OpKind::kNot:
+      if (x.dtype != DType::kBool) {
+        return invalid_argument("not needs a bool operand, got " + x.to_string());
+      }
+      return x;
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kSign:
+    case OpKind::kRelu:
+      if (!is_float(x.dtype) && !is_signed_integer(x.dtype)) {
+        return invalid_argument(quoted_op(op) + " needs a floating-point or signed integer operand, got " +
+                                x.to_string());
+      }
+      return x;
+    default:
+      if (!is_float(x.dtype)) {
+        return invalid_argument(quoted_op(op) + " needs a floating-point operand, got " + x.to_string() +
+                                " (use cast)");
+      }
+      return x;
+  }
+}
+
+// Broadcasts operand shapes pairwise, reporting the full types of the pair that disagrees.
+Result<Shape> broadcast_all(const Operands& in) {
+  Shape shape = in[0].shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    Result<Shape> next = broadcast_shapes(shape, in[i].shape);
+    if (!next) {
+      const TensorType& left = i == 1 ? in[0] : TensorType{in[0].dtype, shape};
+      return invalid_argument("cannot broadcast " + left.to_string() + " with " + in[i].to_string());
+    }
+    shape = std::move(next).value();
+  }
+  return shape;
+}
+
+Status require_same_dtype(OpKind op, const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype) {
+    return invalid_argument(quoted_op(op) + " operands must have the same dtype, got " + a.to_string() +
+                            " and " + b.to_string() + " (use cast)");
+  }
+  return Status::ok();
+}
+
+Result<TensorType> infer_binary(OpKind op, const Operands& in) {
+  KILN_RETURN_IF_ERROR(require_same_dtype(op, in[0], in[1]));
+  if (!is_numeric(in[0].dtype)) {
+    return invalid_argument(quoted_op(op) + " needs numeric operands, got " + in[0].to_string() + " and " +
+                            in[1].to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_all(in));
+  return TensorType{in[0].dtype, std::move(shape)};
+}
+
+Result<TensorType> infer_compare(OpKind op, const Operands& in) {
+  KILN_RETURN_IF_ERROR(require_same_dtype(op, in[0], in[1]));
+  const bool equality = op == OpKind::kEqual || op == OpKind::kNotEqual;
+  if (!equality && !is_numeric(in[0].dtype)) {
+    return invalid_argument(quoted_op(op) + " needs numeric operands, got " + in[0].to_string() + " and " +
+                            in[1].to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_all(in));
+  return TensorType{DType::kBool, std::move(shape)};
+}
+
+Result<TensorType> infer_logic(OpKind op, const Operands& in) {
+  if (in[0].dtype != DType::kBool || in[1].dtype != DType::kBool) {
+    return invalid_argument(quoted_op(op) + " needs bool operands, got " + in[0].to_string() + " and " +
+                            in[1].to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_all(in));
+  return TensorType{DType::kBool, std::move(shape)};
+}
+
+Result<TensorType> infer_where(const Operands& in) {
+  if (in[0].dtype != DType::kBool) {
+    return invalid_argument("where needs a bool condition, got " + in[0].to_string());
+  }
+  if (in[1].dtype != in[2].dtype) {
+    return invalid_argument("where branches must have the same dtype, got " + in[1].to_string() + " and " +
+                            in[2].to_string() + " (use cast)");
+  }
+  KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_all(in));
+  return TensorType{in[1].dtype, std::move(shape)};
+}
+
+Result<TensorType> infer_clamp(const Operands& in, const ClampAttrs& attrs) {
+  if (!is_numeric(in[0].dtype)) {
+    return invalid_argument("clamp needs a numeric operand, got " + in[0].to_string());
+  }
+  if ((attrs.min && std::isnan(*attrs.min)) || (attrs.max && std::isnan(*attrs.max))) {
+    return invalid_argument("clamp bounds must not be NaN");
+  }
+  return in[0];
+}
+
+// Normalizes a list of axes against `rank`: non-negative, sorted, no duplicates.
+Result<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  out.reserve(axes.size());
+  for (int64_t axis : axes) {
+    KILN_ASSIGN_OR_RETURN(int64_t a, normalize_axis(axis, rank));
+    if (std::find(out.begin(), out.end(), a) != out.end()) {
+      return invalid_argument("axis " + std::to_string(axis) + " appears more than once in axes=" +
+                              infer_detail::ints_to_string(axes));
+    }
+    out.push_back(a);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<TensorType> infer_reduce(OpKind op, const Operands& in, ReduceAttrs& attrs) {
+  const TensorType& x = in[0];
+  if (!is_numeric(x.dtype)) {
+    return invalid_argument(quoted_op(op) + " needs a numeric operand, got " + x.to_string());
+  }
+  if (op == OpKind::kReduceMean && !is_float(x.dtype)) {
+    return invalid_argument("reduce_mean needs a floating-point operand, got " + x.to_string() +
+                            " (use cast)");
+  }
+  // An omitted (or empty) axes list reduces over every axis, as in ONNX. An explicit list that
+  // names a strict subset of the axes wins over a stale all_axes flag.
+  std::vector<int64_t> every_axis;
+  for (int64_t i = 0; i < x.rank(); ++i) every_axis.push_back(i);
+  if (attrs.axes.empty()) {
+    attrs.all_axes = true;
+    attrs.axes = every_axis;
+  } else {
+    KILN_ASSIGN_OR_RETURN(attrs.axes, normalize_axes(attrs.axes, x.rank()));
+    if (attrs.axes != every_axis) attrs.all_axes = false;
+  }
+  Shape shape;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    const bool reduced = std::binary_search(attrs.axes.begin(), attrs.axes.end(), i);
+    if (!reduced) {
+      shape.push_back(x.shape[i]);
+      continue;
+    }
+    const Dim& d = x.shape[i];
+    if ((op == OpKind::kReduceMax || op == OpKind::kReduceMin) && d.is_static() && d.size() == 0) {
+      return invalid_argument(quoted_op(op) + " over axis " + std::to_string(i) + " of " + x.to_string() +
+                              ", which is empty");
+    }
+    if (attrs.keepdims) shape.push_back(Dim::of(1));
+  }
+  return TensorType{x.dtype, std::move(shape)};
+}
+
+Result<TensorType> infer_argmax(const Operands& in, ArgMaxAttrs& attrs) {
+  const TensorType& x = in[0];
+  if (!is_numeric(x.dtype)) {
+    return invalid_argument("argmax needs a numeric operand, got " + x.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
+  const Dim& d = x.shape[attrs.axis];
+  if (d.is_static() && d.size() == 0) {
+    return invalid_argument("argmax over axis " + std::to_string(attrs.axis) + " of " + x.to_string() +
+                            ", which is empty");
+  }
+  Shape shape;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i != attrs.axis) {
+      shape.push_back(x.shape[i]);
+    } else if (attrs.keepdims) {
+      shape.push_back(Dim::of(1));
+    }
+  }
+  return TensorType{DType::kI64, std::move(shape)};
+}
+
+Result<TensorType> infer_softmax(OpKind op, const Operands& in, AxisAttrs& attrs) {
+  const TensorType& x = in[0];
+  if (!is_float(x.dtype)) {
+    return invalid_argument(quoted_op(op) + " needs a floating-point operand, got " + x.to_string() +
+                            " (use cast)");
+  }
+  KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
+  return x;
+}
+
+Result<TensorType> infer_layer_norm(const Operands& in, LayerNormAttrs& attrs) {
+  const TensorType& x = in[0];
+  if (!is_float(x.dtype)) {
+    return invalid_argument("layer_norm needs a floating-point operand, got " + x.to_string() +
+                            " (use cast)");
+  }
+  KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
+  if (!(attrs.epsilon >= 0.0) || std::isinf(attrs.epsilon)) {
+    return invalid_argument("layer_norm epsilon must be a finite number >= 0");
+  }
+  const Shape trailing(x.shape.begin() + attrs.axis, x.shape.end());
+  const char* roles[] = {"scale", "bias"};
+  for (size_t i = 1; i < in.size(); ++i) {
+    const TensorType expected{x.dtype, trailing};
+    if (in[i] != expected) {
+      return invalid_argument(std::string("layer_norm ") + roles[i - 1] + " must be " + expected.to_string() +
+                              " (the dims of " + x.to_string() + " from axis " +
+                              std::to_string(attrs.axis) + "), got " + in[i].to_string());
+    }
+  }
+  return x;
+}
+
+Result<TensorType> infer_source(const Graph& graph, const Node& node) {
+  if (node.op == OpKind::kInput) {
+    KILN_RETURN_IF_ERROR(check_declared_type(node.type));
+    return node.type;
+  }
+  const auto& attrs = std::get<ConstantAttrs>(node.attrs);
+  if (attrs.constant_index >= graph.constants().size()) {
+    return invalid_argument("constant refers to missing data #" + std::to_string(attrs.constant_index));
+  }
+  return graph.constant(attrs.constant_index).type();
+}
+
+Result<TensorType> dispatch(const Graph& graph, const Node& node, const Operands& in, Attrs& attrs) {
+  using namespace infer_detail;
+  const OpKind op = node.op;
+  switch (op) {
+    case OpKind::kInput:
+    case OpKind::kConstant:
+      return infer_source(graph, node);
+    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog: case OpKind::kSqrt:
+    case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kTanh: case OpKind::kSigmoid:
+    case OpKind::kRelu: case OpKind::kSilu: case OpKind::kErf: case OpKind::kSin: case OpKind::kCos:
+    case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
+    case OpKind::kGelu: case OpKind::kNot:
+      return infer_unary(op, in);
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
+    case OpKind::kMaximum: case OpKind::kMinimum:
+      return infer_binary(op, in);
+    case OpKind::kEqual: case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual:
+    case OpKind::kGreater: case OpKind::kGreaterEqual:
+      return infer_compare(op, in);
+    case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor:
+      return infer_logic(op, in);
+    case OpKind::kWhere:
+      return infer_where(in);
+    case OpKind::kCast:
+      return TensorType{std::get<CastAttrs>(attrs).to, in[0].shape};
+    case OpKind::kClamp:
+      return infer_clamp(in, std::get<ClampAttrs>(attrs));
+    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
+    case OpKind::kReduceMin: case OpKind::kReduceProd:
+      return infer_reduce(op, in, std::get<ReduceAttrs>(attrs));
+    case OpKind::kArgMax:
+      return infer_argmax(in, std::get<ArgMaxAttrs>(attrs));
+    case OpKind::kSoftmax: case OpKind::kLogSoftmax:
+      return infer_softmax(op, in, std::get<AxisAttrs>(attrs));
+    case OpKind::kLayerNorm:
+      return infer_layer_norm(in, std::get<LayerNormAttrs>(attrs));
+    case OpKind::kMatMul:
+      return infer_matmul(in);
+    case OpKind::kReshape:
+      return infer_reshape(in, std::get<ReshapeAttrs>(attrs));
+    case OpKind::kTranspose:
+      return infer_transpose(in, std::get<TransposeAttrs>(attrs));
+    case OpKind::kBroadcastTo:
+      return infer_broadcast_to(in, std::get<BroadcastToAttrs>(attrs));
+    case OpKind::kSlice:
+      return infer_slice(in, std::get<SliceAttrs>(attrs));
+    case OpKind::kConcat:
+      return infer_concat(in, std::get<AxisAttrs>(attrs));
+    case OpKind::kGather:
+      return infer_gather(in, std::get<AxisAttrs>(attrs));
+    case OpKind::kConv2d:
+      return infer_conv2d(in, std::get<Conv2dAttrs>(attrs));
+    case OpKind::kMaxPool2d: case OpKind::kAvgPool2d:
+      return infer_pool2d(op, in, std::get<Pool2dAttrs>(attrs));
+    case OpKind::kGlobalAvgPool2d:
+      return infer_global_avg_pool2d(in);
+  }
+  return internal_error("unknown op kind " + std::to_string(int(op)));
+}
+
+std::string count_phrase(int n) { return std::to_string(n) + (n == 1 ? " operand" : " operands"); }
+
+}  // namespace
+
+Status infer_node(const Graph& graph, Node& node) {
+  if (int(node.op) >= kNumOpKinds) {
+    return invalid_argument("unknown op kind " + std::to_string(int(node.op)));
+  }
+  const OpInfo& info = op_info(node.op);
+  if (node.attrs.index() != default_attrs(node.op).index()) {
+    return invalid_argument(std::string(info.name) + " has attributes of the wrong kind");
+  }
+  const int count = int(node.inputs.size());
+  if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {
+    std::string expected = info.min_inputs == info.max_inputs ? count_phrase(info.min_inputs)
+                           : info.max_inputs < 0
+                               ? "at least " + count_phrase(info.min_inputs)
+                               : std::to_string(info.min_inputs) + " to " + count_phrase(info.max_inputs);
+    return invalid_argument(std::string(info.name) + " takes " + expected + ", got " + std::to_string(count));
+  }
+  Operands in;
+  in.reserve(node.inputs.size());
+  for (NodeId id : node.inputs) {
+    if (id >= graph.num_nodes() || graph.node(id).erased) {
+      return invalid_argument(std::string(info.name) + " refers to a value that does not exist (#" +
+                              std::to_string(id) + ")");
+    }
+    in.push_back(graph.node(id).type);
+  }
+  Attrs attrs = node.attrs;
+  KILN_ASSIGN_OR_RETURN(TensorType type, dispatch(graph, node, in, attrs));
+  if (static_product_overflows(type.shape)) {
+    return invalid_argument("result " + type.to_string() + " has too many elements (overflows 64 bits)");
+  }
+  node.type = std::move(type);
+  node.attrs = std::move(attrs);
+  return Status::ok();
+}
+
+Status infer_graph(Graph& graph) {
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    Node& node = graph.node(id);
+    if (node.erased) continue;
+    Status status = infer_node(graph, node);
+    if (!status.is_ok()) {
+      std::string op = node.op == OpKind::kInput ? "input" : std::string(op_name(node.op));
+      return Status(status.code(), "'" + node.name + "' (" + op + "): " + status.message(), node.loc);
+    }
+  }
+  for (const GraphOutput& out : graph.outputs()) {
+    if (out.node >= graph.num_nodes() || graph.node(out.node).erased) {
+      return Status(ErrorCode::kInvalidArgument, "output '" + out.name + "' is not defined", out.loc);
+    }
+    const TensorType& defined = graph.node(out.node).type;
+    if (defined != out.declared) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "output '" + out.name + "' is declared " + out.declared.to_string() +
+                        " but defined as " + defined.to_string(),
+                    out.loc);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::ir

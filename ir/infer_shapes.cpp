@@ -1,0 +1,420 @@
+// Shape inference for linear algebra, layout and convolution ops (see infer.cpp for the rest).
+#include <algorithm>
+#include <limits>
+
+#include "ir/infer_internal.h"
+
+namespace kiln::ir::infer_detail {
+namespace {
+
+// Slice bounds at or beyond these count as "from the very start" / "to the very end" of a
+// symbolic dim (ONNX exporters write INT64_MAX or INT32_MAX for an open end).
+constexpr int64_t kOpenEnd = std::numeric_limits<int32_t>::max();
+constexpr int64_t kOpenStart = std::numeric_limits<int32_t>::min();
+
+std::string dims_to_string(const Shape& shape) { return shape_to_string(shape); }
+
+Status require_same_dtype(std::string_view op, const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype) {
+    return invalid_argument(std::string(op) + " operands must have the same dtype, got " + a.to_string() +
+                            " and " + b.to_string() + " (use cast)");
+  }
+  return Status::ok();
+}
+
+// Multiset of the symbols of a shape, sorted, and the product of its static dims (skipping -1).
+struct ShapeFactors {
+  std::vector<std::string> symbols;
+  int64_t static_product = 1;
+  bool overflow = false;
+};
+
+ShapeFactors factor(const Shape& shape) {
+  ShapeFactors f;
+  for (const Dim& d : shape) {
+    if (d.is_symbolic()) {
+      f.symbols.push_back(d.symbol_name());
+    } else if (d.size() != -1) {
+      if (__builtin_mul_overflow(f.static_product, d.size(), &f.static_product)) f.overflow = true;
+    }
+  }
+  std::sort(f.symbols.begin(), f.symbols.end());
+  return f;
+}
+
+// Checks that a shape given as an attribute has no negative static sizes (except where -1 is
+// allowed, which the caller handles first).
+Status check_attr_shape(std::string_view op, const Shape& shape, bool allow_minus_one) {
+  for (const Dim& d : shape) {
+    if (d.is_static() && d.size() < 0 && !(allow_minus_one && d.size() == -1)) {
+      return invalid_argument(std::string(op) + " shape=" + dims_to_string(shape) + " has a negative size " +
+                              std::to_string(d.size()));
+    }
+  }
+  return Status::ok();
+}
+
+// Output size of one spatial dim of a convolution or pooling window; nullopt-like error when the
+// window does not fit.
+Result<Dim> window_output(std::string_view op, std::string_view what, const TensorType& x, const Dim& in,
+                          int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_before,
+                          int64_t pad_after) {
+  const int64_t effective = dilation * (kernel - 1) + 1;  // small: all inputs were range checked
+  if (in.is_symbolic()) {
+    // The only symbolic case we can express: the window maps each position to itself.
+    if (effective == 1 && stride == 1 && pad_before == 0 && pad_after == 0) return in;
+    return invalid_argument(std::string(op) + " needs a static " + std::string(what) + ", got " + x.to_string());
+  }
+  __int128 padded = __int128(in.size()) + pad_before + pad_after;
+  if (padded < effective) {
+    return invalid_argument(std::string(op) + " window (size " + std::to_string(effective) +
+                            ") is larger than the padded input " + std::string(what) + " " +
+                            std::to_string(int64_t(padded)) + " of " + x.to_string());
+  }
+  __int128 out = (padded - effective) / stride + 1;
+  return Dim::of(int64_t(out));
+}
+
+Status check_positive(std::string_view op, std::string_view name, const int64_t* values, size_t n,
+                      int64_t minimum, int64_t maximum = int64_t(1) << 32) {
+  for (size_t i = 0; i < n; ++i) {
+    if (values[i] < minimum || values[i] > maximum) {
+      std::vector<int64_t> all(values, values + n);
+      return invalid_argument(std::string(op) + " " + std::string(name) + "=" + ints_to_string(all) +
+                              " must hold values in [" + std::to_string(minimum) + ", " +
+                              std::to_string(maximum) + "]");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<TensorType> infer_matmul(const Operands& in) {
+  const TensorType& a = in[0];
+  const TensorType& b = in[1];
+  KILN_RETURN_IF_ERROR(require_same_dtype("matmul", a, b));
+  if (!is_numeric(a.dtype)) {
+    return invalid_argument("matmul needs numeric operands, got " + a.to_string() + " x " + b.to_string());
+  }
+  if (a.rank() == 0 || b.rank() == 0) {
+    return invalid_argument("matmul needs operands of rank 1 or more, got " + a.to_string() + " x " +
+                            b.to_string());
+  }
+  // NumPy: a 1-D left operand is a row [1, K], a 1-D right operand a column [K, 1]; the
+  // added dim is removed from the result.
+  Shape as = a.shape;
+  Shape bs = b.shape;
+  const bool a_vector = as.size() == 1;
+  const bool b_vector = bs.size() == 1;
+  if (a_vector) as.insert(as.begin(), Dim::of(1));
+  if (b_vector) bs.push_back(Dim::of(1));
+  if (as.back() != bs[bs.size() - 2]) {
+    return invalid_argument("matmul inner dimensions differ: " + a.to_string() + " x " + b.to_string());
+  }
+  Shape batch_a(as.begin(), as.end() - 2);
+  Shape batch_b(bs.begin(), bs.end() - 2);
+  Result<Shape> batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch) {
+    return invalid_argument("matmul batch dimensions do not broadcast: " + a.to_string() + " x " +
+                            b.to_string());
+  }
+  Shape out = std::move(batch).value();
+  if (!a_vector) out.push_back(as[as.size() - 2]);
+  if (!b_vector) out.push_back(bs.back());
+  return TensorType{a.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_reshape(const Operands& in, ReshapeAttrs& attrs) {
+  const TensorType& x = in[0];
+  const Shape& target = attrs.shape;
+  KILN_RETURN_IF_ERROR(check_attr_shape("reshape", target, /*allow_minus_one=*/true));
+  const auto minus_ones = std::count(target.begin(), target.end(), Dim::of(-1));
+  if (minus_ones > 1) {
+    return invalid_argument("reshape allows at most one -1 in shape=" + dims_to_string(target));
+  }
+  const std::string failure = "reshape cannot turn " + x.to_string() + " into " + dims_to_string(target);
+  const ShapeFactors from = factor(x.shape);
+  const ShapeFactors to = factor(target);
+  if (from.overflow || to.overflow) return invalid_argument(failure);
+
+  if (minus_ones == 0) {
+    if (from.symbols != to.symbols || from.static_product != to.static_product) {
+      return invalid_argument(failure);
+    }
+    return TensorType{x.dtype, target};
+  }
+  // The symbols of the target must all come from the input; what is left decides the -1.
+  std::vector<std::string> remaining;
+  if (!std::includes(from.symbols.begin(), from.symbols.end(), to.symbols.begin(), to.symbols.end())) {
+    return invalid_argument(failure);
+  }
+  std::set_difference(from.symbols.begin(), from.symbols.end(), to.symbols.begin(), to.symbols.end(),
+                      std::back_inserter(remaining));
+  Dim inferred;
+  if (remaining.empty()) {
+    if (to.static_product == 0 || from.static_product % to.static_product != 0) {
+      return invalid_argument(failure);
+    }
+    inferred = Dim::of(from.static_product / to.static_product);
+  } else if (remaining.size() == 1 && from.static_product == to.static_product) {
+    inferred = Dim::symbol(remaining.front());
+  } else {
+    return invalid_argument(failure + " (the -1 would have to stand for a product of symbolic sizes)");
+  }
+  Shape out = target;
+  for (Dim& d : out) {
+    if (d == Dim::of(-1)) d = inferred;
+  }
+  return TensorType{x.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_transpose(const Operands& in, TransposeAttrs& attrs) {
+  const TensorType& x = in[0];
+  if (attrs.perm.empty()) {
+    // NumPy's default: reverse the axes.
+    for (int64_t i = x.rank() - 1; i >= 0; --i) attrs.perm.push_back(i);
+  }
+  const std::string failure = "transpose perm=" + ints_to_string(attrs.perm) +
+                              " is not a permutation of the axes of " + x.to_string();
+  if (int64_t(attrs.perm.size()) != x.rank()) return invalid_argument(failure);
+  std::vector<int64_t> perm;
+  std::vector<bool> seen(size_t(x.rank()), false);
+  for (int64_t p : attrs.perm) {
+    if (p < -x.rank() || p >= x.rank()) return invalid_argument(failure);
+    const int64_t axis = p < 0 ? p + x.rank() : p;
+    if (seen[size_t(axis)]) return invalid_argument(failure);
+    seen[size_t(axis)] = true;
+    perm.push_back(axis);
+  }
+  Shape out;
+  for (int64_t p : perm) out.push_back(x.shape[size_t(p)]);
+  attrs.perm = std::move(perm);
+  return TensorType{x.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_broadcast_to(const Operands& in, BroadcastToAttrs& attrs) {
+  const TensorType& x = in[0];
+  const Shape& target = attrs.shape;
+  KILN_RETURN_IF_ERROR(check_attr_shape("broadcast_to", target, /*allow_minus_one=*/false));
+  const std::string failure = "cannot broadcast " + x.to_string() + " to " + dims_to_string(target);
+  if (x.rank() > int64_t(target.size())) return invalid_argument(failure);
+  const size_t offset = target.size() - x.shape.size();
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    const Dim& from = x.shape[i];
+    if (!(from == target[offset + i] || from.is_one())) return invalid_argument(failure);
+  }
+  return TensorType{x.dtype, target};
+}
+
+Result<TensorType> infer_slice(const Operands& in, SliceAttrs& attrs) {
+  const TensorType& x = in[0];
+  const size_t n = attrs.starts.size();
+  if (attrs.ends.size() != n) {
+    return invalid_argument("slice needs as many ends as starts, got starts=" + ints_to_string(attrs.starts) +
+                            " and ends=" + ints_to_string(attrs.ends));
+  }
+  std::vector<int64_t> axes = attrs.axes;
+  if (axes.empty()) {
+    for (size_t i = 0; i < n; ++i) axes.push_back(int64_t(i));
+  }
+  if (axes.size() != n) {
+    return invalid_argument("slice needs one axis per start, got starts=" + ints_to_string(attrs.starts) +
+                            " and axes=" + ints_to_string(axes));
+  }
+  std::vector<int64_t> steps = attrs.steps;
+  if (steps.empty()) steps.assign(n, 1);
+  if (steps.size() != n) {
+    return invalid_argument("slice needs one step per start, got starts=" + ints_to_string(attrs.starts) +
+                            " and steps=" + ints_to_string(steps));
+  }
+  Shape out = x.shape;
+  std::vector<bool> seen(size_t(x.rank()), false);
+  for (size_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(axes[i], x.rank()));
+    if (seen[size_t(axis)]) {
+      return invalid_argument("slice axis " + std::to_string(axes[i]) + " appears more than once in axes=" +
+                              ints_to_string(axes));
+    }
+    seen[size_t(axis)] = true;
+    axes[i] = axis;
+    const int64_t step = steps[i];
+    if (step == 0) return invalid_argument("slice step on axis " + std::to_string(axis) + " is 0");
+    const int64_t start = attrs.starts[i];
+    const int64_t end = attrs.ends[i];
+    const Dim& d = x.shape[size_t(axis)];
+    if (d.is_symbolic()) {
+      const bool forward_full = step == 1 && (start == 0 || start <= kOpenStart) && end >= kOpenEnd;
+      const bool backward_full = step == -1 && (start == -1 || start >= kOpenEnd) && end <= kOpenStart;
+      if (forward_full || backward_full) continue;  // keeps the symbol
+      return invalid_argument("slice on axis " + std::to_string(axis) + " of " + x.to_string() +
+                              " needs the size of " + d.symbol_name() +
+                              "; only a full-range slice (step 1 or -1) keeps a symbolic size");
+    }
+    // Python slicing, computed in 128 bits so that extreme bounds and steps cannot overflow.
+    const __int128 size = d.size();
+    auto clamp_bound = [&](int64_t bound, __int128 low, __int128 high) {
+      __int128 b = bound < 0 ? __int128(bound) + size : __int128(bound);
+      return std::clamp(b, low, high);
+    };
+    __int128 length = 0;
+    if (step > 0) {
+      const __int128 lo = clamp_bound(start, 0, size);
+      const __int128 hi = clamp_bound(end, 0, size);
+      if (hi > lo) length = (hi - lo + step - 1) / step;
+    } else {
+      const __int128 hi = clamp_bound(start, -1, size - 1);
+      const __int128 lo = clamp_bound(end, -1, size - 1);
+      const __int128 magnitude = -__int128(step);
+      if (hi > lo) length = (hi - lo + magnitude - 1) / magnitude;
+    }
+    out[size_t(axis)] = Dim::of(int64_t(length));
+  }
+  attrs.axes = std::move(axes);
+  attrs.steps = std::move(steps);
+  return TensorType{x.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_concat(const Operands& in, AxisAttrs& attrs) {
+  const TensorType& first = in[0];
+  if (first.rank() == 0) return invalid_argument("concat needs operands of rank 1 or more, got " + first.to_string());
+  KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(attrs.axis, first.rank()));
+  Shape out = first.shape;
+  bool all_static = true;
+  int64_t total = 0;
+  for (const TensorType& t : in) {
+    KILN_RETURN_IF_ERROR(require_same_dtype("concat", first, t));
+    if (t.rank() != first.rank()) {
+      return invalid_argument("concat operands must have the same rank, got " + first.to_string() + " and " +
+                              t.to_string());
+    }
+    for (int64_t i = 0; i < first.rank(); ++i) {
+      if (i != axis && t.shape[size_t(i)] != first.shape[size_t(i)]) {
+        return invalid_argument("concat operands differ in dim " + std::to_string(i) +
+                                " (not the concat axis " + std::to_string(axis) + "): " + first.to_string() +
+                                " and " + t.to_string());
+      }
+    }
+    const Dim& d = t.shape[size_t(axis)];
+    if (d.is_symbolic()) {
+      all_static = false;
+    } else if (__builtin_add_overflow(total, d.size(), &total)) {
+      return invalid_argument("concat result is too large along axis " + std::to_string(axis));
+    }
+  }
+  if (!all_static && in.size() > 1) {
+    std::string types;
+    for (const TensorType& t : in) types += (types.empty() ? "" : ", ") + t.to_string();
+    return invalid_argument("concat along axis " + std::to_string(axis) +
+                            " needs static sizes on that axis, got " + types);
+  }
+  if (all_static) out[size_t(axis)] = Dim::of(total);
+  attrs.axis = axis;
+  return TensorType{first.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_gather(const Operands& in, AxisAttrs& attrs) {
+  const TensorType& x = in[0];
+  const TensorType& indices = in[1];
+  if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64) {
+    return invalid_argument("gather needs i32 or i64 indices, got " + indices.to_string());
+  }
+  if (x.rank() == 0) return invalid_argument("gather needs an operand of rank 1 or more, got " + x.to_string());
+  KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(attrs.axis, x.rank()));
+  Shape out(x.shape.begin(), x.shape.begin() + axis);
+  out.insert(out.end(), indices.shape.begin(), indices.shape.end());
+  out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
+  attrs.axis = axis;
+  return TensorType{x.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_conv2d(const Operands& in, Conv2dAttrs& attrs) {
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  if (x.rank() != 4) return invalid_argument("conv2d needs an NCHW input of rank 4, got " + x.to_string());
+  if (!is_float(x.dtype)) {
+    return invalid_argument("conv2d needs a floating-point input, got " + x.to_string() + " (use cast)");
+  }
+  KILN_RETURN_IF_ERROR(require_same_dtype("conv2d", x, w));
+  if (w.rank() != 4 || !is_static(w.shape)) {
+    return invalid_argument("conv2d weight must be a static [Cout, Cin/groups, kH, kW], got " + w.to_string());
+  }
+  KILN_RETURN_IF_ERROR(check_positive("conv2d", "strides", attrs.strides.data(), 2, 1));
+  KILN_RETURN_IF_ERROR(check_positive("conv2d", "dilations", attrs.dilations.data(), 2, 1));
+  KILN_RETURN_IF_ERROR(check_positive("conv2d", "pads", attrs.pads.data(), 4, 0));
+  KILN_RETURN_IF_ERROR(check_positive("conv2d", "groups", &attrs.groups, 1, 1));
+  const int64_t out_channels = w.shape[0].size();
+  const int64_t in_per_group = w.shape[1].size();
+  const int64_t kh = w.shape[2].size();
+  const int64_t kw = w.shape[3].size();
+  if (kh == 0 || kw == 0 || in_per_group == 0) {
+    return invalid_argument("conv2d weight " + w.to_string() + " has an empty kernel");
+  }
+  if (kh > (int64_t(1) << 32) || kw > (int64_t(1) << 32)) {
+    return invalid_argument("conv2d weight " + w.to_string() + " has an absurd kernel size");
+  }
+  const Dim& channels = x.shape[1];
+  if (channels.is_symbolic()) {
+    return invalid_argument("conv2d needs a static channel count, got " + x.to_string());
+  }
+  if (channels.size() != in_per_group * attrs.groups) {
+    return invalid_argument("conv2d weight " + w.to_string() + " with groups=" + std::to_string(attrs.groups) +
+                            " expects " + std::to_string(in_per_group * attrs.groups) +
+                            " input channels, but the input is " + x.to_string());
+  }
+  if (out_channels % attrs.groups != 0) {
+    return invalid_argument("conv2d output channels " + std::to_string(out_channels) +
+                            " are not divisible by groups=" + std::to_string(attrs.groups));
+  }
+  if (in.size() == 3) {
+    const TensorType expected{x.dtype, {Dim::of(out_channels)}};
+    if (in[2] != expected) {
+      return invalid_argument("conv2d bias must be " + expected.to_string() + ", got " + in[2].to_string());
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Dim oh, window_output("conv2d", "height", x, x.shape[2], kh, attrs.strides[0],
+                                              attrs.dilations[0], attrs.pads[0], attrs.pads[2]));
+  KILN_ASSIGN_OR_RETURN(Dim ow, window_output("conv2d", "width", x, x.shape[3], kw, attrs.strides[1],
+                                              attrs.dilations[1], attrs.pads[1], attrs.pads[3]));
+  return TensorType{x.dtype, {x.shape[0], Dim::of(out_channels), oh, ow}};
+}
+
+Result<TensorType> infer_pool2d(OpKind op, const Operands& in, Pool2dAttrs& attrs) {
+  const std::string name(op_name(op));
+  const TensorType& x = in[0];
+  if (x.rank() != 4) return invalid_argument(name + " needs an NCHW input of rank 4, got " + x.to_string());
+  if (op == OpKind::kAvgPool2d ? !is_float(x.dtype) : !is_numeric(x.dtype)) {
+    return invalid_argument(name + " needs a " + (op == OpKind::kAvgPool2d ? "floating-point" : "numeric") +
+                            " input, got " + x.to_string());
+  }
+  KILN_RETURN_IF_ERROR(check_positive(name, "kernel", attrs.kernel.data(), 2, 1));
+  KILN_RETURN_IF_ERROR(check_positive(name, "strides", attrs.strides.data(), 2, 1));
+  KILN_RETURN_IF_ERROR(check_positive(name, "pads", attrs.pads.data(), 4, 0));
+  // As in ONNX and PyTorch: a window must never lie entirely in the padding.
+  for (int i = 0; i < 4; ++i) {
+    if (attrs.pads[size_t(i)] >= attrs.kernel[size_t(i % 2)]) {
+      return invalid_argument(name + " pads=" + ints_to_string({attrs.pads.begin(), attrs.pads.end()}) +
+                              " must be smaller than the kernel=" +
+                              ints_to_string({attrs.kernel.begin(), attrs.kernel.end()}));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(Dim oh, window_output(name, "height", x, x.shape[2], attrs.kernel[0], attrs.strides[0],
+                                              1, attrs.pads[0], attrs.pads[2]));
+  KILN_ASSIGN_OR_RETURN(Dim ow, window_output(name, "width", x, x.shape[3], attrs.kernel[1], attrs.strides[1],
+                                              1, attrs.pads[1], attrs.pads[3]));
+  return TensorType{x.dtype, {x.shape[0], x.shape[1], oh, ow}};
+}
+
+Result<TensorType> infer_global_avg_pool2d(const Operands& in) {
+  const TensorType& x = in[0];
+  if (x.rank() != 4) {
+    return invalid_argument("global_avg_pool2d needs an NCHW input of rank 4, got " + x.to_string());
+  }
+  if (!is_float(x.dtype)) {
+    return invalid_argument("global_avg_pool2d needs a floating-point input, got " + x.to_string() +
+                            " (use cast)");
+  }
+  return TensorType{x.dtype, {x.shape[0], x.shape[1], Dim::of(1), Dim::of(1)}};
+}
+
+}  // namespace kiln::ir::infer_detail

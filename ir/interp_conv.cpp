@@ -1,0 +1,212 @@
+// Reference evaluation of NCHW convolution and pooling.
+//
+// conv2d: x [N, C, H, W], w [O, C/groups, KH, KW], optional bias [O]; pads are
+// [top, left, bottom, right]; out = floor((H + top + bottom - dil*(KH-1) - 1) / stride) + 1.
+// Accumulates in double (floats) or exactly in int64 (integers).
+// max_pool2d: padding never wins (it is -inf); a window entirely in padding yields -inf (or the
+// dtype's lowest integer). avg_pool2d: divides by the kernel area when count_include_pad, else
+// by the number of in-bounds elements (an empty window gives 0). Integer averages truncate.
+// global_avg_pool2d: mean over H and W, keeping them as size 1.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ir/interp_internal.h"
+
+namespace kiln::ir::interp {
+namespace {
+
+struct Dims4 {
+  int64_t n, c, h, w;
+};
+
+Result<Dims4> nchw(const EvalContext& ctx, const Tensor& t, const char* what) {
+  if (t.rank() != 4) {
+    return node_error(ctx, std::string(what) + " must be 4-D (NCHW), got " + sizes_to_string(t.shape()));
+  }
+  return Dims4{t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]};
+}
+
+Result<int64_t> output_extent(const EvalContext& ctx, int64_t in, int64_t pad_begin, int64_t pad_end,
+                              int64_t kernel, int64_t stride, int64_t dilation) {
+  if (stride <= 0 || dilation <= 0 || kernel <= 0 || pad_begin < 0 || pad_end < 0) {
+    return node_error(ctx, "kernel, strides and dilations must be positive and pads non-negative");
+  }
+  const int64_t span = dilation * (kernel - 1) + 1;
+  const int64_t padded = in + pad_begin + pad_end;
+  if (padded < span) {
+    return node_error(ctx, "the window (" + std::to_string(span) + ") is larger than the padded input (" +
+                               std::to_string(padded) + ")");
+  }
+  return (padded - span) / stride + 1;
+}
+
+template <class T>
+std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const std::vector<T>* bias,
+                      const Dims4& xd, const Dims4& wd, int64_t groups, int64_t oh, int64_t ow,
+                      const Conv2dAttrs& a) {
+  std::vector<T> out(size_t(xd.n * wd.n * oh * ow), T(0));
+  const int64_t out_per_group = wd.n / groups;
+  const int64_t in_per_group = wd.c;
+  for (int64_t n = 0; n < xd.n; ++n) {
+    for (int64_t o = 0; o < wd.n; ++o) {
+      const int64_t g = o / out_per_group;
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          T acc = bias ? (*bias)[o] : T(0);
+          for (int64_t ci = 0; ci < in_per_group; ++ci) {
+            const int64_t c = g * in_per_group + ci;
+            for (int64_t ky = 0; ky < wd.h; ++ky) {
+              const int64_t iy = y * a.strides[0] - a.pads[0] + ky * a.dilations[0];
+              if (iy < 0 || iy >= xd.h) continue;
+              for (int64_t kx = 0; kx < wd.w; ++kx) {
+                const int64_t ix = xo * a.strides[1] - a.pads[1] + kx * a.dilations[1];
+                if (ix < 0 || ix >= xd.w) continue;
+                const T xv = x[((n * xd.c + c) * xd.h + iy) * xd.w + ix];
+                const T wv = w[((o * wd.c + ci) * wd.h + ky) * wd.w + kx];
+                if constexpr (std::is_same_v<T, int64_t>) {
+                  acc = int64_t(uint64_t(acc) + uint64_t(xv) * uint64_t(wv));
+                } else {
+                  acc += xv * wv;
+                }
+              }
+            }
+          }
+          out[((n * wd.n + o) * oh + y) * ow + xo] = acc;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Result<Tensor> eval_conv2d(const EvalContext& ctx) {
+  const auto* attrs = std::get_if<Conv2dAttrs>(&ctx.node.attrs);
+  if (attrs == nullptr) return node_error(ctx, "missing conv2d attributes");
+  const Tensor& x = *ctx.inputs[0];
+  const Tensor& w = *ctx.inputs[1];
+  const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+  KILN_ASSIGN_OR_RETURN(Dims4 xd, nchw(ctx, x, "input"));
+  KILN_ASSIGN_OR_RETURN(Dims4 wd, nchw(ctx, w, "weight"));
+  const int64_t groups = attrs->groups;
+  if (groups <= 0 || xd.c % groups != 0 || wd.n % groups != 0 || wd.c * groups != xd.c) {
+    return node_error(ctx, "weight " + sizes_to_string(w.shape()) + " and groups=" + std::to_string(groups) +
+                               " do not fit input " + sizes_to_string(x.shape()));
+  }
+  if (bias && (bias->rank() != 1 || bias->shape()[0] != wd.n)) {
+    return node_error(ctx, "bias must be [" + std::to_string(wd.n) + "], got " + sizes_to_string(bias->shape()));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t oh, output_extent(ctx, xd.h, attrs->pads[0], attrs->pads[2], wd.h,
+                                                  attrs->strides[0], attrs->dilations[0]));
+  KILN_ASSIGN_OR_RETURN(int64_t ow, output_extent(ctx, xd.w, attrs->pads[1], attrs->pads[3], wd.w,
+                                                  attrs->strides[1], attrs->dilations[1]));
+  const std::vector<int64_t> out_shape = {xd.n, wd.n, oh, ow};
+  if (is_float(x.dtype())) {
+    std::vector<double> b;
+    if (bias) b = load_doubles(*bias);
+    std::vector<double> out = conv2d<double>(load_doubles(x), load_doubles(w), bias ? &b : nullptr, xd,
+                                             wd, groups, oh, ow, *attrs);
+    return tensor_from_doubles(ctx.out_dtype, out_shape, out);
+  }
+  std::vector<int64_t> b;
+  if (bias) b = load_ints(*bias);
+  std::vector<int64_t> out = conv2d<int64_t>(load_ints(x), load_ints(w), bias ? &b : nullptr, xd, wd,
+                                             groups, oh, ow, *attrs);
+  return tensor_from_ints(ctx.out_dtype, out_shape, out);
+}
+
+Result<Tensor> eval_pool2d(const EvalContext& ctx) {
+  const auto* attrs = std::get_if<Pool2dAttrs>(&ctx.node.attrs);
+  if (attrs == nullptr) return node_error(ctx, "missing pooling attributes");
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(Dims4 xd, nchw(ctx, x, "input"));
+  const bool is_max = ctx.node.op == OpKind::kMaxPool2d;
+  const int64_t kh = attrs->kernel[0], kw = attrs->kernel[1];
+  KILN_ASSIGN_OR_RETURN(int64_t oh, output_extent(ctx, xd.h, attrs->pads[0], attrs->pads[2], kh,
+                                                  attrs->strides[0], 1));
+  KILN_ASSIGN_OR_RETURN(int64_t ow, output_extent(ctx, xd.w, attrs->pads[1], attrs->pads[3], kw,
+                                                  attrs->strides[1], 1));
+  const std::vector<int64_t> out_shape = {xd.n, xd.c, oh, ow};
+  const bool floating = is_float(x.dtype());
+  std::vector<double> xf;
+  std::vector<int64_t> xi;
+  if (floating) xf = load_doubles(x); else xi = load_ints(x);
+  std::vector<double> outf;
+  std::vector<int64_t> outi;
+  if (floating) outf.resize(size_t(num_elements_of(out_shape)));
+  else outi.resize(size_t(num_elements_of(out_shape)));
+  int64_t pos = 0;
+  for (int64_t plane = 0; plane < xd.n * xd.c; ++plane) {
+    for (int64_t y = 0; y < oh; ++y) {
+      for (int64_t xo = 0; xo < ow; ++xo, ++pos) {
+        double best_f = -std::numeric_limits<double>::infinity(), sum_f = 0;
+        int64_t best_i = std::numeric_limits<int64_t>::min(), sum_i = 0, valid = 0;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t iy = y * attrs->strides[0] - attrs->pads[0] + ky;
+          if (iy < 0 || iy >= xd.h) continue;
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const int64_t ix = xo * attrs->strides[1] - attrs->pads[1] + kx;
+            if (ix < 0 || ix >= xd.w) continue;
+            const int64_t at = (plane * xd.h + iy) * xd.w + ix;
+            ++valid;
+            if (floating) {
+              const double v = xf[at];
+              // NaN propagates like NumPy's max.
+              if (!std::isnan(best_f) && (std::isnan(v) || v > best_f)) best_f = v;
+              sum_f += v;
+            } else {
+              best_i = std::max(best_i, xi[at]);
+              sum_i = int64_t(uint64_t(sum_i) + uint64_t(xi[at]));
+            }
+          }
+        }
+        const int64_t divisor = attrs->count_include_pad ? kh * kw : valid;
+        if (floating) {
+          outf[pos] = is_max ? best_f : (divisor ? sum_f / double(divisor) : 0.0);
+        } else {
+          outi[pos] = is_max ? best_i : (divisor ? sum_i / divisor : 0);
+        }
+      }
+    }
+  }
+  if (floating) return tensor_from_doubles(ctx.out_dtype, out_shape, outf);
+  return tensor_from_ints(ctx.out_dtype, out_shape, outi);
+}
+
+Result<Tensor> eval_global_avg_pool2d(const EvalContext& ctx) {
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(Dims4 xd, nchw(ctx, x, "input"));
+  const std::vector<int64_t> out_shape = {xd.n, xd.c, 1, 1};
+  const int64_t area = xd.h * xd.w;
+  if (is_float(x.dtype())) {
+    std::vector<double> v = load_doubles(x), out(size_t(xd.n * xd.c));
+    for (int64_t p = 0; p < xd.n * xd.c; ++p) {
+      double sum = 0;
+      for (int64_t i = 0; i < area; ++i) sum += v[p * area + i];
+      out[p] = sum / double(area);  // NaN for an empty plane, like NumPy's mean
+    }
+    return tensor_from_doubles(ctx.out_dtype, out_shape, out);
+  }
+  std::vector<int64_t> v = load_ints(x), out(size_t(xd.n * xd.c));
+  for (int64_t p = 0; p < xd.n * xd.c; ++p) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < area; ++i) sum = int64_t(uint64_t(sum) + uint64_t(v[p * area + i]));
+    out[p] = area ? sum / area : 0;
+  }
+  return tensor_from_ints(ctx.out_dtype, out_shape, out);
+}
+
+}  // namespace
+
+Result<Tensor> eval_conv(const EvalContext& ctx) {
+  switch (ctx.node.op) {
+    case OpKind::kConv2d: return eval_conv2d(ctx);
+    case OpKind::kMaxPool2d:
+    case OpKind::kAvgPool2d: return eval_pool2d(ctx);
+    case OpKind::kGlobalAvgPool2d: return eval_global_avg_pool2d(ctx);
+    default: break;
+  }
+  return node_error(ctx, "not a convolution or pooling op");
+}
+
+}  // namespace kiln::ir::interp

@@ -1,0 +1,91 @@
+// Reference evaluation of matmul with NumPy semantics: a 1-D left operand is promoted to
+// [1, K] and a 1-D right operand to [K, 1], the promoted dims are squeezed from the result, and
+// the batch dims (all but the last two) broadcast. Float products accumulate in double; integer
+// products are exact in int64 with wrap-around.
+#include <algorithm>
+
+#include "ir/interp_internal.h"
+
+namespace kiln::ir::interp {
+namespace {
+
+// C[M, N] += A[M, K] * B[K, N], row-major; i-k-j order so the inner loop streams rows of B and C.
+template <class T>
+void gemm_accumulate(const T* __restrict a, const T* __restrict b, T* __restrict c, int64_t m,
+                     int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* __restrict c_row = c + i * n;
+    for (int64_t p = 0; p < k; ++p) {
+      const T a_ip = a[i * k + p];
+      const T* __restrict b_row = b + p * n;
+      for (int64_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+    }
+  }
+}
+
+// Integer version with defined wrap-around (signed overflow is UB in C++).
+void gemm_accumulate_wrapping(const int64_t* a, const int64_t* b, int64_t* c, int64_t m, int64_t k,
+                              int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      const uint64_t a_ip = uint64_t(a[i * k + p]);
+      for (int64_t j = 0; j < n; ++j) {
+        c[i * n + j] = int64_t(uint64_t(c[i * n + j]) + a_ip * uint64_t(b[p * n + j]));
+      }
+    }
+  }
+}
+
+template <class T, class Gemm>
+std::vector<T> batched_matmul(const std::vector<T>& a, const std::vector<T>& b,
+                              const std::vector<int64_t>& batch_shape,
+                              const std::vector<int64_t>& a_batch, const std::vector<int64_t>& b_batch,
+                              int64_t m, int64_t k, int64_t n, Gemm gemm) {
+  const int64_t batches = num_elements_of(batch_shape);
+  std::vector<T> c(size_t(batches * m * n), T(0));
+  if (m * n == 0) return c;
+  std::vector<int64_t> a_strides = broadcast_strides(a_batch, batch_shape);
+  std::vector<int64_t> b_strides = broadcast_strides(b_batch, batch_shape);
+  for_each_strided<2>(batch_shape, {&a_strides, &b_strides},
+                      [&](int64_t batch, const std::array<int64_t, 2>& o) {
+                        gemm(a.data() + o[0] * m * k, b.data() + o[1] * k * n,
+                             c.data() + batch * m * n, m, k, n);
+                      });
+  return c;
+}
+
+}  // namespace
+
+Result<Tensor> eval_matmul(const EvalContext& ctx) {
+  const Tensor& a = *ctx.inputs[0];
+  const Tensor& b = *ctx.inputs[1];
+  if (a.rank() == 0 || b.rank() == 0) return node_error(ctx, "matmul operands must have rank >= 1");
+  std::vector<int64_t> a_shape = a.shape(), b_shape = b.shape();
+  const bool a_vector = a.rank() == 1, b_vector = b.rank() == 1;
+  if (a_vector) a_shape.insert(a_shape.begin(), 1);
+  if (b_vector) b_shape.push_back(1);
+  const int64_t m = a_shape[a_shape.size() - 2], k = a_shape.back();
+  const int64_t k2 = b_shape[b_shape.size() - 2], n = b_shape.back();
+  if (k != k2) {
+    return node_error(ctx, "inner dimensions differ: " + sizes_to_string(a.shape()) + " @ " +
+                               sizes_to_string(b.shape()));
+  }
+  const std::vector<int64_t> a_batch(a_shape.begin(), a_shape.end() - 2);
+  const std::vector<int64_t> b_batch(b_shape.begin(), b_shape.end() - 2);
+  Result<std::vector<int64_t>> batch = broadcast_sizes(a_batch, b_batch);
+  if (!batch.is_ok()) return node_error(ctx, "batch dims: " + batch.status().message());
+  std::vector<int64_t> out_shape = *batch;
+  if (!a_vector) out_shape.push_back(m);
+  if (!b_vector) out_shape.push_back(n);
+
+  if (is_float(a.dtype()) || is_float(b.dtype())) {
+    std::vector<double> c = batched_matmul<double>(load_doubles(a), load_doubles(b), *batch, a_batch,
+                                                   b_batch, m, k, n, gemm_accumulate<double>);
+    return tensor_from_doubles(ctx.out_dtype, out_shape, c);
+  }
+  std::vector<int64_t> c = batched_matmul<int64_t>(load_ints(a), load_ints(b), *batch, a_batch,
+                                                   b_batch, m, k, n, gemm_accumulate_wrapping);
+  return tensor_from_ints(ctx.out_dtype, out_shape, c);
+}
+
+}  // namespace kiln::ir::interp

@@ -1,0 +1,272 @@
+// Reference evaluation of reductions (reduce_*, argmax) and normalizations (softmax,
+// log_softmax, layer_norm).
+//
+// Float reductions accumulate in double; integer reductions are exact in int64 (wrapping).
+// Defined choices:
+//  - reduce_mean of an integer tensor is the int64 sum divided by the count, truncated toward
+//    zero (NumPy would return a float); the mean of zero elements is 0 for integers, NaN for floats.
+//  - reduce_sum / reduce_prod over zero elements are 0 / 1; reduce_max / reduce_min / argmax over
+//    zero elements are errors (NumPy raises too).
+//  - reduce_max / reduce_min propagate NaN; argmax returns the first maximal index, and a NaN
+//    counts as the maximum (NumPy's rule).
+#include <cmath>
+#include <limits>
+
+#include "ir/interp_internal.h"
+
+namespace kiln::ir::interp {
+namespace {
+
+// Splits `shape` around `axis` into outer * size * inner (row-major).
+struct AxisSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+
+AxisSplit split_at(const std::vector<int64_t>& shape, int64_t axis) {
+  AxisSplit s;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    if (d < axis) s.outer *= shape[d];
+    else if (d == axis) s.size = shape[d];
+    else s.inner *= shape[d];
+  }
+  return s;
+}
+
+template <class T, class Combine>
+std::vector<T> reduce_into(const std::vector<T>& values, const std::vector<int64_t>& in_shape,
+                           const std::vector<int64_t>& reduced_strides, int64_t out_count, T init,
+                           Combine combine) {
+  std::vector<T> acc(size_t(out_count), init);
+  for_each_strided<1>(in_shape, {&reduced_strides}, [&](int64_t i, const std::array<int64_t, 1>& o) {
+    acc[o[0]] = combine(acc[o[0]], values[i]);
+  });
+  return acc;
+}
+
+Result<Tensor> eval_reduction(const EvalContext& ctx, const ReduceAttrs& attrs) {
+  const Tensor& x = *ctx.inputs[0];
+  const std::vector<int64_t>& shape = x.shape();
+  const int64_t rank = x.rank();
+  std::vector<bool> reduced(size_t(rank), attrs.axes.empty());
+  for (int64_t a : attrs.axes) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, a, rank));
+    reduced[axis] = true;
+  }
+  std::vector<int64_t> kept_shape, out_shape;
+  int64_t count = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      count *= shape[d];
+      kept_shape.push_back(1);
+      if (attrs.keepdims) out_shape.push_back(1);
+    } else {
+      kept_shape.push_back(shape[d]);
+      out_shape.push_back(shape[d]);
+    }
+  }
+  std::vector<int64_t> strides = row_major_strides(kept_shape);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d]) strides[d] = 0;
+  }
+  const int64_t out_count = num_elements_of(out_shape);
+  const OpKind op = ctx.node.op;
+  if (count == 0 && out_count > 0 && (op == OpKind::kReduceMax || op == OpKind::kReduceMin)) {
+    return node_error(ctx, "reduction over zero elements has no identity");
+  }
+
+  if (is_float(x.dtype()) || is_float(ctx.out_dtype)) {
+    std::vector<double> v = load_doubles(x);
+    std::vector<double> acc;
+    switch (op) {
+      case OpKind::kReduceSum:
+      case OpKind::kReduceMean:
+        acc = reduce_into<double>(v, shape, strides, out_count, 0.0,
+                                  [](double a, double b) { return a + b; });
+        if (op == OpKind::kReduceMean) {
+          for (double& a : acc) a /= double(count);
+        }
+        break;
+      case OpKind::kReduceProd:
+        acc = reduce_into<double>(v, shape, strides, out_count, 1.0,
+                                  [](double a, double b) { return a * b; });
+        break;
+      case OpKind::kReduceMax:
+        acc = reduce_into<double>(v, shape, strides, out_count, -std::numeric_limits<double>::infinity(),
+                                  [](double a, double b) { return (std::isnan(a) || a >= b) && !std::isnan(b) ? a : b; });
+        break;
+      case OpKind::kReduceMin:
+        acc = reduce_into<double>(v, shape, strides, out_count, std::numeric_limits<double>::infinity(),
+                                  [](double a, double b) { return (std::isnan(a) || a <= b) && !std::isnan(b) ? a : b; });
+        break;
+      default: return node_error(ctx, "not a reduction");
+    }
+    return tensor_from_doubles(ctx.out_dtype, out_shape, acc);
+  }
+
+  std::vector<int64_t> v = load_ints(x);
+  std::vector<int64_t> acc;
+  switch (op) {
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMean:
+      acc = reduce_into<int64_t>(v, shape, strides, out_count, 0, [](int64_t a, int64_t b) {
+        return int64_t(uint64_t(a) + uint64_t(b));
+      });
+      if (op == OpKind::kReduceMean) {
+        for (int64_t& a : acc) a = count == 0 ? 0 : a / count;
+      }
+      break;
+    case OpKind::kReduceProd:
+      acc = reduce_into<int64_t>(v, shape, strides, out_count, 1, [](int64_t a, int64_t b) {
+        return int64_t(uint64_t(a) * uint64_t(b));
+      });
+      break;
+    case OpKind::kReduceMax:
+      acc = reduce_into<int64_t>(v, shape, strides, out_count, std::numeric_limits<int64_t>::min(),
+                                 [](int64_t a, int64_t b) { return a > b ? a : b; });
+      break;
+    case OpKind::kReduceMin:
+      acc = reduce_into<int64_t>(v, shape, strides, out_count, std::numeric_limits<int64_t>::max(),
+                                 [](int64_t a, int64_t b) { return a < b ? a : b; });
+      break;
+    default: return node_error(ctx, "not a reduction");
+  }
+  return tensor_from_ints(ctx.out_dtype, out_shape, acc);
+}
+
+Result<Tensor> eval_argmax(const EvalContext& ctx, const ArgMaxAttrs& attrs) {
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, attrs.axis, x.rank()));
+  const AxisSplit s = split_at(x.shape(), axis);
+  std::vector<int64_t> out_shape;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d != axis) out_shape.push_back(x.shape()[d]);
+    else if (attrs.keepdims) out_shape.push_back(1);
+  }
+  if (s.size == 0 && s.outer * s.inner > 0) return node_error(ctx, "argmax over an empty axis");
+  std::vector<int64_t> out(size_t(s.outer * s.inner));
+  if (is_float(x.dtype())) {
+    std::vector<double> v = load_doubles(x);
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const double* row = v.data() + o * s.size * s.inner + i;
+        int64_t best = 0;
+        double best_value = row[0];
+        for (int64_t k = 1; k < s.size && !std::isnan(best_value); ++k) {
+          double e = row[k * s.inner];
+          if (std::isnan(e) || e > best_value) { best = k; best_value = e; }
+        }
+        out[o * s.inner + i] = best;
+      }
+    }
+  } else {
+    std::vector<int64_t> v = load_ints(x);
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const int64_t* row = v.data() + o * s.size * s.inner + i;
+        int64_t best = 0;
+        for (int64_t k = 1; k < s.size; ++k) {
+          if (row[k * s.inner] > row[best * s.inner]) best = k;
+        }
+        out[o * s.inner + i] = best;
+      }
+    }
+  }
+  return tensor_from_ints(ctx.out_dtype, out_shape, out);
+}
+
+// softmax / log_softmax along one axis, stabilized by subtracting the row maximum.
+Result<Tensor> eval_softmax(const EvalContext& ctx, int64_t axis_attr, bool log) {
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, axis_attr, x.rank()));
+  const AxisSplit s = split_at(x.shape(), axis);
+  std::vector<double> v = load_doubles(x);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      double* row = v.data() + o * s.size * s.inner + i;
+      double max_value = -std::numeric_limits<double>::infinity();
+      for (int64_t k = 0; k < s.size; ++k) max_value = std::fmax(max_value, row[k * s.inner]);
+      // All -inf: keep NaN-free arithmetic well defined (exp(-inf - -inf) would be NaN).
+      if (std::isinf(max_value) && max_value < 0) max_value = 0;
+      double sum = 0;
+      for (int64_t k = 0; k < s.size; ++k) sum += std::exp(row[k * s.inner] - max_value);
+      const double log_sum = std::log(sum);
+      for (int64_t k = 0; k < s.size; ++k) {
+        double& e = row[k * s.inner];
+        e = log ? (e - max_value) - log_sum : std::exp(e - max_value) / sum;
+      }
+    }
+  }
+  return tensor_from_doubles(ctx.out_dtype, x.shape(), v);
+}
+
+// layer_norm over the axes [axis, rank): (x - mean) / sqrt(var + eps) * scale + bias with the
+// population variance. scale and bias broadcast against the normalized (trailing) dims.
+Result<Tensor> eval_layer_norm(const EvalContext& ctx, const LayerNormAttrs& attrs) {
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, attrs.axis, x.rank()));
+  const std::vector<int64_t> trailing(x.shape().begin() + axis, x.shape().end());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
+  const int64_t n = num_elements_of(trailing);
+
+  // scale / bias expanded to the trailing shape.
+  std::array<std::vector<double>, 2> affine;
+  for (int k = 0; k < 2; ++k) {
+    const Tensor& t = *ctx.inputs[1 + k];
+    if (!broadcasts_to(t.shape(), trailing)) {
+      return node_error(ctx, std::string(k == 0 ? "scale " : "bias ") + sizes_to_string(t.shape()) +
+                                 " does not match the normalized dims " + sizes_to_string(trailing));
+    }
+    std::vector<double> raw = load_doubles(t);
+    std::vector<int64_t> strides = broadcast_strides(t.shape(), trailing);
+    affine[k].resize(size_t(n));
+    for_each_strided<1>(trailing, {&strides}, [&](int64_t i, const std::array<int64_t, 1>& o) {
+      affine[k][i] = raw[o[0]];
+    });
+  }
+
+  std::vector<double> v = load_doubles(x);
+  for (int64_t o = 0; o < outer; ++o) {
+    double* row = v.data() + o * n;
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += row[k];
+    const double mean = sum / double(n);
+    double sq = 0;
+    for (int64_t k = 0; k < n; ++k) sq += (row[k] - mean) * (row[k] - mean);
+    const double inv_std = 1.0 / std::sqrt(sq / double(n) + attrs.epsilon);
+    for (int64_t k = 0; k < n; ++k) row[k] = (row[k] - mean) * inv_std * affine[0][k] + affine[1][k];
+  }
+  return tensor_from_doubles(ctx.out_dtype, x.shape(), v);
+}
+
+}  // namespace
+
+Result<Tensor> eval_reduce(const EvalContext& ctx) {
+  if (ctx.node.op == OpKind::kArgMax) {
+    const auto* attrs = std::get_if<ArgMaxAttrs>(&ctx.node.attrs);
+    if (attrs == nullptr) return node_error(ctx, "missing argmax attributes");
+    return eval_argmax(ctx, *attrs);
+  }
+  const auto* attrs = std::get_if<ReduceAttrs>(&ctx.node.attrs);
+  if (attrs == nullptr) return node_error(ctx, "missing reduction attributes");
+  return eval_reduction(ctx, *attrs);
+}
+
+Result<Tensor> eval_normalize(const EvalContext& ctx) {
+  switch (ctx.node.op) {
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax: {
+      const auto* attrs = std::get_if<AxisAttrs>(&ctx.node.attrs);
+      return eval_softmax(ctx, attrs ? attrs->axis : -1, ctx.node.op == OpKind::kLogSoftmax);
+    }
+    case OpKind::kLayerNorm: {
+      const auto* attrs = std::get_if<LayerNormAttrs>(&ctx.node.attrs);
+      if (attrs == nullptr) return node_error(ctx, "missing layer_norm attributes");
+      return eval_layer_norm(ctx, *attrs);
+    }
+    default: break;
+  }
+  return node_error(ctx, "not a normalization op");
+}
+
+}  // namespace kiln::ir::interp

@@ -1,0 +1,71 @@
+// Editing helpers shared by the passes: value replacement without O(nodes) rescans, the
+// graph-outputs naming invariant, node reordering, and kernel bookkeeping.
+//
+// Not thread-safe: each helper mutates the graph it is given.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::passes {
+
+inline bool is_source(ir::OpKind op) {
+  return op == ir::OpKind::kInput || op == ir::OpKind::kConstant;
+}
+
+// The kernel kind that runs a single op of this kind.
+ir::KernelKind kernel_kind_for(ir::OpKind op);
+
+// A union-find-like replacement map: replace(a, b) says "uses of a now read b". Passes that walk
+// the graph in topological order call rewrite_operands() on each node before looking at it, so a
+// pass is O(nodes) instead of O(nodes^2) with Graph::replace_all_uses.
+class ValueRemap {
+ public:
+  explicit ValueRemap(size_t num_nodes);
+  void replace(ir::NodeId from, ir::NodeId to);
+  ir::NodeId resolve(ir::NodeId id);
+  void rewrite_operands(ir::Node& node);
+  void rewrite_outputs(ir::Graph& graph);
+  bool changed() const { return changed_; }
+
+ private:
+  std::vector<ir::NodeId> target_;
+  bool changed_ = false;
+};
+
+// Restores the outputs invariant: graph.outputs()[i].name equals the name of the node it points
+// to, and that node is computed by an op (not a graph input or constant, which have no kernel
+// to write the output buffer). When an output was redirected to another node, that node is
+// renamed to the output's name if it is free to take it (not a source, not already named after
+// another output); otherwise a `reshape` to the same shape (a copy into the output buffer) named
+// as the output is inserted. Any other node holding the name is renamed to a fresh name.
+void fix_output_names(ir::Graph& graph);
+
+// Reorders the nodes into a topological order. Among the nodes whose operands are all placed,
+// the one with the smallest (priority, old id) goes next; with priority == nullptr the old id
+// alone decides, which keeps the existing order wherever it is valid (a stable sort). Remaps
+// ids everywhere (operands, graph inputs and outputs, kernels). Erased nodes are compacted
+// away first. A cycle is an internal error naming a node on it.
+Status reorder_topologically(ir::Graph& graph, const std::vector<uint64_t>* priority = nullptr);
+
+// Fills each kernel's inputs, outputs and provenance name from its node list, sorting the nodes
+// into graph order. Kernels must already be in execution order. Names: "<op>_<index>" for one
+// node, "fused_<distinct ops in order>_<index>" otherwise (the op list is truncated to keep
+// names short).
+void finalize_kernels(ir::Graph& graph);
+
+// Provenance name of kernel `index` holding `nodes` (in execution order).
+std::string kernel_name(const ir::Graph& graph, const std::vector<ir::NodeId>& nodes, size_t index);
+
+// True for reshapes that stay out of every kernel at -O1 and above: a reshape of a contiguous
+// value is a view (Storage::kAlias), unless it is a graph output (which needs its own buffer).
+bool is_alias_reshape(const ir::Graph& graph, ir::NodeId id, const std::vector<bool>& is_output,
+                      int opt_level);
+
+// is_output[id]: node id is some graph output.
+std::vector<bool> output_mask(const ir::Graph& graph);
+
+}  // namespace kiln::passes

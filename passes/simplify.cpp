@@ -1,0 +1,191 @@
+// Pass simplify: algebraic identities. Each rule either replaces a node by an existing value
+// (the node is then erased and its users read the value) or rewrites the node in place.
+//
+// A rule that removes a node applies only when the value it forwards has exactly the node's
+// type: x*1 where the 1 broadcasts x to a bigger shape (or x is a scalar) must stay.
+//   x*1, 1*x, x+0, 0+x, x-0, x/1, pow(x, 1)      -> x
+//   neg(neg x), not(not x)                       -> x
+//   abs(abs x), relu(relu x)                     -> abs x, relu x
+//   maximum(x, x), minimum(x, x), and/or(x, x)   -> x
+//   where(true, a, b) -> a ; where(false, a, b) -> b
+//   clamp without bounds, cast to the same dtype, broadcast_to the same shape,
+//   reshape to the same shape, slice with unit steps keeping the shape,
+//   concat of one operand, transpose with the identity perm -> x
+//   reshape(reshape x) -> reshape x ; transpose(transpose x) -> one transpose with the composed
+//   perm (dropped when that is the identity).
+// x+0 -> x ignores the sign of zero (-0 + 0 = +0), as compilers do under default float rules
+// for this pass's purpose; x*1, x-0 and x/1 are exact.
+#include <vector>
+
+#include "ir/infer.h"
+#include "passes/graph_edit.h"
+#include "passes/passes.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::Graph;
+using ir::kNoNode;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+// True when `id` is a constant whose every element equals `value` (booleans: 0 or 1).
+bool is_constant_filled_with(const Graph& graph, NodeId id, double value) {
+  const Node& node = graph.node(id);
+  if (node.op != OpKind::kConstant) return false;
+  const ir::Tensor& data = graph.constant_of(id);
+  int64_t count = data.num_elements();
+  for (int64_t i = 0; i < count; ++i) {
+    if (data.element_as_double(i) != value) return false;
+  }
+  return true;
+}
+
+// Rewrites node `id` in place with new operands and attributes if inference agrees the type is
+// unchanged (it always should; checking keeps a subtle shape rule from corrupting the graph).
+bool rewrite_if_same_type(Graph& graph, NodeId id, std::vector<NodeId> inputs, ir::Attrs attrs) {
+  Node candidate;
+  candidate.op = graph.node(id).op;
+  candidate.name = graph.node(id).name;
+  candidate.inputs = std::move(inputs);
+  candidate.attrs = std::move(attrs);
+  if (!ir::infer_node(graph, candidate).is_ok()) return false;
+  if (candidate.type != graph.node(id).type) return false;
+  Node& node = graph.node(id);
+  node.inputs = std::move(candidate.inputs);
+  node.attrs = std::move(candidate.attrs);
+  return true;
+}
+
+std::vector<int64_t> normalized_perm(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> result = perm;
+  int64_t rank = int64_t(perm.size());
+  for (int64_t& p : result) {
+    if (p < 0) p += rank;
+  }
+  return result;
+}
+
+bool is_identity_perm(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != int64_t(i)) return false;
+  }
+  return true;
+}
+
+// Returns the value that replaces node `id`, or kNoNode to keep it (possibly rewritten).
+NodeId simplify_node(Graph& graph, NodeId id) {
+  const Node& node = graph.node(id);
+  const std::vector<NodeId>& in = node.inputs;
+  auto same_type = [&](NodeId value) { return graph.node(value).type == node.type; };
+  auto forward_if_same_type = [&](NodeId value) { return same_type(value) ? value : kNoNode; };
+  auto op_of = [&](NodeId value) { return graph.node(value).op; };
+
+  switch (node.op) {
+    case OpKind::kMul:
+      if (same_type(in[0]) && is_constant_filled_with(graph, in[1], 1.0)) return in[0];
+      if (same_type(in[1]) && is_constant_filled_with(graph, in[0], 1.0)) return in[1];
+      return kNoNode;
+    case OpKind::kAdd:
+      if (same_type(in[0]) && is_constant_filled_with(graph, in[1], 0.0)) return in[0];
+      if (same_type(in[1]) && is_constant_filled_with(graph, in[0], 0.0)) return in[1];
+      return kNoNode;
+    case OpKind::kSub:
+      if (same_type(in[0]) && is_constant_filled_with(graph, in[1], 0.0)) return in[0];
+      return kNoNode;
+    case OpKind::kDiv:
+    case OpKind::kPow:
+      if (same_type(in[0]) && is_constant_filled_with(graph, in[1], 1.0)) return in[0];
+      return kNoNode;
+    case OpKind::kNeg:
+    case OpKind::kNot:
+      if (op_of(in[0]) == node.op) return forward_if_same_type(graph.node(in[0]).inputs[0]);
+      return kNoNode;
+    case OpKind::kAbs:
+    case OpKind::kRelu:
+      if (op_of(in[0]) == node.op) return forward_if_same_type(in[0]);
+      return kNoNode;
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kAnd:
+    case OpKind::kOr:
+      if (in[0] == in[1]) return forward_if_same_type(in[0]);
+      return kNoNode;
+    case OpKind::kWhere:
+      if (is_constant_filled_with(graph, in[0], 1.0)) return forward_if_same_type(in[1]);
+      if (is_constant_filled_with(graph, in[0], 0.0)) return forward_if_same_type(in[2]);
+      return kNoNode;
+    case OpKind::kClamp: {
+      const auto& attrs = std::get<ir::ClampAttrs>(node.attrs);
+      if (!attrs.min && !attrs.max) return forward_if_same_type(in[0]);
+      return kNoNode;
+    }
+    case OpKind::kCast:
+    case OpKind::kBroadcastTo:
+      return forward_if_same_type(in[0]);
+    case OpKind::kConcat:
+      if (in.size() == 1) return forward_if_same_type(in[0]);
+      return kNoNode;
+    case OpKind::kSlice: {
+      const auto& attrs = std::get<ir::SliceAttrs>(node.attrs);
+      bool unit_steps = true;
+      for (int64_t step : attrs.steps) unit_steps &= step == 1;
+      if (unit_steps) return forward_if_same_type(in[0]);
+      return kNoNode;
+    }
+    case OpKind::kReshape: {
+      if (same_type(in[0])) return in[0];
+      if (op_of(in[0]) == OpKind::kReshape) {
+        // reshape(reshape(x, s1), s2) == reshape(x, s2): a reshape only depends on the element
+        // count and row-major order, which the inner reshape does not change.
+        NodeId source = graph.node(in[0]).inputs[0];
+        if (same_type(source)) return source;
+        rewrite_if_same_type(graph, id, {source}, node.attrs);
+      }
+      return kNoNode;
+    }
+    case OpKind::kTranspose: {
+      std::vector<int64_t> perm = normalized_perm(std::get<ir::TransposeAttrs>(node.attrs).perm);
+      if (is_identity_perm(perm)) return forward_if_same_type(in[0]);
+      if (op_of(in[0]) == OpKind::kTranspose) {
+        // out[i] = inner[perm[i]] and inner[j] = x[inner_perm[j]], so out[i] = x[inner_perm[perm[i]]].
+        const Node& inner = graph.node(in[0]);
+        std::vector<int64_t> inner_perm =
+            normalized_perm(std::get<ir::TransposeAttrs>(inner.attrs).perm);
+        if (inner_perm.size() != perm.size()) return kNoNode;
+        std::vector<int64_t> composed(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) composed[i] = inner_perm[size_t(perm[i])];
+        NodeId source = inner.inputs[0];
+        if (is_identity_perm(composed)) return forward_if_same_type(source);
+        rewrite_if_same_type(graph, id, {source}, ir::TransposeAttrs{composed});
+      }
+      return kNoNode;
+    }
+    default:
+      return kNoNode;
+  }
+}
+
+}  // namespace
+
+Status simplify_pass(Graph& graph, const PassContext&) {
+  ValueRemap remap(graph.num_nodes());
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    Node& node = graph.node(id);
+    if (node.erased || is_source(node.op)) continue;
+    remap.rewrite_operands(node);
+    NodeId replacement = simplify_node(graph, id);
+    if (replacement != kNoNode && replacement != id) {
+      remap.replace(id, replacement);
+      graph.node(id).erased = true;
+    }
+  }
+  if (!remap.changed()) return Status::ok();
+  remap.rewrite_outputs(graph);
+  fix_output_names(graph);
+  graph.compact();
+  return Status::ok();
+}
+
+}  // namespace kiln::passes

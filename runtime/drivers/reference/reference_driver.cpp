@@ -1,0 +1,164 @@
+// The reference driver: host buffers, an executable that is just the loaded artifact, and a
+// stream that runs the reference interpreter synchronously at submission.
+#include "runtime/drivers/reference/reference_driver.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "ir/interpreter.h"
+#include "runtime/drivers/reference/reference_executor.h"
+
+namespace kiln::runtime::reference {
+namespace {
+
+// Host memory, 64-byte aligned like ir::Tensor storage. Not thread-safe for writes.
+class HostBuffer final : public hal::Buffer {
+ public:
+  static Result<std::unique_ptr<hal::Buffer>> create(size_t bytes) {
+    std::byte* data = nullptr;
+    if (bytes > 0) {
+      data = static_cast<std::byte*>(::operator new(bytes, std::align_val_t(64), std::nothrow));
+      if (!data)
+        return Status(ErrorCode::kOutOfMemory,
+                      "reference device: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    return std::unique_ptr<hal::Buffer>(new HostBuffer(data, bytes));
+  }
+  ~HostBuffer() override {
+    if (data_) ::operator delete(data_, std::align_val_t(64));
+  }
+
+  size_t size() const override { return size_; }
+  std::byte* host_data() override { return data_; }
+  Status write(size_t offset, std::span<const std::byte> data) override {
+    KILN_RETURN_IF_ERROR(check_range(offset, data.size()));
+    if (!data.empty()) std::memcpy(data_ + offset, data.data(), data.size());
+    return Status::ok();
+  }
+  Status read(size_t offset, std::span<std::byte> out) const override {
+    KILN_RETURN_IF_ERROR(check_range(offset, out.size()));
+    if (!out.empty()) std::memcpy(out.data(), data_ + offset, out.size());
+    return Status::ok();
+  }
+
+ private:
+  HostBuffer(std::byte* data, size_t size) : data_(data), size_(size) {}
+  Status check_range(size_t offset, size_t count) const {
+    if (offset > size_ || count > size_ - offset)
+      return invalid_argument("buffer access of " + std::to_string(count) + " bytes at offset " +
+                              std::to_string(offset) + " is outside the " + std::to_string(size_) +
+                              "-byte buffer");
+    return Status::ok();
+  }
+
+  std::byte* data_;
+  size_t size_;
+};
+
+// The reference device needs no preparation: the executable is the artifact itself.
+class ReferenceExecutable final : public hal::Executable {
+ public:
+  explicit ReferenceExecutable(std::shared_ptr<const artifact::LoadedArtifact> artifact)
+      : artifact_(std::move(artifact)) {}
+  const artifact::LoadedArtifact& artifact() const override { return *artifact_; }
+  bool uses_arena() const override { return false; }
+
+ private:
+  std::shared_ptr<const artifact::LoadedArtifact> artifact_;
+};
+
+class ReferenceStream final : public hal::Stream {
+ public:
+  Status execute(const hal::Executable& executable, const hal::ExecuteArgs& args) override;
+  Status synchronize() override { return Status::ok(); }  // work ran at submission
+};
+
+Status ReferenceStream::execute(const hal::Executable& executable, const hal::ExecuteArgs& args) {
+  const auto* ref = dynamic_cast<const ReferenceExecutable*>(&executable);
+  if (!ref) return invalid_argument("reference device: the executable belongs to another device");
+  const ir::Graph& graph = ref->artifact().graph;
+  if (args.inputs.size() != graph.inputs().size() || args.input_shapes.size() != args.inputs.size() ||
+      args.outputs.size() != graph.outputs().size())
+    return invalid_argument("reference device: wrong number of input or output buffers");
+
+  // Input buffers are host memory: view them as tensors (no copy). The views do not outlive
+  // this call, and the buffers outlive it, so they need no keepalive.
+  std::vector<ir::Tensor> inputs;
+  inputs.reserve(args.inputs.size());
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const ir::Node& node = graph.node(graph.inputs()[i]);
+    ir::Tensor view = ir::Tensor::view(node.type.dtype, args.input_shapes[i],
+                                       args.inputs[i]->host_data(), nullptr);
+    if (view.size_bytes() != args.inputs[i]->size())
+      return invalid_argument("reference device: input '" + node.name + "' buffer holds " +
+                              std::to_string(args.inputs[i]->size()) + " bytes, its shape needs " +
+                              std::to_string(view.size_bytes()));
+    inputs.push_back(std::move(view));
+  }
+
+  Result<std::vector<ir::Tensor>> outputs =
+      args.profile ? interpret_with_profile(graph, inputs, *args.profile) : ir::interpret(graph, inputs);
+  if (!outputs.is_ok()) return std::move(outputs).status();
+
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const ir::Tensor& t = (*outputs)[i];
+    hal::Buffer& out = *args.outputs[i];
+    if (t.size_bytes() != out.size())
+      return internal_error("reference device: output '" + graph.outputs()[i].name + "' has " +
+                            std::to_string(t.size_bytes()) + " bytes but its buffer holds " +
+                            std::to_string(out.size()));
+    KILN_RETURN_IF_ERROR(out.write(0, std::span<const std::byte>(t.data(), t.size_bytes())));
+  }
+  return Status::ok();
+}
+
+class ReferenceDevice final : public hal::Device {
+ public:
+  explicit ReferenceDevice(hal::DeviceInfo info) : info_(std::move(info)) {}
+
+  const hal::DeviceInfo& info() const override { return info_; }
+  bool has_device_timers() const override { return false; }
+  Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) override {
+    return HostBuffer::create(bytes);
+  }
+  Result<std::unique_ptr<hal::Executable>> load_executable(
+      std::shared_ptr<const artifact::LoadedArtifact> artifact) override {
+    if (!artifact) return invalid_argument("reference device: no artifact to load");
+    return std::unique_ptr<hal::Executable>(new ReferenceExecutable(std::move(artifact)));
+  }
+  Result<std::unique_ptr<hal::Stream>> create_stream() override {
+    return std::unique_ptr<hal::Stream>(new ReferenceStream());
+  }
+
+ private:
+  hal::DeviceInfo info_;
+};
+
+class ReferenceDriver final : public hal::Driver {
+ public:
+  std::string_view name() const override { return "reference"; }
+  std::vector<hal::DeviceInfo> devices() const override { return {device_info()}; }
+  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const override {
+    if (id != kReferenceDeviceId)
+      return not_found("the reference driver has no device '" + std::string(id) + "'");
+    return std::unique_ptr<hal::Device>(new ReferenceDevice(device_info()));
+  }
+
+ private:
+  static hal::DeviceInfo device_info() {
+    hal::DeviceInfo info;
+    info.id = kReferenceDeviceId;
+    info.driver = "reference";
+    info.type = hal::DeviceType::kCpu;
+    info.description = "Kiln reference interpreter";
+    info.priority = 0;
+    return info;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<hal::Driver> create_reference_driver() { return std::make_unique<ReferenceDriver>(); }
+
+}  // namespace kiln::runtime::reference

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""One test per user mistake: runs `kilnc --emit=ir -o /dev/null FILE` on every tests/errors/*.graph
+and on inputs generated here (weights files, binary garbage, NUL bytes, 100 000-deep nesting, a
+10 MB line), and checks that kilnc
+
+  * exits with status 1 (never 0, never >= 2 or a signal, i.e. no crash or internal error),
+  * prints every `# EXPECT: LINE:COL: error: MESSAGE` of the file as `FILE:LINE:COL: error: MESSAGE`
+    on stderr (MESSAGE may be a prefix of the printed message), and
+  * prints no other `FILE:...` diagnostic lines (no cascades of follow-on errors).
+
+usage: run_error_tests.py KILNC [--only NAME]
+"""
+import glob
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT_S = 60
+MAX_NESTING = 256  # frontend/parser_internal.h: kMaxNesting
+
+
+def write_safetensors(path, header, data=b"", raw_header=None):
+    h = raw_header if raw_header is not None else json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def make_weights(tmp):
+    """The weights files the weights_*.graph cases refer to."""
+    w = {"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}
+    write_safetensors(os.path.join(tmp, "good.safetensors"), w, bytes(64))
+    with open(os.path.join(tmp, "not_safetensors.safetensors"), "w") as f:
+        f.write("these are not the tensors you are looking for\n")
+    with open(os.path.join(tmp, "good.safetensors"), "rb") as f:
+        good = f.read()
+    with open(os.path.join(tmp, "truncated.safetensors"), "wb") as f:
+        f.write(good[:40])
+    write_safetensors(os.path.join(tmp, "bad_json.safetensors"), None, bytes(64),
+                      raw_header=b'{"w": {"dtype": "F32", "shape": [4, 4], ')
+    bad = {"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [64, 128]}}
+    write_safetensors(os.path.join(tmp, "bad_offsets.safetensors"), bad, bytes(64))
+
+
+SIG = b"graph g(x: f32[N, 4]) -> (y: f32[N, 4]) {\n"
+
+
+def generated_cases():
+    """(name, bytes, expectations, max_diagnostics). Expectations are 'LINE:COL: error: MSG'
+    strings, or '*: error: MSG' where only the message is checked."""
+    cases = []
+    rng = random.Random(20240601)
+    garbage = b"\x01" + bytes(rng.randrange(256) for _ in range(200000))
+    # Garbage is reported (once per run of bad bytes, up to the error limit), never crashes.
+    cases.append(("binary_garbage", garbage, ["1:1: error: "], 21))
+    cases.append(("garbage_in_body", SIG + b"  y = neg(x)\n  " + garbage[:5000].replace(b"\n", b" ") + b"\n}\n",
+                  ["3:3: error: "], 2))
+    cases.append(("nul_bytes", SIG + b"  y = neg(x)\x00\x00\x00\n}\n", ["2:13: error: invalid character '\\x00'"], 1))
+    depth = 100000
+    deep = SIG + b"  y = " + b"neg(" * depth + b"x" + b")" * depth + b"\n}\n"
+    col = len("  y = ") + 4 * MAX_NESTING + 1
+    cases.append(("deep_nesting", deep, ["2:%d: error: nesting too deep" % col], 1))
+    deep_list = SIG + b"  y = reshape(x, shape=" + b"[" * depth + b"]" * depth + b")\n}\n"
+    col = len("  y = reshape(x, shape=") + MAX_NESTING + 1
+    cases.append(("deep_attribute_list", deep_list, ["2:%d: error: nesting too deep" % col], 1))
+    deep_literal = SIG + b"  y = neg(x)\n  c = const f32[1] " + b"[" * depth + b"\n}\n"
+    cases.append(("deep_literal", deep_literal, ["3:21: error: literal is nested deeper than the rank of f32[1]"], 1))
+    # A 10 MB line: a literal with one element too many; the column is exact.
+    count = 2 * 1024 * 1024
+    long_line = (SIG + b"  y = neg(x)\n  c = const f32[%d] [" % (count - 1) + b"1.5," * (count - 1) + b"1.5]\n}\n")
+    cases.append(("long_line", long_line,
+                  ["3:%d: error: literal has %d elements in dimension 0 but f32[%d] needs %d" %
+                   (len("  c = const f32[%d] " % (count - 1)) + 1, count, count - 1, count - 1)], 1))
+    cases.append(("empty_file", b"", ["1:1: error: unexpected end of file"], 1))
+    cases.append(("only_utf8_bom_and_text", "\ufeffgraph".encode(), ["1:1: error: invalid character"], 2))
+    return cases
+
+
+def parse_expectations(path):
+    expects = []
+    with open(path, "rb") as f:
+        for raw in f.read().split(b"\n"):
+            line = raw.decode("utf-8", "replace")
+            if line.startswith("# EXPECT:"):
+                expects.append(line[len("# EXPECT:"):].strip())
+    return expects
+
+
+def check(kilnc, path, expects, max_diagnostics):
+    """Returns a list of failure messages (empty when the case passes)."""
+    try:
+        proc = subprocess.run([kilnc, "--emit=ir", "-o", "/dev/null", path], capture_output=True,
+                              timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return ["timed out after %d s" % TIMEOUT_S]
+    stderr = proc.stderr.decode("utf-8", "replace")
+    failures = []
+    if proc.returncode != 1:
+        what = "signal %d" % -proc.returncode if proc.returncode < 0 else "status %d" % proc.returncode
+        failures.append("expected exit status 1, got " + what)
+    diag_lines = [l for l in stderr.splitlines() if l.startswith(path + ":")]
+    if not expects:
+        failures.append("the file has no '# EXPECT:' line")
+    for e in expects:
+        if not any(l.startswith(path + ":" + e) for l in diag_lines):
+            failures.append("missing diagnostic: %s:%s" % (os.path.basename(path), e))
+    limit = max_diagnostics if max_diagnostics is not None else len(expects)
+    if len(diag_lines) > limit:
+        failures.append("%d diagnostics, expected at most %d (cascading errors?)" % (len(diag_lines), limit))
+    if failures:
+        failures.append("stderr was:\n" + stderr[:4000])
+    return failures
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    kilnc = os.path.abspath(sys.argv[1])
+    only = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--only" else None
+    tmp = tempfile.mkdtemp(prefix="kiln-errors-")
+    try:
+        make_weights(tmp)
+        cases = []
+        for src in sorted(glob.glob(os.path.join(HERE, "*.graph"))):
+            dst = os.path.join(tmp, os.path.basename(src))
+            shutil.copy(src, dst)
+            cases.append((os.path.basename(src)[:-len(".graph")], dst, parse_expectations(src), None))
+        for name, data, expects, max_diags in generated_cases():
+            dst = os.path.join(tmp, name + ".graph")
+            with open(dst, "wb") as f:
+                f.write(data)
+            cases.append((name, dst, expects, max_diags))
+        failed = 0
+        for name, path, expects, max_diags in cases:
+            if only and name != only:
+                continue
+            failures = check(kilnc, path, expects, max_diags)
+            if failures:
+                failed += 1
+                print("FAIL %s\n  %s" % (name, "\n  ".join(failures)))
+            else:
+                print("ok   %s" % name)
+        total = len(cases) if not only else 1
+        print("%d/%d error tests passed" % (total - failed, total))
+        return 1 if failed else 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+// Artifact writer/reader: round trips (graph text, plan, constants, kernels), version and
+// identifier checks.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "frontend/parser.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pipeline.h"
+#include "test_artifact_util.h"
+
+using namespace kiln;
+using namespace kiln::artifact::testing;
+
+namespace {
+
+// Compiles a .graph file through the real frontend and pipeline.
+struct Compiled {
+  ir::Graph graph;
+  ir::ExecutionPlan plan;
+};
+Compiled compile_file(const std::string& path, int opt_level) {
+  Diagnostics diags;
+  Result<ir::Graph> graph = frontend::parse_graph_file(path, diags);
+  INFO(diags.to_string());
+  REQUIRE(graph.is_ok());
+  passes::PipelineOptions options;
+  options.opt_level = opt_level;
+  Result<ir::ExecutionPlan> plan = passes::run_pipeline(*graph, options);
+  INFO((plan.is_ok() ? std::string() : plan.status().message()));
+  REQUIRE(plan.is_ok());
+  return {std::move(graph).value(), std::move(plan).value()};
+}
+
+void require_round_trip(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
+  std::vector<uint8_t> bytes = write_or_fail(graph, plan);
+  Result<artifact::LoadedArtifact> loaded = read_bytes(bytes);
+  INFO((loaded.is_ok() ? std::string() : loaded.status().message()));
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->format_version == artifact::kFormatVersion);
+  CHECK(ir::print_graph(loaded->graph) == ir::print_graph(graph));
+  CHECK(passes::print_plan(loaded->graph, loaded->plan) == passes::print_plan(graph, plan));
+  require_plans_equal(loaded->plan, plan);
+  // Node by node: attributes (typed equality), types, inputs.
+  REQUIRE(loaded->graph.num_nodes() == graph.num_nodes());
+  for (ir::NodeId i = 0; i < graph.num_nodes(); ++i) {
+    INFO("node " << graph.node(i).name);
+    CHECK(loaded->graph.node(i).op == graph.node(i).op);
+    CHECK(loaded->graph.node(i).attrs == graph.node(i).attrs);
+    CHECK(loaded->graph.node(i).type == graph.node(i).type);
+    CHECK(loaded->graph.node(i).inputs == graph.node(i).inputs);
+  }
+  REQUIRE(loaded->graph.kernels().size() == graph.kernels().size());
+  for (size_t k = 0; k < graph.kernels().size(); ++k) {
+    const ir::Kernel& a = loaded->graph.kernels()[k];
+    const ir::Kernel& b = graph.kernels()[k];
+    CHECK(a.name == b.name);
+    CHECK(a.kind == b.kind);
+    CHECK(a.nodes == b.nodes);
+    CHECK(a.anchor == b.anchor);
+    CHECK(a.inputs == b.inputs);
+    CHECK(a.outputs == b.outputs);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("artifact: sample graph round-trips (text, plan, kernels, constants in place)") {
+  SampleModel model = sample_model();
+  REQUIRE(ir::verify_graph(model.graph).is_ok());
+  std::vector<uint8_t> bytes = write_or_fail(model.graph, model.plan);
+  auto shared = std::make_shared<const std::vector<uint8_t>>(bytes);
+  Result<artifact::LoadedArtifact> loaded = artifact::read_artifact(shared);
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->producer == "kiln");
+  CHECK(loaded->graph.name == "sample");
+  CHECK(ir::print_graph(loaded->graph) == ir::print_graph(model.graph));
+  require_plans_equal(loaded->plan, model.plan);
+  REQUIRE(loaded->graph.inputs().size() == 2);
+  CHECK(loaded->graph.node(loaded->graph.inputs()[1]).name == "y");
+  REQUIRE(loaded->graph.outputs().size() == 2);
+  CHECK(loaded->graph.outputs()[1].name == "s");
+  CHECK(loaded->graph.outputs()[1].declared.to_string() == "f32[N]");
+  CHECK(loaded->kernels.empty());
+  CHECK(loaded->targets().empty());
+
+  // The constant is used in place: a view into the shared bytes, 64-byte aligned within them.
+  REQUIRE(loaded->graph.constants().size() == 1);
+  const ir::Tensor& w = loaded->graph.constant(0);
+  CHECK(w.is_view());
+  const auto* begin = reinterpret_cast<const std::byte*>(shared->data());
+  CHECK(w.data() >= begin);
+  CHECK(w.data() + w.size_bytes() <= begin + shared->size());
+  CHECK((w.data() - begin) % 64 == 0);
+  CHECK(w.element_as_double(2) == 2.0);
+  CHECK(w.element_as_double(3) == 0.25);
+  // The view keeps the bytes alive after every other owner is gone.
+  shared.reset();
+  artifact::LoadedArtifact moved = std::move(loaded).value();
+  CHECK(moved.graph.constant(0).element_as_double(1) == -1.0);
+}
+
+TEST_CASE("artifact: constants of every dtype keep their bytes and alignment") {
+  ir::testing::GraphBuilder b;
+  ir::NodeId x = b.input("x", "f32[3]");
+  b.output("x", x);
+  int index = 0;
+  for (ir::DType dtype : ir::kAllDTypes) {
+    Result<ir::Tensor> t = ir::Tensor::zeros(dtype, {3, int64_t(index + 1)});
+    REQUIRE(t.is_ok());
+    for (int64_t i = 0; i < t->num_elements(); ++i) t->set_element_from_double(i, double((i * 7 + index) % 3));
+    ir::NodeId c = b.constant("c" + std::to_string(index), *t);
+    b.output("c" + std::to_string(index), c);
+    ++index;
+  }
+  std::vector<uint8_t> bytes = write_or_fail(b.graph, ir::ExecutionPlan{});
+  Result<artifact::LoadedArtifact> loaded = read_bytes(bytes);
+  REQUIRE(loaded.is_ok());
+  REQUIRE(loaded->graph.constants().size() == b.graph.constants().size());
+  const auto* begin = reinterpret_cast<const std::byte*>(loaded->bytes->data());
+  for (size_t i = 0; i < b.graph.constants().size(); ++i) {
+    const ir::Tensor& got = loaded->graph.constant(uint32_t(i));
+    const ir::Tensor& want = b.graph.constant(uint32_t(i));
+    INFO("constant " << i << " " << ir::dtype_name(want.dtype()));
+    CHECK(got.dtype() == want.dtype());
+    CHECK(got.shape() == want.shape());
+    REQUIRE(got.size_bytes() == want.size_bytes());
+    CHECK(std::memcmp(got.data(), want.data(), got.size_bytes()) == 0);
+    CHECK((got.data() - begin) % 64 == 0);
+  }
+}
+
+TEST_CASE("artifact: kernel binaries per target round-trip") {
+  SampleModel model = sample_model();
+  artifact::WriteOptions options;
+  options.producer = "kilnc test";
+  artifact::KernelBinary ptx{"cuda", "fused_add_mul_relu_0", 0, "ptx", "k0", {1, 2, 3, 4, 5},
+                             {"sm_80"}};
+  artifact::KernelBinary spv{"vulkan", "reduce_sum_1", 1, "spirv", "main", {7, 7}, {"shaderFloat16", "int64"}};
+  artifact::KernelBinary ptx2{"cuda", "reduce_sum_1", 1, "ptx", "k1", {}, {}};
+  options.kernels = {ptx, spv, ptx2};
+  Result<artifact::LoadedArtifact> loaded = read_bytes(write_or_fail(model.graph, model.plan, options));
+  REQUIRE(loaded.is_ok());
+  CHECK(loaded->producer == "kilnc test");
+  CHECK(loaded->targets() == std::vector<std::string>{"cuda", "vulkan"});
+  // Grouped by target in first-appearance order.
+  REQUIRE(loaded->kernels.size() == 3);
+  CHECK(loaded->kernels[0] == ptx);
+  CHECK(loaded->kernels[1] == ptx2);
+  CHECK(loaded->kernels[2] == spv);
+
+  // A binary for a kernel the graph does not have is refused by the writer.
+  options.kernels = {artifact::KernelBinary{"cuda", "nope", 9, "ptx", "", {}, {}}};
+  Result<std::vector<uint8_t>> bad = artifact::write_artifact(model.graph, model.plan, options);
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().find("out of range") != std::string::npos);
+}
+
+TEST_CASE("artifact: every op and attribute round-trips through the real pipeline") {
+  const std::string path = std::string(KILN_SOURCE_DIR) + "/tests/roundtrip/all_ops.graph";
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    Compiled c = compile_file(path, level);
+    require_round_trip(c.graph, c.plan);
+  }
+  Compiled mlp = compile_file(std::string(KILN_SOURCE_DIR) + "/examples/mlp.graph", 2);
+  require_round_trip(mlp.graph, mlp.plan);
+}
+
+TEST_CASE("artifact: a loaded artifact computes what the original graph computes") {
+  Compiled c = compile_file(std::string(KILN_SOURCE_DIR) + "/tests/roundtrip/all_ops.graph", 2);
+  Result<artifact::LoadedArtifact> loaded = read_bytes(write_or_fail(c.graph, c.plan));
+  REQUIRE(loaded.is_ok());
+  std::vector<ir::Tensor> inputs;
+  uint32_t seed = 1;
+  for (ir::NodeId id : c.graph.inputs()) {
+    std::vector<int64_t> sizes;
+    for (const ir::Dim& d : c.graph.node(id).type.shape) sizes.push_back(d.is_static() ? d.size() : 2);
+    Result<ir::Tensor> t = ir::Tensor::zeros(c.graph.node(id).type.dtype, sizes);
+    REQUIRE(t.is_ok());
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      seed = seed * 1103515245u + 12345u;
+      t->set_element_from_double(i, double((seed >> 16) % 3));  // 0..2: valid gather indices too
+    }
+    inputs.push_back(std::move(t).value());
+  }
+  Result<std::vector<ir::Tensor>> want = ir::interpret(c.graph, inputs);
+  Result<std::vector<ir::Tensor>> got = ir::interpret(loaded->graph, inputs);
+  REQUIRE(want.is_ok());
+  REQUIRE(got.is_ok());
+  REQUIRE(want->size() == got->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    INFO("output " << c.graph.outputs()[i].name);
+    REQUIRE((*got)[i].size_bytes() == (*want)[i].size_bytes());
+    CHECK(std::memcmp((*got)[i].data(), (*want)[i].data(), (*got)[i].size_bytes()) == 0);
+  }
+}
+
+TEST_CASE("artifact: the writer refuses graphs it cannot represent") {
+  SampleModel model = sample_model();
+  ir::ExecutionPlan bad_plan = model.plan;
+  bad_plan.launches.push_back(ir::Launch{7, {}});
+  Result<std::vector<uint8_t>> r = artifact::write_artifact(model.graph, bad_plan);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == ErrorCode::kInvalidArgument);
+
+  model.graph.node(2).erased = true;
+  r = artifact::write_artifact(model.graph, model.plan);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().message().find("erased") != std::string::npos);
+}
+
+TEST_CASE("artifact: newer format versions are refused with both versions named") {
+  SampleModel model = sample_model();
+  std::vector<uint8_t> bytes = write_or_fail(model.graph, model.plan);
+  set_format_version(bytes, artifact::kFormatVersion + 1);
+  Result<artifact::LoadedArtifact> loaded = read_bytes(bytes);
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().code() == ErrorCode::kInvalidArgument);
+  const std::string expected = "artifact format version " + std::to_string(artifact::kFormatVersion + 1) +
+                               " is newer than this runtime supports (" +
+                               std::to_string(artifact::kFormatVersion) + ")";
+  CHECK(loaded.status().message().find(expected) != std::string::npos);
+
+  set_format_version(bytes, 0);
+  loaded = read_bytes(bytes);
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().code() == ErrorCode::kCorrupt);
+
+  set_format_version(bytes, artifact::kFormatVersion);
+  CHECK(read_bytes(bytes).is_ok());
+}
+
+TEST_CASE("artifact: foreign, empty and missing files are clear errors") {
+  auto message_of = [](std::vector<uint8_t> bytes) {
+    Result<artifact::LoadedArtifact> r = read_bytes(std::move(bytes));
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == ErrorCode::kCorrupt);
+    return r.status().message();
+  };
+  CHECK(message_of({}).find("empty") != std::string::npos);
+  CHECK(message_of({'K', 'I'}).find("not a Kiln artifact") != std::string::npos);
+  // A .npy file and a zip file start with other magic.
+  std::vector<uint8_t> npy = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0x76, 0, '{', '}'};
+  CHECK(message_of(npy).find("not a Kiln artifact") != std::string::npos);
+  std::vector<uint8_t> zip(256, 0);
+  zip[0] = 'P'; zip[1] = 'K'; zip[2] = 3; zip[3] = 4;
+  CHECK(message_of(zip).find("'KILN' file identifier") != std::string::npos);
+  // The identifier alone does not make a file valid.
+  std::vector<uint8_t> fake = {0xff, 0xff, 0xff, 0x7f, 'K', 'I', 'L', 'N', 0, 0, 0, 0};
+  CHECK(message_of(fake).find("corrupt Kiln artifact") != std::string::npos);
+
+  Result<artifact::LoadedArtifact> null_bytes = artifact::read_artifact(nullptr);
+  CHECK_FALSE(null_bytes.is_ok());
+
+  Result<artifact::LoadedArtifact> missing = artifact::read_artifact_file("/nonexistent/dir/model.kiln");
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == ErrorCode::kNotFound);
+  CHECK(missing.status().message().find("/nonexistent/dir/model.kiln") != std::string::npos);
+
+  Result<artifact::LoadedArtifact> dir = artifact::read_artifact_file(KILN_SOURCE_DIR);
+  CHECK_FALSE(dir.is_ok());
+}
+
+TEST_CASE("artifact: read_artifact_file reads what write_artifact wrote") {
+  SampleModel model = sample_model();
+  std::vector<uint8_t> bytes = write_or_fail(model.graph, model.plan);
+  const std::string path = std::string(KILN_BINARY_DIR) + "/test_artifact_file.kiln";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  Result<artifact::LoadedArtifact> loaded = artifact::read_artifact_file(path);
+  REQUIRE(loaded.is_ok());
+  CHECK(ir::print_graph(loaded->graph) == ir::print_graph(model.graph));
+  std::remove(path.c_str());
+}

@@ -1,0 +1,410 @@
+// Unit tests of the reference interpreter (ir/interpreter.h): graphs built with Graph::add_node
+// and typed by ir::infer_node, checking the defined edge cases of the numeric model.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/infer.h"
+#include "ir/interpreter.h"
+
+using namespace kiln;
+using namespace kiln::ir;
+
+namespace {
+
+// Builds a small graph node by node; every op node is typed by infer_node.
+struct GraphMaker {
+  Graph graph;
+  int counter = 0;
+
+  NodeId input(const std::string& name, DType dtype, Shape shape) {
+    Node n;
+    n.op = OpKind::kInput;
+    n.name = name;
+    n.attrs = InputAttrs{int64_t(graph.inputs().size())};
+    n.type = TensorType{dtype, std::move(shape)};
+    NodeId id = graph.add_node(std::move(n));
+    graph.inputs().push_back(id);
+    return id;
+  }
+  NodeId constant(const Tensor& t) {
+    Node n;
+    n.op = OpKind::kConstant;
+    n.name = "c" + std::to_string(counter++);
+    n.attrs = ConstantAttrs{graph.add_constant(t), ""};
+    n.type = t.type();
+    return graph.add_node(std::move(n));
+  }
+  NodeId op(OpKind kind, std::vector<NodeId> inputs, Attrs attrs) {
+    Node n;
+    n.op = kind;
+    n.name = "v" + std::to_string(counter++);
+    n.inputs = std::move(inputs);
+    n.attrs = std::move(attrs);
+    Status s = infer_node(graph, n);
+    INFO(s.to_string());
+    REQUIRE(s.is_ok());
+    return graph.add_node(std::move(n));
+  }
+  NodeId op(OpKind kind, std::vector<NodeId> inputs) { return op(kind, std::move(inputs), default_attrs(kind)); }
+  void output(NodeId id, const std::string& name = "") {
+    GraphOutput out;
+    out.name = name.empty() ? graph.node(id).name : name;
+    out.node = id;
+    out.declared = graph.node(id).type;
+    graph.outputs().push_back(out);
+  }
+};
+
+Tensor make(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {
+  Result<Tensor> t = Tensor::zeros(dtype, std::move(shape));
+  REQUIRE(t.is_ok());
+  REQUIRE(size_t(t->num_elements()) == values.size());
+  for (size_t i = 0; i < values.size(); ++i) t->set_element_from_double(int64_t(i), values[i]);
+  return std::move(t).value();
+}
+
+std::vector<double> doubles(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.num_elements(); ++i) v.push_back(t.element_as_double(i));
+  return v;
+}
+
+std::vector<int64_t> ints(const Tensor& t) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < t.num_elements(); ++i) v.push_back(t.element_as_int(i));
+  return v;
+}
+
+// Runs a graph with one output and returns it.
+Tensor run1(const GraphMaker& m, const std::vector<Tensor>& inputs) {
+  Result<std::vector<Tensor>> out = interpret(m.graph, inputs);
+  INFO((out.is_ok() ? std::string() : out.status().to_string()));
+  REQUIRE(out.is_ok());
+  REQUIRE(out->size() == 1);
+  return (*out)[0];
+}
+
+// y = op(a, b) over two inputs of the given types.
+Tensor binary(OpKind kind, const Tensor& a, const Tensor& b) {
+  GraphMaker m;
+  NodeId x = m.input("a", a.dtype(), shape_of(a.shape()));
+  NodeId y = m.input("b", b.dtype(), shape_of(b.shape()));
+  m.output(m.op(kind, {x, y}));
+  return run1(m, {a, b});
+}
+
+Tensor unary(OpKind kind, const Tensor& a, Attrs attrs) {
+  GraphMaker m;
+  NodeId x = m.input("a", a.dtype(), shape_of(a.shape()));
+  m.output(m.op(kind, {x}, std::move(attrs)));
+  return run1(m, {a});
+}
+Tensor unary(OpKind kind, const Tensor& a) { return unary(kind, a, default_attrs(kind)); }
+
+}  // namespace
+
+TEST_CASE("interpreter: integer division truncates toward zero; x / 0 is 0") {
+  const double min32 = -2147483648.0;
+  Tensor a = make(DType::kI32, {7}, {7, -7, 7, -7, 5, min32, 0});
+  Tensor b = make(DType::kI32, {7}, {2, 2, -2, -2, 0, -1, 3});
+  Tensor y = binary(OpKind::kDiv, a, b);
+  CHECK(y.dtype() == DType::kI32);
+  CHECK(ints(y) == std::vector<int64_t>{3, -3, -3, 3, 0, int64_t(min32), 0});
+}
+
+TEST_CASE("interpreter: integer arithmetic wraps like NumPy") {
+  CHECK(ints(binary(OpKind::kAdd, make(DType::kI8, {2}, {100, -128}), make(DType::kI8, {2}, {100, -1}))) ==
+        std::vector<int64_t>{-56, 127});
+  CHECK(ints(binary(OpKind::kSub, make(DType::kU8, {2}, {3, 0}), make(DType::kU8, {2}, {5, 1}))) ==
+        std::vector<int64_t>{254, 255});
+  CHECK(ints(binary(OpKind::kMul, make(DType::kI32, {1}, {65536}), make(DType::kI32, {1}, {65536}))) ==
+        std::vector<int64_t>{0});
+}
+
+TEST_CASE("interpreter: integer pow, including negative exponents") {
+  Tensor base = make(DType::kI64, {6}, {2, 3, 1, -1, -1, 0});
+  Tensor exp = make(DType::kI64, {6}, {10, -1, -5, -3, -2, 0});
+  CHECK(ints(binary(OpKind::kPow, base, exp)) == std::vector<int64_t>{1024, 0, 1, -1, 1, 1});
+}
+
+TEST_CASE("interpreter: round is half to even") {
+  Tensor x = make(DType::kF32, {8}, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6, 3.5});
+  CHECK(doubles(unary(OpKind::kRound, x)) == std::vector<double>{0, 2, 2, -0.0, -2, 2, -3, 4});
+}
+
+TEST_CASE("interpreter: sign, relu and clamp keep NaN") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> s = doubles(unary(OpKind::kSign, make(DType::kF32, {4}, {-3, 0, 2, nan})));
+  CHECK(s[0] == -1);
+  CHECK(s[1] == 0);
+  CHECK(s[2] == 1);
+  CHECK(std::isnan(s[3]));
+  std::vector<double> c =
+      doubles(unary(OpKind::kClamp, make(DType::kF32, {4}, {-3, 0.5, 2, nan}), ClampAttrs{0.0, std::nullopt}));
+  CHECK(c[0] == 0);
+  CHECK(c[1] == 0.5);
+  CHECK(c[2] == 2);
+  CHECK(std::isnan(c[3]));
+  CHECK(ints(unary(OpKind::kClamp, make(DType::kI32, {4}, {-3, 0, 2, 9}), ClampAttrs{-1.5, 2.5})) ==
+        std::vector<int64_t>{-1, 0, 2, 2});
+}
+
+TEST_CASE("interpreter: gelu exact and tanh forms") {
+  Tensor x = make(DType::kF32, {3}, {-1.0, 0.0, 2.0});
+  std::vector<double> exact = doubles(unary(OpKind::kGelu, x, GeluAttrs{false}));
+  std::vector<double> approx = doubles(unary(OpKind::kGelu, x, GeluAttrs{true}));
+  for (int i = 0; i < 3; ++i) {
+    const double v = x.element_as_double(i);
+    CHECK(exact[i] == doctest::Approx(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))).epsilon(1e-6));
+    CHECK(approx[i] == doctest::Approx(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))))
+                           .epsilon(1e-6));
+  }
+  CHECK(exact[0] != approx[0]);
+}
+
+TEST_CASE("interpreter: cast truncates, saturates, maps NaN to 0 and bool to 0/1") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = make(DType::kF32, {5}, {2.7, -2.7, nan, 1e10, -1e10});
+  CHECK(ints(unary(OpKind::kCast, x, CastAttrs{DType::kI32})) ==
+        std::vector<int64_t>{2, -2, 0, 2147483647, -2147483648LL});
+  CHECK(ints(unary(OpKind::kCast, x, CastAttrs{DType::kU8})) == std::vector<int64_t>{2, 0, 0, 255, 0});
+  CHECK(ints(unary(OpKind::kCast, x, CastAttrs{DType::kBool})) == std::vector<int64_t>{1, 1, 1, 1, 1});
+  CHECK(ints(unary(OpKind::kCast, make(DType::kI32, {3}, {300, -1, 0}), CastAttrs{DType::kU8})) ==
+        std::vector<int64_t>{44, 255, 0});
+  CHECK(doubles(unary(OpKind::kCast, make(DType::kBool, {2}, {1, 0}), CastAttrs{DType::kF16})) ==
+        std::vector<double>{1.0, 0.0});
+}
+
+TEST_CASE("interpreter: f16 results are rounded to f16 on store") {
+  Tensor a = make(DType::kF16, {1}, {1.0});
+  Tensor b = make(DType::kF16, {1}, {0.0001});  // below half an f16 ulp at 1.0
+  Tensor y = binary(OpKind::kAdd, a, b);
+  CHECK(y.dtype() == DType::kF16);
+  CHECK(y.element_as_double(0) == 1.0);
+}
+
+TEST_CASE("interpreter: broadcasting over rows and columns") {
+  Tensor a = make(DType::kF32, {3, 1}, {1, 2, 3});
+  Tensor b = make(DType::kF32, {4}, {10, 20, 30, 40});
+  Tensor y = binary(OpKind::kAdd, a, b);
+  CHECK(y.shape() == std::vector<int64_t>{3, 4});
+  CHECK(doubles(y) == std::vector<double>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43});
+}
+
+TEST_CASE("interpreter: argmax takes the first of tied maxima") {
+  Tensor x = make(DType::kF32, {2, 3}, {1, 3, 3, 5, 5, 1});
+  Tensor y = unary(OpKind::kArgMax, x, ArgMaxAttrs{1, true});
+  CHECK(y.dtype() == DType::kI64);
+  CHECK(y.shape() == std::vector<int64_t>{2, 1});
+  CHECK(ints(y) == std::vector<int64_t>{1, 0});
+  CHECK(ints(unary(OpKind::kArgMax, x, ArgMaxAttrs{0, false})) == std::vector<int64_t>{1, 1, 0});
+}
+
+TEST_CASE("interpreter: reductions with negative axes and keepdims") {
+  Tensor x = make(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  ReduceAttrs sum;
+  sum.axes = {-1};
+  sum.keepdims = true;
+  Tensor y = unary(OpKind::kReduceSum, x, sum);
+  CHECK(y.shape() == std::vector<int64_t>{2, 1});
+  CHECK(doubles(y) == std::vector<double>{6, 15});
+  CHECK(doubles(unary(OpKind::kReduceMean, x, ReduceAttrs{})) == std::vector<double>{3.5});
+  ReduceAttrs max0;
+  max0.axes = {0};
+  CHECK(ints(unary(OpKind::kReduceMax, make(DType::kI32, {2, 2}, {-5, 7, 3, -9}), max0)) ==
+        std::vector<int64_t>{3, 7});
+  CHECK(ints(unary(OpKind::kReduceProd, make(DType::kI32, {3}, {-2, 3, 4}), ReduceAttrs{})) ==
+        std::vector<int64_t>{-24});
+}
+
+TEST_CASE("interpreter: softmax is stable for large inputs") {
+  Tensor x = make(DType::kF32, {1, 3}, {1000, 1000, 1000});
+  std::vector<double> y = doubles(unary(OpKind::kSoftmax, x, AxisAttrs{-1}));
+  for (double v : y) CHECK(v == doctest::Approx(1.0 / 3));
+  std::vector<double> ly = doubles(unary(OpKind::kLogSoftmax, x, AxisAttrs{-1}));
+  for (double v : ly) CHECK(v == doctest::Approx(-std::log(3.0)));
+}
+
+TEST_CASE("interpreter: layer_norm over trailing axes with population variance") {
+  GraphMaker m;
+  NodeId x = m.input("x", DType::kF32, shape_of({2, 2}));
+  NodeId scale = m.constant(make(DType::kF32, {2}, {1, 2}));
+  NodeId bias = m.constant(make(DType::kF32, {2}, {0, 1}));
+  m.output(m.op(OpKind::kLayerNorm, {x, scale, bias}, LayerNormAttrs{-1, 0.0}));
+  std::vector<double> y = doubles(run1(m, {make(DType::kF32, {2, 2}, {1, 3, 10, 10})}));
+  CHECK(y[0] == doctest::Approx(-1.0));
+  CHECK(y[1] == doctest::Approx(3.0));
+  // A constant row has zero variance; with epsilon 0 that is 0/0.
+  CHECK(std::isnan(y[2]));
+}
+
+TEST_CASE("interpreter: gather wraps negative indices and rejects out-of-range ones") {
+  Tensor x = make(DType::kF32, {4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
+  Tensor idx = make(DType::kI32, {2}, {-1, 0});
+  Tensor y = binary(OpKind::kGather, x, idx);
+  CHECK(y.shape() == std::vector<int64_t>{2, 2});
+  CHECK(doubles(y) == std::vector<double>{30, 31, 0, 1});
+
+  GraphMaker m;
+  NodeId xi = m.input("x", DType::kF32, shape_of({4, 2}));
+  NodeId ii = m.input("i", DType::kI64, shape_of({1}));
+  m.output(m.op(OpKind::kGather, {xi, ii}, AxisAttrs{0}));
+  for (double bad : {4.0, -5.0}) {
+    Result<std::vector<Tensor>> out = interpret(m.graph, std::vector<Tensor>{x, make(DType::kI64, {1}, {bad})});
+    REQUIRE_FALSE(out.is_ok());
+    CHECK(out.status().message().find("out of range") != std::string::npos);
+  }
+}
+
+TEST_CASE("interpreter: slice with negative steps clamps like Python") {
+  Tensor x = make(DType::kI32, {6}, {0, 1, 2, 3, 4, 5});
+  SliceAttrs reverse;
+  reverse.starts = {-1};
+  reverse.ends = {std::numeric_limits<int64_t>::min()};
+  reverse.axes = {0};
+  reverse.steps = {-2};
+  CHECK(ints(unary(OpKind::kSlice, x, reverse)) == std::vector<int64_t>{5, 3, 1});
+  SliceAttrs clamp;
+  clamp.starts = {-100};
+  clamp.ends = {100};
+  CHECK(ints(unary(OpKind::kSlice, x, clamp)) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("interpreter: matmul promotes 1-D operands and broadcasts batches") {
+  Tensor v = make(DType::kF32, {2}, {1, 2});
+  Tensor m = make(DType::kF32, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 0, 1});
+  Tensor y = binary(OpKind::kMatMul, v, m);
+  CHECK(y.shape() == std::vector<int64_t>{2, 3});
+  CHECK(doubles(y) == std::vector<double>{9, 12, 15, 2, 1, 2});
+  Tensor w = make(DType::kF32, {3}, {1, 0, -1});
+  Tensor z = binary(OpKind::kMatMul, m, w);
+  CHECK(z.shape() == std::vector<int64_t>{2, 2});
+  CHECK(doubles(z) == std::vector<double>{-2, -2, 0, 0});
+}
+
+TEST_CASE("interpreter: a 512x512 matmul matches a naive sum and is fast") {
+  const int64_t n = 512;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  std::vector<double> av(n * n), bv(n * n);
+  for (auto& e : av) e = float(dist(rng));
+  for (auto& e : bv) e = float(dist(rng));
+  Tensor a = make(DType::kF32, {n, n}, av), b = make(DType::kF32, {n, n}, bv);
+  auto start = std::chrono::steady_clock::now();
+  Tensor c = binary(OpKind::kMatMul, a, b);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 2.0);  // ~1/8 of a 1024^3 product; generous for a loaded machine
+  for (int64_t i : {int64_t(0), int64_t(17), n - 1}) {
+    for (int64_t j : {int64_t(0), int64_t(300), n - 1}) {
+      double expect = 0;
+      for (int64_t k = 0; k < n; ++k) expect += av[i * n + k] * bv[k * n + j];
+      CHECK(c.element_as_double(i * n + j) == doctest::Approx(float(expect)).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("interpreter: conv2d with padding and bias") {
+  GraphMaker m;
+  NodeId x = m.input("x", DType::kF32, shape_of({1, 1, 3, 3}));
+  NodeId w = m.constant(make(DType::kF32, {1, 1, 2, 2}, {1, 1, 1, 1}));
+  NodeId b = m.constant(make(DType::kF32, {1}, {0.5}));
+  Conv2dAttrs attrs;
+  attrs.pads = {1, 1, 0, 0};
+  m.output(m.op(OpKind::kConv2d, {x, w, b}, attrs));
+  Tensor y = run1(m, {make(DType::kF32, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})});
+  CHECK(y.shape() == std::vector<int64_t>{1, 1, 3, 3});
+  CHECK(doubles(y) == std::vector<double>{1.5, 3.5, 5.5, 5.5, 12.5, 16.5, 11.5, 24.5, 28.5});
+}
+
+TEST_CASE("interpreter: max and average pooling treat padding as documented") {
+  Tensor x = make(DType::kF32, {1, 1, 2, 2}, {-1, -2, -3, -4});
+  Pool2dAttrs attrs;
+  attrs.kernel = {2, 2};
+  attrs.strides = {2, 2};
+  attrs.pads = {1, 1, 1, 1};
+  CHECK(doubles(unary(OpKind::kMaxPool2d, x, attrs)) == std::vector<double>{-1, -2, -3, -4});
+  CHECK(doubles(unary(OpKind::kAvgPool2d, x, attrs)) == std::vector<double>{-1, -2, -3, -4});
+  attrs.count_include_pad = true;
+  CHECK(doubles(unary(OpKind::kAvgPool2d, x, attrs)) == std::vector<double>{-0.25, -0.5, -0.75, -1});
+}
+
+TEST_CASE("interpreter: bind_inputs binds symbols and reports mismatches") {
+  GraphMaker m;
+  NodeId x = m.input("x", DType::kF32, {Dim::symbol("N"), Dim::of(784)});
+  NodeId y = m.input("y", DType::kF32, {Dim::symbol("N"), Dim::of(784)});
+  m.output(m.op(OpKind::kAdd, {x, y}));
+
+  Tensor good2 = make(DType::kF32, {2, 784}, std::vector<double>(2 * 784, 1.0));
+  Result<SymbolBindings> ok = bind_inputs(m.graph, std::vector<Tensor>{good2, good2});
+  REQUIRE(ok.is_ok());
+  CHECK(ok->at("N") == 2);
+
+  Tensor bad = make(DType::kF32, {2, 785}, std::vector<double>(2 * 785, 0.0));
+  Result<SymbolBindings> shape_err = bind_inputs(m.graph, std::vector<Tensor>{bad, good2});
+  REQUIRE_FALSE(shape_err.is_ok());
+  CHECK(shape_err.status().code() == ErrorCode::kInvalidArgument);
+  CHECK(shape_err.status().message() == "input 'x': expected f32[N, 784], got f32[2, 785]");
+
+  Tensor good3 = make(DType::kF32, {3, 784}, std::vector<double>(3 * 784, 0.0));
+  Result<SymbolBindings> sym_err = bind_inputs(m.graph, std::vector<Tensor>{good2, good3});
+  REQUIRE_FALSE(sym_err.is_ok());
+  CHECK(sym_err.status().message() == "symbol N is 2 from input 'x' but 3 from input 'y'");
+
+  Tensor wrong_dtype = make(DType::kF16, {2, 784}, std::vector<double>(2 * 784, 0.0));
+  Result<SymbolBindings> dtype_err = bind_inputs(m.graph, std::vector<Tensor>{good2, wrong_dtype});
+  REQUIRE_FALSE(dtype_err.is_ok());
+  CHECK(dtype_err.status().message() == "input 'y': expected f32[N, 784], got f16[2, 784]");
+
+  CHECK_FALSE(bind_inputs(m.graph, std::vector<Tensor>{good2}).is_ok());
+
+  Result<std::vector<Tensor>> run = interpret(m.graph, std::vector<Tensor>{good2, good2});
+  REQUIRE(run.is_ok());
+  CHECK((*run)[0].shape() == std::vector<int64_t>{2, 784});
+  CHECK((*run)[0].element_as_double(1000) == 2.0);
+}
+
+TEST_CASE("interpreter: outputs come back in signature order and skip erased nodes") {
+  GraphMaker m;
+  NodeId x = m.input("x", DType::kI64, shape_of({3}));
+  NodeId doubled = m.op(OpKind::kAdd, {x, x});
+  NodeId dead = m.op(OpKind::kMul, {x, x});
+  NodeId neg = m.op(OpKind::kNeg, {doubled});
+  m.graph.node(dead).erased = true;
+  m.output(neg, "second");
+  m.output(doubled, "first");
+  Result<std::vector<Tensor>> out = interpret(m.graph, std::vector<Tensor>{make(DType::kI64, {3}, {1, 2, 3})});
+  REQUIRE(out.is_ok());
+  REQUIRE(out->size() == 2);
+  CHECK(ints((*out)[0]) == std::vector<int64_t>{-2, -4, -6});
+  CHECK(ints((*out)[1]) == std::vector<int64_t>{2, 4, 6});
+}
+
+TEST_CASE("interpreter: where selects bit-exactly with broadcasting") {
+  GraphMaker m;
+  NodeId c = m.input("c", DType::kBool, shape_of({2, 1}));
+  NodeId a = m.input("a", DType::kI64, shape_of({2, 2}));
+  NodeId b = m.input("b", DType::kI64, shape_of({}));
+  m.output(m.op(OpKind::kWhere, {c, a, b}));
+  Tensor av = make(DType::kI64, {2, 2}, {1, 2, 3, 4});
+  av.mutable_data_as<int64_t>()[0] = 9007199254740993LL;  // 2^53 + 1: not exact in double
+  Tensor y = run1(m, {make(DType::kBool, {2, 1}, {1, 0}), av, make(DType::kI64, {}, {-7})});
+  CHECK(ints(y) == std::vector<int64_t>{9007199254740993LL, 2, -7, -7});
+}
+
+TEST_CASE("interpreter: evaluate_node folds a constant expression") {
+  GraphMaker m;
+  NodeId a = m.constant(make(DType::kF32, {2}, {1, 4}));
+  NodeId s = m.op(OpKind::kSqrt, {a});
+  const Tensor& input = m.graph.constant(0);
+  const Tensor* operands[] = {&input};
+  Result<Tensor> y = evaluate_node(m.graph, m.graph.node(s), operands, SymbolBindings{});
+  REQUIRE(y.is_ok());
+  CHECK(doubles(*y) == std::vector<double>{1, 2});
+}

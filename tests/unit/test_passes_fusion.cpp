@@ -1,0 +1,292 @@
+// Unit tests of the fusion pass and the unfused kernel lists (-O0, -O1, -fno-fuse).
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "test_passes_helpers.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::KernelKind;
+using ir::NodeId;
+using ir::OpKind;
+using testing::compile;
+using testing::GraphBuilder;
+using testing::options_at;
+
+// The spec's 8-op elementwise chain on one tensor with broadcast operands:
+// y = tanh(add(mul(sub(div(add(mul(x, s), b), d), e), f), g))
+GraphBuilder ew_chain() {
+  GraphBuilder b;
+  NodeId x = b.input("x", "N, 256");
+  NodeId s = b.constant("s", {}, {0.5});
+  NodeId bias = b.input("bias", "256");
+  NodeId d = b.constant("d", {256}, {2.0});
+  NodeId e = b.constant("e", {1, 256}, {0.25});
+  NodeId f = b.input("f", "N, 1");
+  NodeId g = b.constant("g", {}, {-1.0});
+  NodeId t1 = b.op(OpKind::kMul, "t1", {x, s});
+  NodeId t2 = b.op(OpKind::kAdd, "t2", {t1, bias});
+  NodeId t3 = b.op(OpKind::kDiv, "t3", {t2, d});
+  NodeId t4 = b.op(OpKind::kSub, "t4", {t3, e});
+  NodeId t5 = b.op(OpKind::kMul, "t5", {t4, f});
+  NodeId t6 = b.op(OpKind::kAdd, "t6", {t5, g});
+  NodeId t7 = b.op(OpKind::kExp, "t7", {t6});
+  b.output(b.op(OpKind::kTanh, "y", {t7}));
+  return b;
+}
+
+std::vector<std::string> kernel_names(const ir::Graph& graph) {
+  std::vector<std::string> names;
+  for (const ir::Kernel& k : graph.kernels()) names.push_back(k.name);
+  return names;
+}
+
+TEST_CASE("passes fusion: the 8-op elementwise chain is exactly one kernel at -O2") {
+  GraphBuilder b = ew_chain();
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 1);
+  const ir::Kernel& k = b.graph.kernels()[0];
+  CHECK(k.kind == KernelKind::kElementwise);
+  CHECK(k.nodes.size() == 8);
+  CHECK(k.anchor == ir::kNoNode);
+  CHECK(k.name == "fused_mul_add_div_sub_exp_tanh_0");
+  CHECK(k.outputs == std::vector<NodeId>{b.graph.outputs()[0].node});
+  CHECK(k.inputs.size() == 7);  // x, s, bias, d, e, f, g
+  REQUIRE(plan.launches.size() == 1);
+  CHECK(plan.launches[0].launch_shape == testing::dims("N, 256"));
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: -O0 gives one kernel per op, named after the op") {
+  GraphBuilder b = ew_chain();
+  compile(b.graph, options_at(0));
+  CHECK(kernel_names(b.graph) == std::vector<std::string>{"mul_0", "add_1", "div_2", "sub_3",
+                                                          "mul_4", "add_5", "exp_6", "tanh_7"});
+  for (const ir::Kernel& k : b.graph.kernels()) CHECK(k.nodes.size() == 1);
+}
+
+TEST_CASE("passes fusion: -fno-fuse and -O1 keep one kernel per op") {
+  for (PipelineOptions options : {options_at(2, /*fuse=*/false), options_at(1)}) {
+    GraphBuilder b = ew_chain();
+    compile(b.graph, options);
+    CHECK(b.graph.kernels().size() == 8);
+  }
+}
+
+TEST_CASE("passes fusion: elementwise producers fuse into a reduction and its epilogue") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "N, 64");
+  NodeId bias = b.input("bias", "N");
+  NodeId e = b.op(OpKind::kExp, "e", {x});
+  NodeId sq = b.op(OpKind::kMul, "sq", {e, e});
+  NodeId r = b.op(OpKind::kReduceSum, "r", {sq}, ir::ReduceAttrs{{1}, false, false});
+  NodeId a = b.op(OpKind::kAdd, "a", {r, bias});
+  b.output(b.op(OpKind::kSqrt, "y", {a}));
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 1);
+  const ir::Kernel& k = b.graph.kernels()[0];
+  CHECK(k.kind == KernelKind::kReduction);
+  CHECK(b.graph.node(k.anchor).op == OpKind::kReduceSum);
+  CHECK(k.nodes.size() == 5);
+  CHECK(k.name == "fused_exp_mul_reduce_sum_add_sqrt_0");
+  CHECK(plan.launches[0].launch_shape == testing::dims("N, 1"));
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: an epilogue over a different index space is not fused") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "8, 64");
+  NodeId r = b.op(OpKind::kReduceMax, "r", {x}, ir::ReduceAttrs{{1}, false, true});  // [8, 1]
+  b.output(b.op(OpKind::kSub, "y", {x, r}));                                           // [8, 64]
+  ir::Graph original = b.graph.clone();
+  compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 2);
+  CHECK(b.graph.kernels()[0].kind == KernelKind::kReduction);
+  CHECK(b.graph.kernels()[1].kind == KernelKind::kElementwise);
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: softmax, log_softmax and layer_norm are one kernel with a prologue") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "N, 32");
+  NodeId scale = b.constant("scale", {32}, {1.5});
+  NodeId shift = b.constant("shift", {32}, {0.1});
+  NodeId two = b.constant("two", {}, {2});
+  NodeId m = b.op(OpKind::kMul, "m", {x, two});
+  NodeId sm = b.op(OpKind::kSoftmax, "sm", {m}, ir::AxisAttrs{-1});
+  b.output(sm);
+  NodeId n = b.op(OpKind::kNeg, "n", {x});
+  b.output(b.op(OpKind::kLogSoftmax, "lsm", {n}, ir::AxisAttrs{-1}));
+  NodeId t = b.op(OpKind::kTanh, "t", {x});
+  b.output(b.op(OpKind::kLayerNorm, "ln", {t, scale, shift}, ir::LayerNormAttrs{-1, 1e-5}));
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 3);
+  for (const ir::Kernel& k : b.graph.kernels()) {
+    CHECK(k.kind == KernelKind::kNormalization);
+    CHECK(k.nodes.size() == 2);
+  }
+  CHECK(kernel_names(b.graph) == std::vector<std::string>{"fused_mul_softmax_0",
+                                                          "fused_neg_log_softmax_1",
+                                                          "fused_tanh_layer_norm_2"});
+  CHECK(plan.launches[0].launch_shape == testing::dims("N, 1"));
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: matmul takes a bias + activation epilogue") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "N, 16");
+  NodeId w = b.constant("w", {16, 8}, {0.125});
+  NodeId bias = b.constant("bias", {8}, {0.5});
+  NodeId mm = b.op(OpKind::kMatMul, "mm", {x, w});
+  NodeId a = b.op(OpKind::kAdd, "a", {mm, bias});
+  b.output(b.op(OpKind::kRelu, "y", {a}));
+  ir::Graph original = b.graph.clone();
+  compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 1);
+  const ir::Kernel& k = b.graph.kernels()[0];
+  CHECK(k.kind == KernelKind::kMatMul);
+  CHECK(b.graph.node(k.anchor).op == OpKind::kMatMul);
+  CHECK(k.name == "fused_matmul_add_relu_0");
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: matmul operands are not fused as prologues") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "4, 16");
+  NodeId w = b.input("w", "16, 8");
+  NodeId e = b.op(OpKind::kExp, "e", {x});
+  b.output(b.op(OpKind::kMatMul, "y", {e, w}));
+  compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 2);
+  CHECK(b.graph.kernels()[0].name == "exp_0");
+  CHECK(b.graph.kernels()[1].name == "matmul_1");
+}
+
+TEST_CASE("passes fusion: a cheap value read by several kernels is recomputed in each") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "N, 8");
+  NodeId two = b.constant("two", {}, {2});
+  NodeId a = b.op(OpKind::kMul, "a", {x, two});
+  b.output(b.op(OpKind::kExp, "y1", {a}));
+  b.output(b.op(OpKind::kTanh, "y2", {a}));
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 2);
+  std::set<NodeId> seen;
+  for (const ir::Kernel& k : b.graph.kernels()) {
+    CHECK(k.nodes.size() == 2);
+    CHECK(b.graph.node(k.nodes[0]).op == OpKind::kMul);
+    for (NodeId id : k.nodes) CHECK(seen.insert(id).second);  // no node in two kernels
+  }
+  CHECK(b.graph.find("a") != ir::kNoNode);
+  CHECK(b.graph.find("a.1") != ir::kNoNode);  // the clone, under a fresh name
+  CHECK(plan.arena_bytes == ir::SizeExpr());   // nothing materialized in the arena
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: an expensive value read by several kernels is materialized") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "N, 8");
+  NodeId one = b.constant("one", {}, {1});
+  NodeId a = b.op(OpKind::kExp, "a", {x});
+  b.output(b.op(OpKind::kAdd, "y1", {a, one}));
+  b.output(b.op(OpKind::kSub, "y2", {a, one}));
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 3);
+  CHECK(b.graph.kernels()[0].name == "exp_0");
+  const ir::BufferAssignment* buffer = plan.find_buffer(b.graph.find("a"));
+  REQUIRE(buffer != nullptr);
+  CHECK(buffer->storage == ir::Storage::kArena);
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: a value read in one kernel twice is computed once there") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "8");
+  NodeId a = b.op(OpKind::kExp, "a", {x});
+  NodeId s = b.op(OpKind::kSigmoid, "s", {a});
+  b.output(b.op(OpKind::kMul, "y", {a, s}));
+  compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 1);
+  CHECK(b.graph.kernels()[0].nodes.size() == 3);
+}
+
+TEST_CASE("passes fusion: layout ops get their own kernels; reshape is a view") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "4, 6");
+  NodeId e = b.op(OpKind::kExp, "e", {x});
+  NodeId t = b.op(OpKind::kTranspose, "t", {e}, ir::TransposeAttrs{{1, 0}});
+  NodeId r = b.op(OpKind::kReshape, "r", {t}, ir::ReshapeAttrs{testing::dims("24")});
+  b.output(b.op(OpKind::kNeg, "y", {r}));
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  CHECK(kernel_names(b.graph) == std::vector<std::string>{"exp_0", "transpose_1", "neg_2"});
+  const ir::BufferAssignment* view = plan.find_buffer(b.graph.find("r"));
+  REQUIRE(view != nullptr);
+  CHECK(view->storage == ir::Storage::kAlias);
+  CHECK(view->alias_of == b.graph.find("t"));
+  testing::check_same_results(original, b.graph);
+
+  // At -O0 the reshape is a copy kernel.
+  GraphBuilder o0;
+  NodeId x0 = o0.input("x", "4, 6");
+  NodeId r0 = o0.op(OpKind::kReshape, "r", {x0}, ir::ReshapeAttrs{testing::dims("24")});
+  o0.output(o0.op(OpKind::kNeg, "y", {r0}));
+  compile(o0.graph, options_at(0));
+  CHECK(kernel_names(o0.graph) == std::vector<std::string>{"reshape_0", "neg_1"});
+  CHECK(o0.graph.kernels()[0].kind == KernelKind::kLayout);
+}
+
+TEST_CASE("passes fusion: graph outputs are written even when another kernel reads them") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "8");
+  NodeId a = b.op(OpKind::kExp, "a", {x});
+  b.output(a);
+  b.output(b.op(OpKind::kNeg, "y", {a}));
+  ir::Graph original = b.graph.clone();
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 2);
+  CHECK(plan.find_buffer(b.graph.find("a"))->storage == ir::Storage::kOutput);
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: conv2d takes an epilogue, pooling stays alone") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "1, 2, 6, 6");
+  NodeId w = b.constant("w", {3, 2, 3, 3}, {0.1});
+  NodeId bias = b.constant("bias", {3, 1, 1}, {0.2});
+  NodeId c = b.op(OpKind::kConv2d, "c", {x, w});
+  NodeId a = b.op(OpKind::kAdd, "a", {c, bias});
+  NodeId r = b.op(OpKind::kRelu, "r", {a});
+  ir::Pool2dAttrs pool;
+  pool.kernel = {2, 2};
+  pool.strides = {2, 2};
+  b.output(b.op(OpKind::kMaxPool2d, "y", {r}, pool));
+  ir::Graph original = b.graph.clone();
+  compile(b.graph, options_at(2));
+  CHECK(kernel_names(b.graph) == std::vector<std::string>{"fused_conv2d_add_relu_0", "max_pool2d_1"});
+  CHECK(b.graph.kernels()[0].kind == KernelKind::kConv);
+  testing::check_same_results(original, b.graph);
+}
+
+TEST_CASE("passes fusion: an output defined by a constant gets a copy kernel") {
+  GraphBuilder b;
+  b.input("x", "2");
+  NodeId c = b.constant("y", {2}, {1, 2});
+  b.output(c);
+  ir::ExecutionPlan plan = compile(b.graph, options_at(2));
+  REQUIRE(b.graph.kernels().size() == 1);
+  const ir::Node& y = testing::output_node(b.graph, 0);
+  CHECK(y.name == "y");
+  CHECK(y.op == OpKind::kReshape);
+  CHECK(plan.find_buffer(b.graph.outputs()[0].node)->storage == ir::Storage::kOutput);
+}
+
+}  // namespace
+}  // namespace kiln::passes

@@ -1,0 +1,34 @@
+// kiln-run's inputs: loaded from .npy files or filled with seeded random values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/tensor.h"
+#include "runtime/session.h"
+#include "support/status.h"
+
+namespace kiln::tools {
+
+struct PreparedInput {
+  ir::Tensor tensor;
+  std::string source;  // "FILE.npy" or "random (seed N)"
+};
+
+// One tensor per session input, in signature order. Given inputs come from their .npy files
+// (converted where lossless: f32 -> bf16); the rest are random, with symbolic dims taken from
+// the given inputs or from `dims` (--dim). Errors (unknown input name, unreadable file, a --dim
+// that disagrees with a given input or names no symbol, a symbol with no size) are user errors
+// naming the input or symbol.
+Result<std::vector<PreparedInput>> prepare_inputs(
+    const std::vector<runtime::TensorSpec>& specs,
+    const std::vector<std::pair<std::string, std::string>>& files,
+    const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed);
+
+// Fills `tensor` with values from a generator seeded with `seed`: floats uniform in [-1, 1),
+// integers in [0, 4) (safe as gather indices), bools 0/1.
+void fill_random(ir::Tensor& tensor, uint64_t seed);
+
+}  // namespace kiln::tools

@@ -1,0 +1,189 @@
+// kiln-run: runs a compiled .kiln artifact on a device, writes or summarizes its outputs, and
+// optionally checks them against the reference interpreter, benchmarks and profiles it.
+//
+// Exit status: 0 success, 1 user error (bad option, file, input, device, or a --check FAIL),
+// 2 internal error. Diagnostics go to stderr as "kiln-run: error: ...".
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artifact/reader.h"
+#include "ir/interpreter.h"
+#include "ir/npy.h"
+#include "runtime/device_registry.h"
+#include "runtime/session.h"
+#include "tools/kiln-run/inputs.h"
+#include "tools/kiln-run/options.h"
+#include "tools/kiln-run/report.h"
+
+namespace {
+
+using kiln::ErrorCode;
+using kiln::Status;
+
+constexpr const char* kVersion = "0.1.0";
+
+int exit_code_for(const Status& status) { return status.code() == ErrorCode::kInternal ? 2 : 1; }
+
+int fail(const Status& status) {
+  std::string where = status.loc().valid() ? status.loc().to_string() + ": " : "";
+  std::fprintf(stderr, "kiln-run: %serror: %s\n", where.c_str(), status.message().c_str());
+  return exit_code_for(status);
+}
+
+int list_devices(const kiln::runtime::DeviceRegistry& registry) {
+  for (const auto& info : registry.list_devices()) {
+    std::printf("%-12s %-6s %s\n", info.id.c_str(),
+                std::string(kiln::runtime::hal::device_type_name(info.type)).c_str(),
+                info.description.c_str());
+  }
+  for (const auto& driver : registry.drivers()) {
+    std::string reason = driver->unavailable_reason();
+    if (!reason.empty())
+      std::printf("(%s driver unavailable: %s)\n", std::string(driver->name()).c_str(), reason.c_str());
+  }
+  return 0;
+}
+
+// --check: the reference interpreter on the same inputs; prints one line per output.
+// Returns true when every output passes.
+kiln::Result<bool> check_outputs(const kiln::artifact::LoadedArtifact& artifact,
+                                 const std::vector<kiln::ir::Tensor>& inputs,
+                                 const kiln::runtime::Session& session) {
+  kiln::Result<std::vector<kiln::ir::Tensor>> expected = kiln::ir::interpret(artifact.graph, inputs);
+  if (!expected.is_ok())
+    return Status(ErrorCode::kInternal,
+                  "--check: the reference interpreter failed: " + expected.status().message());
+  bool all_pass = true;
+  std::printf("check against the reference interpreter:\n");
+  for (size_t i = 0; i < session.output_specs().size(); ++i) {
+    kiln::tools::Comparison c = kiln::tools::compare(session.outputs()[i], (*expected)[i]);
+    all_pass = all_pass && c.pass;
+    std::printf("  %-20s max abs err %-12.4g max rel err %-12.4g %s%s%s\n",
+                session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
+                c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
+  }
+  return all_pass;
+}
+
+Status bench(kiln::runtime::Session& session, int64_t runs) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t warmup = std::min<int64_t>(3, runs);
+  for (int64_t i = 0; i < warmup; ++i) KILN_RETURN_IF_ERROR(session.run());
+  std::vector<double> seconds;
+  seconds.reserve(size_t(runs));
+  const Clock::time_point all_start = Clock::now();
+  for (int64_t i = 0; i < runs; ++i) {
+    const Clock::time_point start = Clock::now();
+    KILN_RETURN_IF_ERROR(session.run());
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  const double total = std::chrono::duration<double>(Clock::now() - all_start).count();
+  kiln::tools::BenchStats s = kiln::tools::bench_stats(seconds, total);
+  const bool device_timers = session.device().has_device_timers();
+  std::printf("bench: %lld runs after %lld warm-up on %s; %s\n", (long long)runs, (long long)warmup,
+              session.device().info().id.c_str(),
+              device_timers ? "device time"
+                            : "host wall time per run, including input upload and output "
+                              "download (this device has no device timers)");
+  std::printf("  p50 %.4f ms  p90 %.4f ms  p99 %.4f ms  mean %.4f ms  min %.4f ms  %.2f runs/s\n",
+              s.p50 * 1e3, s.p90 * 1e3, s.p99 * 1e3, s.mean * 1e3, s.min * 1e3, s.runs_per_second);
+  return Status::ok();
+}
+
+int run_main(int argc, char** argv) {
+  kiln::Result<kiln::tools::Options> parsed = kiln::tools::parse_options(argc, argv);
+  if (!parsed.is_ok()) return fail(parsed.status());
+  const kiln::tools::Options& opts = *parsed;
+  if (opts.help) {
+    std::fputs(kiln::tools::kUsage, stdout);
+    return 0;
+  }
+  if (opts.version) {
+    std::printf("kiln-run %s (artifact format version %u)\n", kVersion,
+                kiln::artifact::kFormatVersion);
+    return 0;
+  }
+  kiln::runtime::DeviceRegistry registry;
+  if (opts.list_devices) return list_devices(registry);
+  if (opts.artifact.empty())
+    return fail(kiln::invalid_argument("no artifact given (usage: kiln-run [options] ARTIFACT.kiln)"));
+
+  kiln::Result<kiln::artifact::LoadedArtifact> loaded = kiln::artifact::read_artifact_file(opts.artifact);
+  if (!loaded.is_ok()) return fail(loaded.status());
+  auto artifact = std::make_shared<const kiln::artifact::LoadedArtifact>(std::move(loaded).value());
+
+  kiln::Result<std::unique_ptr<kiln::runtime::hal::Device>> device = registry.open_device(opts.device);
+  if (!device.is_ok()) return fail(device.status());
+  kiln::Result<std::unique_ptr<kiln::runtime::Session>> created =
+      kiln::runtime::Session::create(artifact, **device);
+  if (!created.is_ok()) return fail(created.status());
+  kiln::runtime::Session& session = **created;
+
+  kiln::Result<std::vector<kiln::tools::PreparedInput>> prepared =
+      kiln::tools::prepare_inputs(session.input_specs(), opts.inputs, opts.dims, opts.seed);
+  if (!prepared.is_ok()) return fail(prepared.status());
+  std::vector<kiln::ir::Tensor> inputs;
+  for (size_t i = 0; i < prepared->size(); ++i) {
+    const auto& in = (*prepared)[i];
+    Status set = session.set_input(session.input_specs()[i].name, in.tensor);
+    if (!set.is_ok()) return fail(Status(set.code(), set.message() + " (from " + in.source + ")"));
+    inputs.push_back(in.tensor);
+  }
+
+  std::printf("device: %s (%s)\n", session.device().info().id.c_str(),
+              session.device().info().description.c_str());
+  for (size_t i = 0; i < prepared->size(); ++i)
+    std::printf("input %s: %s from %s\n", session.input_specs()[i].name.c_str(),
+                kiln::tools::tensor_type_string(inputs[i]).c_str(), (*prepared)[i].source.c_str());
+
+  session.set_profiling(opts.profile);
+  Status ran = session.run();
+  if (!ran.is_ok()) return fail(ran);
+  session.set_profiling(false);
+
+  if (opts.output_dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(*opts.output_dir, ec);
+    if (ec)
+      return fail(kiln::invalid_argument("cannot create output directory '" + *opts.output_dir +
+                                         "': " + ec.message()));
+    for (size_t i = 0; i < session.output_specs().size(); ++i) {
+      const std::string path = (std::filesystem::path(*opts.output_dir) /
+                                (session.output_specs()[i].name + ".npy")).string();
+      Status written = kiln::ir::write_npy(path, session.outputs()[i]);
+      if (!written.is_ok()) return fail(written);
+      std::printf("wrote %s (%s)\n", path.c_str(),
+                  kiln::tools::tensor_type_string(session.outputs()[i]).c_str());
+    }
+  } else {
+    for (size_t i = 0; i < session.output_specs().size(); ++i)
+      std::printf("output %s\n",
+                  kiln::tools::summarize(session.output_specs()[i].name, session.outputs()[i]).c_str());
+  }
+
+  if (opts.profile) std::fputs(kiln::tools::format_profile(session.last_profile()).c_str(), stdout);
+
+  bool check_failed = false;
+  if (opts.check) {
+    kiln::Result<bool> passed = check_outputs(*artifact, inputs, session);
+    if (!passed.is_ok()) return fail(passed.status());
+    check_failed = !*passed;
+  }
+  if (opts.bench) {
+    Status benched = bench(session, *opts.bench);
+    if (!benched.is_ok()) return fail(benched);
+  }
+  if (check_failed) {
+    std::fprintf(stderr, "kiln-run: error: --check failed: outputs differ from the reference\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_main(argc, argv); }

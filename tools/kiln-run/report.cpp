@@ -1,0 +1,143 @@
+#include "tools/kiln-run/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace kiln::tools {
+namespace {
+
+std::string format_double(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string value_string(const ir::Tensor& t, int64_t i) {
+  if (ir::is_float(t.dtype())) return format_double("%.6g", t.element_as_double(i));
+  if (t.dtype() == ir::DType::kBool) return t.element_as_int(i) ? "true" : "false";
+  return std::to_string(t.element_as_int(i));
+}
+
+struct Tolerance {
+  double rtol, atol;
+};
+Tolerance tolerance(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::kF32: return {1e-4, 1e-5};
+    case ir::DType::kF16: return {1e-2, 1e-3};
+    case ir::DType::kBF16: return {2e-2, 1e-2};
+    case ir::DType::kI64:
+    case ir::DType::kI32:
+    case ir::DType::kI8:
+    case ir::DType::kU8:
+    case ir::DType::kBool: return {0, 0};
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
+std::string tensor_type_string(const ir::Tensor& t) {
+  std::string s = std::string(ir::dtype_name(t.dtype())) + "[";
+  for (size_t d = 0; d < t.shape().size(); ++d) s += (d ? ", " : "") + std::to_string(t.shape()[d]);
+  return s + "]";
+}
+
+std::string summarize(const std::string& name, const ir::Tensor& t, int first_values) {
+  std::string s = name + ": " + tensor_type_string(t);
+  const int64_t n = t.num_elements();
+  if (n == 0) return s + "  (empty)";
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = t.element_as_double(i);
+    if (std::isnan(v)) { ++nans; continue; }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  if (nans < n) {
+    s += "  min " + format_double("%.6g", lo) + "  max " + format_double("%.6g", hi) + "  mean " +
+         format_double("%.6g", sum / double(n - nans));
+  }
+  if (nans) s += "  nan " + std::to_string(nans);
+  s += "  [";
+  const int64_t shown = std::min<int64_t>(n, first_values);
+  for (int64_t i = 0; i < shown; ++i) s += (i ? ", " : "") + value_string(t, i);
+  if (shown < n) s += ", ...";
+  return s + "]";
+}
+
+Comparison compare(const ir::Tensor& got, const ir::Tensor& expected) {
+  Comparison c;
+  if (got.dtype() != expected.dtype() || got.shape() != expected.shape()) {
+    c.note = "got " + tensor_type_string(got) + ", reference " + tensor_type_string(expected);
+    c.max_abs_error = c.max_rel_error = std::numeric_limits<double>::infinity();
+    return c;
+  }
+  const Tolerance tol = tolerance(got.dtype());
+  c.pass = true;
+  for (int64_t i = 0, n = got.num_elements(); i < n; ++i) {
+    const double a = got.element_as_double(i), b = expected.element_as_double(i);
+    if (std::isnan(a) || std::isnan(b)) {
+      if (std::isnan(a) != std::isnan(b)) {
+        c.pass = false;
+        c.max_abs_error = c.max_rel_error = std::numeric_limits<double>::infinity();
+      }
+      continue;
+    }
+    if (a == b) continue;  // also equal infinities
+    const double abs_err = std::fabs(a - b);
+    const double rel_err = b != 0 ? abs_err / std::fabs(b) : std::numeric_limits<double>::infinity();
+    c.max_abs_error = std::max(c.max_abs_error, abs_err);
+    c.max_rel_error = std::max(c.max_rel_error, rel_err);
+    if (!(abs_err <= tol.atol + tol.rtol * std::fabs(b))) c.pass = false;
+  }
+  return c;
+}
+
+BenchStats bench_stats(std::vector<double> seconds, double total_seconds) {
+  BenchStats s;
+  if (seconds.empty()) return s;
+  std::sort(seconds.begin(), seconds.end());
+  auto rank = [&](double p) {
+    size_t k = size_t(std::ceil(p / 100.0 * double(seconds.size())));
+    return seconds[std::clamp<size_t>(k, 1, seconds.size()) - 1];
+  };
+  s.p50 = rank(50);
+  s.p90 = rank(90);
+  s.p99 = rank(99);
+  s.min = seconds.front();
+  double sum = 0;
+  for (double v : seconds) sum += v;
+  s.mean = sum / double(seconds.size());
+  s.runs_per_second = total_seconds > 0 ? double(seconds.size()) / total_seconds : 0;
+  return s;
+}
+
+std::string format_profile(const runtime::hal::Profile& profile) {
+  std::vector<runtime::hal::KernelTiming> kernels = profile.kernels;
+  std::stable_sort(kernels.begin(), kernels.end(),
+                   [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  double total = 0;
+  for (const auto& k : kernels) total += k.seconds;
+  std::string s = "profile: " + std::to_string(kernels.size()) + " kernels, " + profile.clock + "\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%12s %7s  %-32s %-14s %s\n", "time (ms)", "share", "kernel",
+                "kind", "source nodes");
+  s += line;
+  for (const auto& k : kernels) {
+    std::string sources;
+    for (const std::string& n : k.source_nodes) sources += (sources.empty() ? "" : ", ") + n;
+    std::snprintf(line, sizeof line, "%12.4f %6.1f%%  %-32s %-14s ", k.seconds * 1e3,
+                  total > 0 ? 100.0 * k.seconds / total : 0.0, k.name.c_str(), k.kind.c_str());
+    s += line + sources + "\n";
+  }
+  std::snprintf(line, sizeof line, "%12.4f %6.1f%%  total\n", total * 1e3, 100.0);
+  s += line;
+  return s;
+}
+
+}  // namespace kiln::tools
