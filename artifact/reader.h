@@ -4,9 +4,10 @@
 // Loading never trusts the file: it checks the identifier and the format version, runs the
 // FlatBuffers Verifier over the whole buffer, then checks the meaning of everything it converts
 // (enum values, node and kernel ids in range, attributes matching each op kind, constant sizes
-// matching their types, plan references) and finally runs ir::verify_graph. A truncated,
-// corrupted, foreign or newer-version file gives kCorrupt (kInvalidArgument for a newer format version)
-// with a message saying what is wrong; it never crashes or reads out of bounds.
+// matching their types, plan references, the recorded file size) and finally runs
+// ir::verify_graph. A truncated, corrupted or foreign file gives kCorrupt, a newer format
+// version kInvalidArgument, each with a message saying what is wrong; it never crashes or reads
+// out of bounds.
 //
 // Ownership: the LoadedArtifact keeps the file bytes alive (`bytes`); constants whose data is
 // suitably aligned in memory are ir::Tensor views into those bytes (no copy), the others are

@@ -59,7 +59,8 @@ Status check_attr_shape(std::string_view op, const Shape& shape, bool allow_minu
 Result<Dim> window_output(std::string_view op, std::string_view what, const TensorType& x, const Dim& in,
                           int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_before,
                           int64_t pad_after) {
-  const int64_t effective = dilation * (kernel - 1) + 1;  // small: all inputs were range checked
+  // 128 bits: kernel, dilation, stride and pads are each at most 2^32 (checked by the caller).
+  const __int128 effective = __int128(dilation) * (kernel - 1) + 1;
   if (in.is_symbolic()) {
     // The only symbolic case we can express: the window maps each position to itself.
     if (effective == 1 && stride == 1 && pad_before == 0 && pad_after == 0) return in;
@@ -67,11 +68,15 @@ Result<Dim> window_output(std::string_view op, std::string_view what, const Tens
   }
   __int128 padded = __int128(in.size()) + pad_before + pad_after;
   if (padded < effective) {
-    return invalid_argument(std::string(op) + " window (size " + std::to_string(effective) +
+    return invalid_argument(std::string(op) + " window (size " + std::to_string(int64_t(effective)) +
                             ") is larger than the padded input " + std::string(what) + " " +
                             std::to_string(int64_t(padded)) + " of " + x.to_string());
   }
-  __int128 out = (padded - effective) / stride + 1;
+  const __int128 out = (padded - effective) / stride + 1;
+  if (out > std::numeric_limits<int64_t>::max()) {
+    return invalid_argument(std::string(op) + " output " + std::string(what) + " of " + x.to_string() +
+                            " overflows 64 bits");
+  }
   return Dim::of(int64_t(out));
 }
 
@@ -357,9 +362,14 @@ Result<TensorType> infer_conv2d(const Operands& in, Conv2dAttrs& attrs) {
   if (channels.is_symbolic()) {
     return invalid_argument("conv2d needs a static channel count, got " + x.to_string());
   }
-  if (channels.size() != in_per_group * attrs.groups) {
+  int64_t expected_channels = 0;
+  if (__builtin_mul_overflow(in_per_group, attrs.groups, &expected_channels)) {
     return invalid_argument("conv2d weight " + w.to_string() + " with groups=" + std::to_string(attrs.groups) +
-                            " expects " + std::to_string(in_per_group * attrs.groups) +
+                            " needs more input channels than 64 bits can count");
+  }
+  if (channels.size() != expected_channels) {
+    return invalid_argument("conv2d weight " + w.to_string() + " with groups=" + std::to_string(attrs.groups) +
+                            " expects " + std::to_string(expected_channels) +
                             " input channels, but the input is " + x.to_string());
   }
   if (out_channels % attrs.groups != 0) {

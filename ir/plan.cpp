@@ -13,8 +13,12 @@ namespace {
 int64_t round_up(int64_t k, int64_t alignment) {
   int64_t rem = k % alignment;
   if (rem == 0) return k;
-  return rem > 0 ? k + (alignment - rem) : k - rem;
+  int64_t rounded = 0;
+  __builtin_add_overflow(k, rem > 0 ? alignment - rem : -rem, &rounded);  // wraps, never UB
+  return rounded;
 }
+
+void wrapping_mul(int64_t& value, int64_t k) { __builtin_mul_overflow(value, k, &value); }
 
 }  // namespace
 
@@ -35,8 +39,9 @@ SizeExpr SizeExpr::of_shape(const Shape& shape, int64_t scale) {
   std::vector<std::string> monomial;
   for (const Dim& d : shape) {
     if (d.is_static()) {
-      // Shapes reaching the planner passed inference, which rejects products overflowing 64 bits.
-      coeff *= d.size();
+      // Shapes reaching the planner passed inference, which rejects element counts overflowing
+      // 64 bits; the wrapping multiply only keeps absurd byte sizes free of undefined behaviour.
+      wrapping_mul(coeff, d.size());
     } else {
       monomial.push_back(d.symbol_name());
     }
@@ -52,7 +57,7 @@ SizeExpr SizeExpr::operator+(const SizeExpr& o) const {
   SizeExpr sum = *this;
   for (const auto& [monomial, coeff] : o.terms_) {
     int64_t& slot = sum.terms_[monomial];
-    slot += coeff;
+    __builtin_add_overflow(slot, coeff, &slot);  // wraps instead of undefined behaviour
     if (slot == 0) sum.terms_.erase(monomial);
   }
   return sum;
@@ -61,7 +66,11 @@ SizeExpr SizeExpr::operator+(const SizeExpr& o) const {
 SizeExpr SizeExpr::operator*(int64_t k) const {
   SizeExpr product;
   if (k == 0) return product;
-  for (const auto& [monomial, coeff] : terms_) product.terms_[monomial] = coeff * k;
+  for (const auto& [monomial, coeff] : terms_) {
+    int64_t scaled = coeff;
+    wrapping_mul(scaled, k);
+    if (scaled != 0) product.terms_[monomial] = scaled;
+  }
   return product;
 }
 

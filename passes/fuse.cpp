@@ -97,6 +97,7 @@ class Fuser {
     const size_t n = graph_.num_nodes();
     is_output_ = output_mask(graph_);
     group_of_.assign(n, kNoGroup);
+    first_clone_id_ = n;
     users_ = graph_.users();
     for (NodeId id = NodeId(n); id-- > 0;) visit(id);
     return build_kernels();
@@ -275,8 +276,19 @@ class Fuser {
       kernels.push_back(std::move(kernel));
     }
     graph_.kernels() = std::move(kernels);
-    // Clones were appended at the end; move them before their readers.
-    KILN_RETURN_IF_ERROR(reorder_topologically(graph_));
+    // Clones were appended at the end; move each just before its first reader, so kernels keep
+    // the user's order. Clones are created consumer-first: a clone's readers are original nodes
+    // or clones created before it, whose priority is known by then.
+    const size_t num_original = first_clone_id_;
+    const uint64_t spacing = uint64_t(graph_.num_nodes() - num_original) + 2;
+    std::vector<uint64_t> first_order(graph_.num_nodes());
+    for (NodeId id = 0; id < num_original; ++id) first_order[id] = (uint64_t(id) + 1) * spacing;
+    for (NodeId id = NodeId(num_original); id < graph_.num_nodes(); ++id) {
+      uint64_t earliest = ~uint64_t(0);
+      for (NodeId user : users_[id]) earliest = std::min(earliest, first_order[user]);
+      first_order[id] = earliest - 1;
+    }
+    KILN_RETURN_IF_ERROR(reorder_topologically(graph_, &first_order));
 
     // Kernels run in the order of their roots: a kernel only reads roots of kernels whose
     // roots come earlier (and sources and views of them).
@@ -316,6 +328,7 @@ class Fuser {
   std::vector<int> group_of_;
   std::vector<std::vector<NodeId>> users_;
   std::vector<Group> groups_;
+  size_t first_clone_id_ = 0;  // nodes with ids from here on are clones made by recompute()
 };
 
 }  // namespace

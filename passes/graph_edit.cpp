@@ -145,6 +145,14 @@ Status reorder_topologically(Graph& graph, const std::vector<uint64_t>* priority
     graph.compact();
   }
   const size_t n = graph.num_nodes();
+  if (priority == nullptr) {
+    // Fast path: already topological (every frontend's order is), nothing to do.
+    bool sorted = true;
+    for (NodeId id = 0; id < n && sorted; ++id) {
+      for (NodeId in : graph.node(id).inputs) sorted &= in < id;
+    }
+    if (sorted) return Status::ok();
+  }
   std::vector<uint32_t> pending(n, 0);
   std::vector<std::vector<NodeId>> users(n);
   for (NodeId id = 0; id < n; ++id) {

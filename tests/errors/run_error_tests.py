@@ -66,7 +66,8 @@ def generated_cases():
     col = len("  y = ") + 4 * MAX_NESTING + 1
     cases.append(("deep_nesting", deep, ["2:%d: error: nesting too deep" % col], 1))
     deep_list = SIG + b"  y = reshape(x, shape=" + b"[" * depth + b"]" * depth + b")\n}\n"
-    col = len("  y = reshape(x, shape=") + MAX_NESTING + 1
+    # The reshape call is one level of nesting, so the 256th bracket is the first too many.
+    col = len("  y = reshape(x, shape=") + MAX_NESTING
     cases.append(("deep_attribute_list", deep_list, ["2:%d: error: nesting too deep" % col], 1))
     deep_literal = SIG + b"  y = neg(x)\n  c = const f32[1] " + b"[" * depth + b"\n}\n"
     cases.append(("deep_literal", deep_literal, ["3:21: error: literal is nested deeper than the rank of f32[1]"], 1))

@@ -294,6 +294,17 @@ TEST_CASE("ir.infer: operand counts, attribute kinds and absurd sizes") {
         "error: result f32[" + big + ", " + big + "] has too many elements (overflows 64 bits)");
   CHECK(T(OpKind::kBroadcastTo, {"f32[1]"}, BroadcastToAttrs{{Dim::of(int64_t(1) << 40), Dim::of(int64_t(1) << 40)}})
             .rfind("error: result f32[", 0) == 0);
+  Conv2dAttrs wide;
+  wide.dilations = {int64_t(1) << 32, 1};
+  CHECK(T(OpKind::kConv2d, {"f32[1, 3, 8, 8]", "f32[4, 3, 3, 3]"}, wide) ==
+        "error: conv2d window (size 8589934593) is larger than the padded input height 8 of f32[1, 3, 8, 8]");
+  wide = Conv2dAttrs{};
+  wide.groups = int64_t(1) << 32;
+  CHECK(T(OpKind::kConv2d, {"f32[1, 3, 8, 8]", "f32[4, 4611686018427387904, 3, 3]"}, wide) ==
+        "error: conv2d weight f32[4, 4611686018427387904, 3, 3] with groups=4294967296 needs more input channels "
+        "than 64 bits can count");
+  CHECK(T(OpKind::kSlice, {"f32[10]"}, SliceAttrs{{std::numeric_limits<int64_t>::min()}, {kMax}, {},
+                                                  {std::numeric_limits<int64_t>::min()}}) == "f32[0]");
 }
 
 TEST_CASE("ir.infer: infer_graph names the node and checks declared outputs") {

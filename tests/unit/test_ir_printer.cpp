@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "frontend/parser.h"
 #include "ir/printer.h"
 #include "ir_test_graphs.h"
 #include "support/half.h"
@@ -301,4 +302,47 @@ TEST_CASE("ir.printer: dot output") {
 
   g.name = "we\"ird";
   CHECK(print_dot(g).rfind("digraph \"we\\\"ird\" {", 0) == 0);
+}
+
+TEST_CASE("ir.printer: print and parse reach a fixpoint over every op family") {
+  const std::string source = R"(
+graph t(x: f32[N, 784], m: bool[N, 1], idx: i64[3], img: f32[N, 3, 8, 8]) -> (probs: f32[N, 10], x: f32[N, 784], s: f32[N, 2, 2], y: f32[N, 784]) {
+  w = const f32[784, 10] 0.5
+  c = const f32[2, 2] [[1.0, -2.5], [inf, nan]]
+  h = const f16[3] [0.1, -inf, 65504]
+  probs = softmax(add(matmul(x, w), const f32[10] 1e-5), axis=-1) : f32[N, 10]
+  r = reduce_sum(x)
+  r2 = reduce_max(x, axes=[-1], keepdims=true)
+  s = reshape(slice(x, starts=[0], ends=[4], axes=[1]), shape=[N, 2, 2])
+  am = argmax(x, axis=-1)
+  cl = clamp(gelu(x, approximate="tanh"), min=0, max=6.5)
+  y = where(m, cl, neg(x))
+  cv = conv2d(img, const f32[4, 3, 3, 3] 0.25, strides=[2, 2], pads=[1, 1, 1, 1])
+  ln = layer_norm(x, const f32[784] 1.0, const f32[784] 0.0, epsilon=1e-6)
+  t = transpose(x, perm=[1, 0])
+  ca = cast(x, to=bf16)
+  cc = concat(x, x, axis=1)
+  ga = gather(w, idx)
+  mp = max_pool2d(img, kernel=[2, 2], strides=[2, 2])
+  ap = avg_pool2d(img, kernel=[3, 3], pads=[1, 1, 1, 1], count_include_pad=true)
+  gp = global_avg_pool2d(img)
+  bt = broadcast_to(const f32[1] 2.0, shape=[N, 3])
+  sl = slice(x, starts=[5, 0], ends=[1, 9223372036854775807], axes=[1, 0], steps=[-2, 1])
+  lg = and(not(m), less(const f32[] 0.0, reduce_mean(x, axes=[1], keepdims=true)))
+}
+)";
+  auto parse = [](const std::string& text) {
+    kiln::Diagnostics diags;
+    auto g = kiln::frontend::parse_graph_text(text, "t.graph", "", diags);
+    INFO(diags.to_string() << text);
+    REQUIRE(g.is_ok());
+    return std::move(g).value();
+  };
+  Graph first = parse(source);
+  const std::string once = print_graph(first);
+  const std::string twice = print_graph(parse(once));
+  CHECK(once == twice);
+  CHECK(once.find("  c = const f32[2, 2] [[1.0, -2.5], [inf, nan]]\n") != std::string::npos);
+  CHECK(once.find("  probs = softmax(probs.3) : f32[N, 10]\n") != std::string::npos);
+  CHECK(once.find("  ln = layer_norm(x, ln.1, ln.2, epsilon=1e-06) : f32[N, 784]\n") != std::string::npos);
 }

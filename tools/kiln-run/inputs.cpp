@@ -30,7 +30,8 @@ void fill_random(ir::Tensor& tensor, uint64_t seed) {
 Result<std::vector<PreparedInput>> prepare_inputs(
     const std::vector<runtime::TensorSpec>& specs,
     const std::vector<std::pair<std::string, std::string>>& files,
-    const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed) {
+    const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed,
+    std::vector<std::string>& warnings) {
   std::vector<std::optional<PreparedInput>> prepared(specs.size());
   auto index_of = [&](const std::string& name) -> std::optional<size_t> {
     for (size_t i = 0; i < specs.size(); ++i)
@@ -85,11 +86,13 @@ Result<std::vector<PreparedInput>> prepare_inputs(
   }
   for (const auto& [symbol, size] : dims) {
     if (!symbols.count(symbol)) {
+      // A warning, not an error: scripts pass the same --dim list to several artifacts.
       std::string known;
       for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
-      return invalid_argument("--dim " + symbol + "=" + std::to_string(size) +
-                              ": the artifact has no symbolic dimension '" + symbol + "' (" +
-                              (known.empty() ? std::string("it has none") : "its symbols: " + known) + ")");
+      warnings.push_back("--dim " + symbol + "=" + std::to_string(size) +
+                         " is unused: the artifact has no symbolic dimension '" + symbol + "' (" +
+                         (known.empty() ? std::string("it has none") : "its symbols: " + known) + ")");
+      continue;
     }
     auto [it, inserted] = bound.emplace(symbol, std::make_pair(size, "--dim"));
     if (!inserted && it->second.first != size)

@@ -20,12 +20,13 @@ struct PreparedInput {
 // One tensor per session input, in signature order. Given inputs come from their .npy files
 // (converted where lossless: f32 -> bf16); the rest are random, with symbolic dims taken from
 // the given inputs or from `dims` (--dim). Errors (unknown input name, unreadable file, a --dim
-// that disagrees with a given input or names no symbol, a symbol with no size) are user errors
-// naming the input or symbol.
+// that disagrees with a given input, a symbol with no size) are user errors naming the input or
+// symbol; a --dim naming no symbol of the artifact adds a message to `warnings`.
 Result<std::vector<PreparedInput>> prepare_inputs(
     const std::vector<runtime::TensorSpec>& specs,
     const std::vector<std::pair<std::string, std::string>>& files,
-    const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed);
+    const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed,
+    std::vector<std::string>& warnings);
 
 // Fills `tensor` with values from a generator seeded with `seed`: floats uniform in [-1, 1),
 // integers in [0, 4) (safe as gather indices), bools 0/1.

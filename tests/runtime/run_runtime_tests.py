@@ -1,0 +1,238 @@
+#!/usr/bin/python3
+"""kiln-run end to end on the reference device.
+
+Compiles the .graph files next to this script with kilnc, then runs kiln-run with every option
+(--input, --output-dir, --check, --dim, --seed, --bench, --profile, --list-devices, --help,
+--version), checks outputs against NumPy, and checks that each user mistake exits with status 1
+and a message that says what is wrong.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+FAILURES = []
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def check(cond, what):
+    if cond:
+        print(f"PASS {what}")
+    else:
+        print(f"FAIL {what}")
+        FAILURES.append(what)
+    return cond
+
+
+def run_ok(cmd, what):
+    rc, out, err = run(cmd)
+    if not check(rc == 0, f"{what} (exit 0)"):
+        print(f"  command: {' '.join(cmd)}\n  stdout: {out}\n  stderr: {err}")
+    return out
+
+
+def expect_user_error(cmd, pattern, what):
+    rc, out, err = run(cmd)
+    ok = rc == 1 and err.startswith("kiln-run: error: ") and re.search(pattern, err) is not None
+    if not check(ok, f"error: {what}"):
+        print(f"  command: {' '.join(cmd)}\n  exit {rc}\n  stderr: {err!r}\n  expected /{pattern}/")
+
+
+def load_dir(d):
+    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
+
+
+def affine_reference(x, y):
+    scale = np.array([0.5, -2.0, 1.5], dtype=np.float64)
+    out = np.tanh(x.astype(np.float64) * scale + y)
+    return out, (out * out).sum(axis=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kilnc", required=True)
+    ap.add_argument("--kiln-run", required=True)
+    ap.add_argument("--graphs", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    kr = args.kiln_run
+    work = args.work
+    os.makedirs(work, exist_ok=True)
+
+    def path(*p):
+        return os.path.join(work, *p)
+
+    # --help / --version / --list-devices need no artifact.
+    out = run_ok([kr, "--help"], "--help")
+    check("usage: kiln-run" in out and "--bench=N" in out, "--help shows usage")
+    out = run_ok([kr, "--version"], "--version")
+    check(re.match(r"kiln-run \d+\.\d+\.\d+", out) is not None, "--version format")
+    out = run_ok([kr, "--list-devices"], "--list-devices")
+    check(re.search(r"^reference\s+cpu\s+Kiln reference interpreter$", out, re.M) is not None,
+          "--list-devices lists the reference device")
+
+    # Compile the test graphs.
+    artifacts = {}
+    for name in ("affine", "dtypes", "gather"):
+        for level in ("-O0", "-O2"):
+            art = path(f"{name}{level}.kiln")
+            rc, o, e = run([args.kilnc, os.path.join(args.graphs, name + ".graph"), level, "-o", art])
+            if not check(rc == 0, f"kilnc {name}.graph {level}"):
+                print(e)
+                return 1
+            artifacts[name + level] = art
+    affine = artifacts["affine-O2"]
+
+    # --input / --output-dir against NumPy, options before and after the artifact.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    y = rng.standard_normal((4, 3)).astype(np.float32)
+    np.save(path("x.npy"), x)
+    np.save(path("y.npy"), y)
+    want_out, want_total = affine_reference(x, y)
+    for level in ("-O0", "-O2"):
+        d = path(f"affine_out{level}")
+        run_ok([kr, "--input", f"x={path('x.npy')}", artifacts["affine" + level], f"--input=y={path('y.npy')}",
+                "--output-dir", d, "--device=reference"], f"affine {level} with --input files")
+        got = load_dir(d)
+        check(set(got) == {"out", "total"}, f"affine {level}: one .npy per output")
+        check(got["out"].dtype == np.float32 and got["out"].shape == (4, 3), f"affine {level}: out dtype/shape")
+        check(np.allclose(got["out"], want_out, rtol=1e-5, atol=1e-6), f"affine {level}: out matches NumPy")
+        check(np.allclose(got["total"], want_total, rtol=1e-5, atol=1e-6), f"affine {level}: total matches NumPy")
+
+    # Summary printing without --output-dir.
+    out = run_ok([kr, affine, "--input", f"x={path('x.npy')}", "--input", f"y={path('y.npy')}"], "summary")
+    m = re.search(r"output total: f32\[4\]  min (\S+)  max (\S+)  mean (\S+)  \[", out)
+    check(m is not None and abs(float(m.group(2)) - want_total.max()) < 1e-4
+          and abs(float(m.group(3)) - want_total.mean()) < 1e-4, "summary shows min/max/mean")
+
+    # Random inputs: --dim, --seed; deterministic per seed, and in the documented ranges.
+    d1, d2, d3 = path("rand1"), path("rand2"), path("rand3")
+    run_ok([kr, affine, "--dim", "N=5", "--seed=3", "--output-dir", d1], "random inputs seed 3")
+    run_ok([kr, affine, "--dim=N=5", "--seed", "3", "--output-dir", d2], "random inputs seed 3 again")
+    run_ok([kr, affine, "--dim", "N=5", "--seed=4", "--output-dir", d3], "random inputs seed 4")
+    r1, r2, r3 = load_dir(d1), load_dir(d2), load_dir(d3)
+    check(r1["out"].shape == (5, 3), "--dim N=5 sets the batch")
+    check(np.array_equal(r1["out"], r2["out"]), "same seed, same outputs")
+    check(not np.array_equal(r1["out"], r3["out"]), "another seed, other outputs")
+    # A given input binds N; a random y follows it.
+    d4 = path("half_given")
+    run_ok([kr, affine, "--input", f"x={path('x.npy')}", "--output-dir", d4], "x given, y random")
+    check(load_dir(d4)["out"].shape == (4, 3), "random y takes N from the given x")
+    run_ok([kr, affine, "--input", f"x={path('x.npy')}", "--dim", "N=4"], "--dim agreeing with an input")
+
+    d5 = path("gather_out")
+    run_ok([kr, artifacts["gather-O2"], "--dim", "K=7", "--output-dir", d5, "--check"], "gather with random indices")
+    check(load_dir(d5)["rows"].shape == (7, 2), "gather output shape")
+
+    # dtypes: .npy in and out for every dtype.
+    inputs = {
+        "h": np.array([0.5, -1.25, 3.0, 100.0], dtype=np.float16),
+        "b": np.array([True, False, False, True]),
+        "i": np.array([1, -2, 2147483647, 0], dtype=np.int32),
+        "bf": np.array([1.5, -0.25], dtype=np.float32),  # bf16 inputs come as f32 files
+        "s": np.array([-128, 0, 127], dtype=np.int8),
+        "u": np.array([0, 55, 56], dtype=np.uint8),
+        "l": np.array([-(2**40), 7], dtype=np.int64),
+    }
+    cmd = [kr, artifacts["dtypes-O2"], "--output-dir", path("dtypes_out"), "--check"]
+    for k, v in inputs.items():
+        np.save(path(f"dt_{k}.npy"), v)
+        cmd += ["--input", f"{k}={path(f'dt_{k}.npy')}"]
+    run_ok(cmd, "dtypes")
+    got = load_dir(path("dtypes_out"))
+    with np.errstate(over="ignore"):
+        expected = {
+            "h2": inputs["h"] * inputs["h"],
+            "nb": ~inputs["b"],
+            "i2": inputs["i"] + np.int32(1),
+            "bf2": -inputs["bf"],
+            "s2": inputs["s"] - np.int8(1),
+            "u2": inputs["u"] + np.uint8(200),
+            "l2": inputs["l"] * np.int64(3),
+        }
+    for k, v in expected.items():
+        g = got.get(k)
+        check(g is not None and g.dtype == v.dtype and np.array_equal(g, v), f"dtypes: {k} is {v.dtype} {v.tolist()}")
+
+    # --check, --bench, --profile.
+    out = run_ok([kr, affine, "--dim", "N=6", "--check"], "--check")
+    check(re.search(r"^\s+out\s+max abs err \S+\s+max rel err \S+\s+PASS$", out, re.M) is not None
+          and re.search(r"^\s+total\s+max abs err", out, re.M) is not None, "--check prints a PASS line per output")
+    out = run_ok([kr, affine, "--dim", "N=6", "--bench=3"], "--bench=3")
+    check(re.search(r"bench: 3 runs .*host wall time", out) is not None
+          and re.search(r"p50 [\d.]+ ms\s+p90 [\d.]+ ms\s+p99 [\d.]+ ms.*runs/s", out) is not None,
+          "--bench prints percentiles, runs/s and what it measured")
+    for level in ("-O0", "-O2"):
+        out = run_ok([kr, artifacts["affine" + level], "--dim", "N=6", "--profile"], f"--profile {level}")
+        lines = [l for l in out.splitlines() if re.match(r"^\s+\d+\.\d+\s+\d+\.\d%", l)]
+        times = [float(l.split()[0]) for l in lines]
+        check(re.search(r"profile: \d+ kernels, host wall time", out) is not None and len(lines) >= 3
+              and times[:-1] == sorted(times[:-1], reverse=True) and lines[-1].rstrip().endswith("total"),
+              f"--profile {level}: per-kernel times, slowest first, with a total")
+    # At -O2 the tanh chain is one fused kernel whose line names its source nodes.
+    out = run_ok([kr, artifacts["affine-O2"], "--dim", "N=6", "--profile"], "--profile provenance")
+    check(re.search(r"^\s+\S+\s+\S+%\s+\S+\s+elementwise\s+.*\bout\b", out, re.M) is not None,
+          "--profile lists an elementwise kernel with its source nodes")
+
+    # User errors: exit 1 and a clear message.
+    x_i32 = path("x_i32.npy")
+    np.save(x_i32, x.astype(np.int32))
+    x_wide = path("x_wide.npy")
+    np.save(x_wide, np.zeros((4, 5), dtype=np.float32))
+    y_n2 = path("y_n2.npy")
+    np.save(y_n2, np.zeros((2, 3), dtype=np.float32))
+    expect_user_error([kr, affine, "--input", f"z={path('x.npy')}"], r"no input named 'z'.*'x', 'y'",
+                      "wrong input name")
+    expect_user_error([kr, affine, "--input", f"x={x_i32}", "--dim", "N=4"],
+                      r"input 'x': expected f32\[N, 3\], given i32\[4, 3\]", "wrong dtype")
+    x_f64 = path("x_f64.npy")
+    np.save(x_f64, x.astype(np.float64))
+    expect_user_error([kr, affine, "--input", f"x={x_f64}"], r"input 'x': .*'<f8'", "float64 .npy file")
+    expect_user_error([kr, affine, "--input", f"x={x_wide}"],
+                      r"input 'x': expected f32\[N, 3\], given f32\[4, 5\] \(dimension 1 is 5 instead of 3\)",
+                      "wrong shape")
+    expect_user_error([kr, affine, "--input", f"x={path('x.npy')}", "--input", f"y={y_n2}"],
+                      r"symbol N is 2 here but 4 in input 'x'", "symbol disagreement between inputs")
+    expect_user_error([kr, affine, "--input", f"x={path('x.npy')}", "--dim", "N=9"],
+                      r"--dim N=9 disagrees with input 'x', which has N = 4", "--dim disagreeing with an input")
+    expect_user_error([kr, affine], r"input 'x' \(f32\[N, 3\]\) is random and its dimension N has no size: give --dim N=SIZE",
+                      "missing --dim")
+    rc, out, err = run([kr, affine, "--dim", "M=3", "--dim", "N=2"])
+    check(rc == 0 and re.search(r"^kiln-run: warning: --dim M=3 is unused: the artifact has no symbolic "
+                                r"dimension 'M' \(its symbols: N\)$", err, re.M) is not None,
+          "a --dim for a symbol the artifact lacks is a warning")
+    expect_user_error([kr, affine, "--input", f"x={path('nope.npy')}"], r"input 'x': .*nope\.npy", "missing .npy file")
+    expect_user_error([kr, path("missing.kiln")], r"missing\.kiln.*no such file", "missing artifact")
+    expect_user_error([kr, os.path.join(args.graphs, "affine.graph")], r"not a Kiln artifact", "foreign file")
+    with open(affine, "rb") as f:
+        data = bytearray(f.read())
+    with open(path("truncated.kiln"), "wb") as f:
+        f.write(data[: len(data) // 2])
+    expect_user_error([kr, path("truncated.kiln")], r"truncated\.kiln: corrupt Kiln artifact", "truncated artifact")
+    corrupted = bytearray(data)
+    for i in range(8, len(corrupted), 7):
+        corrupted[i] ^= 0x5A
+    with open(path("corrupted.kiln"), "wb") as f:
+        f.write(corrupted)
+    expect_user_error([kr, path("corrupted.kiln")], r"corrupt", "corrupted artifact")
+    expect_user_error([kr, affine, "--device=cuda:9"], r"unknown device 'cuda:9'; available devices: .*reference",
+                      "unknown device")
+    expect_user_error([kr, affine, "--frobnicate"], r"unknown option '--frobnicate'", "unknown option")
+    expect_user_error([kr, affine, "--bench=0"], r"--bench", "bad --bench value")
+    expect_user_error([kr], r"no artifact given", "no artifact")
+    expect_user_error([kr, affine, affine], r"more than one artifact", "two artifacts")
+
+    print(f"{len(FAILURES)} failed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
