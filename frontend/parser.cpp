@@ -423,8 +423,8 @@ std::optional<Operand> Parser::parse_call(const std::string& stmt_name, bool top
     error(loc_of(op_token), "unknown operator " + describe_token(op_token));
     ok = false;
   }
-  // The node's name is taken before its operands' so nested calls number in source order
-  // after it is known ("a" -> nested "a.1", "a.2").
+  // Operands are parsed (and nested calls added, named "<stmt>.<n>") before this node, so the
+  // node order is a valid execution order.
   std::vector<Operand> operands;
   std::vector<NamedAttr> attrs;
   while (!at(TokenKind::kRParen)) {
@@ -437,9 +437,7 @@ std::optional<Operand> Parser::parse_call(const std::string& stmt_name, bool top
     } else {
       std::optional<Operand> operand = parse_expr(stmt_name, /*top_level=*/false);
       if (!operand) return std::nullopt;
-      if (!attrs.empty()) {
-        // Operands after named attributes are accepted; their order among operands is kept.
-      }
+      // Operands after named attributes are accepted; their order among operands is kept.
       operands.push_back(*operand);
     }
     if (at(TokenKind::kComma)) {
@@ -524,11 +522,12 @@ std::optional<Operand> Parser::parse_const(const std::string& stmt_name, bool to
   } else if (!ir::is_static(type->shape)) {
     error(loc_of(keyword), "a const must have a static shape, not " + type->to_string());
     ok = false;
-  } else if (!numel || *numel > kMaxConstBytes / int64_t(ir::dtype_size(type->dtype))) {
+  } else if (!numel || *numel > (kMaxConstBytes - inline_const_bytes_) / int64_t(ir::dtype_size(type->dtype))) {
     error(loc_of(keyword), "const " + type->to_string() + " is too large for an inline literal (limit " +
-                               std::to_string(kMaxConstBytes >> 20) + " MiB)");
+                               std::to_string(kMaxConstBytes >> 20) + " MiB for all inline constants of a file)");
     ok = false;
   } else {
+    inline_const_bytes_ += *numel * int64_t(ir::dtype_size(type->dtype));
     Result<ir::Tensor> zeros = ir::Tensor::zeros(type->dtype, ir::static_sizes(type->shape));
     if (!zeros) {
       error(loc_of(keyword), zeros.status().message());

@@ -28,8 +28,8 @@ namespace kiln::frontend::detail {
 // Calls, literal brackets and attribute lists nested deeper than this are an error (which
 // bounds the parser's recursion, so no input can overflow its stack).
 inline constexpr int kMaxNesting = 256;
-// Inline `const` literals larger than this are rejected (they would be absurd in text anyway,
-// and a splat of an absurd shape must not try to allocate it).
+// Inline `const` literals of a file larger than this in total are rejected (they would be
+// absurd in text anyway, and a splat of an absurd shape must not try to allocate it).
 inline constexpr int64_t kMaxConstBytes = int64_t(1) << 30;
 
 // A named attribute's value as written, before it is checked against the operator.
@@ -150,6 +150,7 @@ class Parser {
   bool had_error_ = false;
   int depth_ = 0;
   bool last_type_valid_ = true;
+  int64_t inline_const_bytes_ = 0;  // data of the `const` literals so far (see kMaxConstBytes)
 
   ir::Graph graph_;
   ir::NameTable names_;

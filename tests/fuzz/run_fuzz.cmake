@@ -33,7 +33,7 @@ foreach(seed ${seeds})
   file(COPY ${seed} DESTINATION ${WORK_DIR}/corpus)
 endforeach()
 execute_process(
-  COMMAND ${FUZZER} -runs=20000 -max_total_time=30 -max_len=4096 -timeout=10 -rss_limit_mb=2048
+  COMMAND ${FUZZER} -runs=20000 -max_total_time=30 -max_len=4096 -timeout=10 -rss_limit_mb=4096
           -artifact_prefix=${WORK_DIR}/ ${WORK_DIR}/corpus
   RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

@@ -342,3 +342,9 @@ TEST_CASE("frontend parser: error limit stops the parse") {
   CHECK_FALSE(g.is_ok());
   CHECK(diags.error_count() == 5);
 }
+
+TEST_CASE("frontend parser: inline constants are bounded") {
+  // Just over 1 GiB of f32: rejected before anything is allocated.
+  Parsed q = parse(body("  y = neg(x)\n  c = const f32[16384, 16385] 0\n"));
+  CHECK(q.errors.find("t.graph:3:7: error: const f32[16384, 16385] is too large") != std::string::npos);
+}
