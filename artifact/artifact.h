@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/plan.h"
+
 namespace kiln::artifact {
 
 // The format version this build writes and the newest it can read. Bump it when a reader of the
@@ -13,6 +15,34 @@ inline constexpr uint32_t kFormatVersion = 1;
 
 // Every constant's bytes start at a multiple of this within the file.
 inline constexpr size_t kConstantAlignment = 64;
+
+// One parameter of a kernel's entry point, in order. This is the calling convention between
+// codegen (which writes the kernel) and the runtime drivers (which bind and launch it):
+//  - kBuffer: the device buffer holding value `value` (an ir::NodeId of the artifact's graph),
+//    located through the plan (ir::ExecutionPlan::find_buffer): a graph input or output, a
+//    constant, an arena slice at the value's offset, or, for Storage::kAlias, the buffer of
+//    `alias_of`. OpenCL/CUDA: a global pointer; Vulkan: a storage-buffer binding (binding
+//    number = the buffer's position among the kBuffer args, descriptor set 0).
+//  - kSymbol: the run-time size bound to `symbol`. OpenCL: `long`; CUDA: `long long`;
+//    Vulkan: one 32-bit `uint` in the push-constant block, in arg order.
+struct KernelArg {
+  enum class Kind : uint8_t { kBuffer = 0, kSymbol = 1 };
+  Kind kind = Kind::kBuffer;
+  uint32_t value = 0;
+  std::string symbol;
+  bool operator==(const KernelArg&) const = default;
+};
+
+// The 1-D dispatch of a kernel. The runtime launches
+//   groups = clamp(ceil(work_items / items_per_group), 1, device limit)
+// workgroups of `workgroup_size` threads; kernels loop (grid-stride) over the work units so any
+// group count gives the same result.
+struct KernelDispatch {
+  ir::SizeExpr work_items;       // independent work units: elements, rows, output pixels, tiles
+  uint32_t items_per_group = 1;  // units one workgroup covers per pass of its loop
+  uint32_t workgroup_size = 64;  // threads per workgroup
+  bool operator==(const KernelDispatch&) const = default;
+};
 
 // A compiled kernel for one target (PTX, cubin, SPIR-V, OpenCL C, ...), as produced by codegen
 // and stored per target. The blob is opaque to the artifact layer; `format` tells the driver
@@ -25,6 +55,8 @@ struct KernelBinary {
   std::string entry_point;
   std::vector<uint8_t> blob;
   std::vector<std::string> required_features;
+  std::vector<KernelArg> args;  // the entry point's parameters, in order
+  KernelDispatch dispatch;
 
   bool operator==(const KernelBinary&) const = default;
 };

@@ -158,4 +158,13 @@ const BufferAssignment* ExecutionPlan::find_buffer(NodeId value) const {
   return nullptr;
 }
 
+Result<int64_t> ExecutionPlan::arena_offset(const BufferAssignment& buffer,
+                                            const SymbolBindings& bindings) const {
+  return buffer.offset.evaluate(bindings);
+}
+
+Result<int64_t> ExecutionPlan::arena_size(const SymbolBindings& bindings) const {
+  return arena_bytes.evaluate(bindings);
+}
+
 }  // namespace kiln::ir

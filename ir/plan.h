@@ -80,6 +80,11 @@ struct ExecutionPlan {
   int64_t alignment = 64;                // every arena offset is a multiple of this
 
   const BufferAssignment* find_buffer(NodeId value) const;
+
+  // Byte offset of an arena buffer, and the arena's size, for actual symbol sizes. Drivers use
+  // these (never offset.evaluate directly): they guarantee alignment-multiple offsets.
+  Result<int64_t> arena_offset(const BufferAssignment& buffer, const SymbolBindings& bindings) const;
+  Result<int64_t> arena_size(const SymbolBindings& bindings) const;
 };
 
 }  // namespace kiln::ir

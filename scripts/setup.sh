@@ -10,6 +10,12 @@ PACKAGES=(
   nlohmann-json3-dev
   llvm-14-tools clang libclang-rt-14-dev
   python3 python3-numpy
+  # OpenCL: headers, the ICD loader, and PoCL (OpenCL on the CPU) so tests run without a GPU
+  opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo
+  # Vulkan: headers and loader, lavapipe (Mesa's CPU Vulkan), shaderc and SPIRV-Tools
+  libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc libshaderc-dev spirv-tools
+  # ONNX import: the ONNX library (protobuf), its Python package for test-data generation
+  libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

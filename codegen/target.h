@@ -1,0 +1,56 @@
+// codegen::Target: one code-generation backend (OpenCL C, SPIR-V for Vulkan, CUDA), behind one
+// interface with three separate steps:
+//   render  — kernel model -> source text (OpenCL C, GLSL, CUDA C): pure, no external tools;
+//   compile — source text -> the blob the runtime loads (OpenCL C stays source; GLSL goes
+//             through shaderc + SPIRV-Tools; CUDA C through NVRTC);
+//   package — the artifact::KernelBinary records (blob, entry point, args, dispatch, features).
+// `kilnc -S` stops after render (and writes disassembly where the compile step has one).
+//
+// Thread-safety: a Target holds no mutable state between calls; concurrent use is safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "artifact/artifact.h"
+#include "ir/graph.h"
+#include "ir/plan.h"
+#include "support/status.h"
+
+namespace kiln::codegen {
+
+struct TargetOptions {
+  int opt_level = 2;
+  std::vector<std::string> gpu_archs;  // CUDA only
+};
+
+// A source file that `kilnc -S` writes: file name suffix (".cl", ".comp", ".spvasm", ".cu",
+// ".ptx") and contents.
+struct SourceFile {
+  std::string suffix;
+  std::string kernel_name;
+  std::string text;
+};
+
+struct CompiledKernels {
+  std::vector<artifact::KernelBinary> kernels;  // one per Graph kernel, in kernel order
+  std::vector<SourceFile> sources;              // what -S writes
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual std::string_view name() const = 0;  // "opencl", "vulkan", "cuda"
+  // Renders and compiles every kernel of the (fused, planned) graph.
+  virtual Result<CompiledKernels> compile(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                                          const TargetOptions& options) const = 0;
+};
+
+// The targets compiled into this build, in the order kilnc lists them.
+std::vector<std::string> available_targets();
+// Creates a target by name; kUnsupported if this build lacks it.
+Result<std::unique_ptr<Target>> create_target(std::string_view name);
+
+}  // namespace kiln::codegen
