@@ -337,10 +337,20 @@ Result<ir::ExecutionPlan> convert_plan(const fb::Plan* p, const ir::Graph& graph
       } else if (buffer.storage == ir::Storage::kAlias) {
         return bad(where + ": an alias buffer names no value it aliases");
       }
+      buffer.slot = b->slot();
+      if (buffer.slot != ir::kNoSlot && (!p->slots() || buffer.slot >= p->slots()->size())) {
+        return bad(where + ": arena slot " + std::to_string(buffer.slot) + " does not exist");
+      }
       plan.buffers.push_back(std::move(buffer));
     }
   }
   KILN_ASSIGN_OR_RETURN(plan.arena_bytes, read_size_expr(p->arena_bytes(), "plan arena size"));
+  if (p->slots()) {
+    for (const fb::SizeExpr* slot : *p->slots()) {
+      KILN_ASSIGN_OR_RETURN(ir::SizeExpr capacity, read_size_expr(slot, "plan arena slot"));
+      plan.slots.push_back(std::move(capacity));
+    }
+  }
   plan.alignment = p->alignment();
   if (plan.alignment <= 0 || (plan.alignment & (plan.alignment - 1)) != 0 || plan.alignment > 4096)
     return bad("plan alignment " + std::to_string(plan.alignment) + " is not a power of two <= 4096");
@@ -369,6 +379,34 @@ Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target
       if (k->blob()) binary.blob.assign(k->blob()->begin(), k->blob()->end());
       if (k->required_features())
         for (const flatbuffers::String* f : *k->required_features()) binary.required_features.push_back(f->str());
+      const std::string where = "target '" + target + "' kernel '" + binary.kernel_name + "'";
+      if (k->args()) {
+        for (const fb::KernelArg* a : *k->args()) {
+          KernelArg arg;
+          switch (a->kind()) {
+            case fb::KernelArgKind::Buffer:
+              arg.kind = KernelArg::Kind::kBuffer;
+              arg.value = a->value();
+              if (arg.value >= graph.num_nodes()) return bad(where + " has a buffer argument out of range");
+              break;
+            case fb::KernelArgKind::Symbol:
+              arg.kind = KernelArg::Kind::kSymbol;
+              arg.symbol = str(a->symbol());
+              if (arg.symbol.empty()) return bad(where + " has a symbol argument without a name");
+              break;
+            default:
+              return bad(where + " has an argument of unknown kind");
+          }
+          binary.args.push_back(std::move(arg));
+        }
+      }
+      if (const fb::KernelDispatch* d = k->dispatch()) {
+        KILN_ASSIGN_OR_RETURN(binary.dispatch.work_items, read_size_expr(d->work_items(), where + " dispatch"));
+        binary.dispatch.items_per_group = d->items_per_group();
+        binary.dispatch.workgroup_size = d->workgroup_size();
+        if (binary.dispatch.items_per_group == 0 || binary.dispatch.workgroup_size == 0)
+          return bad(where + " has a zero dispatch size");
+      }
       out.push_back(std::move(binary));
     }
   }

@@ -226,11 +226,15 @@ Offset<fb::Plan> Writer::plan(const ir::ExecutionPlan& p) {
     auto offset = size_expr(b.offset);
     auto size = size_expr(b.size);
     buffers.push_back(
-        fb::CreateBufferAssignment(fbb_, b.value, detail::to_fb(b.storage), offset, size, b.alias_of));
+        fb::CreateBufferAssignment(fbb_, b.value, detail::to_fb(b.storage), offset, size, b.alias_of,
+                                   b.slot));
   }
   auto buffers_vec = fbb_.CreateVector(buffers);
   auto arena = size_expr(p.arena_bytes);
-  return fb::CreatePlan(fbb_, launches_vec, buffers_vec, arena, p.alignment);
+  std::vector<Offset<fb::SizeExpr>> slots;
+  for (const ir::SizeExpr& slot : p.slots) slots.push_back(size_expr(slot));
+  auto slots_vec = fbb_.CreateVector(slots);
+  return fb::CreatePlan(fbb_, launches_vec, buffers_vec, arena, p.alignment, slots_vec);
 }
 
 Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels) {
@@ -247,8 +251,20 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     auto name = fbb_.CreateString(k.kernel_name);
     auto format = fbb_.CreateString(k.format);
     auto entry = fbb_.CreateString(k.entry_point);
+    std::vector<Offset<fb::KernelArg>> args;
+    for (const KernelArg& arg : k.args) {
+      auto symbol = fbb_.CreateString(arg.symbol);
+      args.push_back(fb::CreateKernelArg(fbb_,
+                                         arg.kind == KernelArg::Kind::kSymbol ? fb::KernelArgKind::Symbol
+                                                                              : fb::KernelArgKind::Buffer,
+                                         arg.value, symbol));
+    }
+    auto args_vec = fbb_.CreateVector(args);
+    auto work_items = size_expr(k.dispatch.work_items);
+    auto dispatch = fb::CreateKernelDispatch(fbb_, work_items, k.dispatch.items_per_group,
+                                             k.dispatch.workgroup_size);
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
-                                                         blob, features_vec));
+                                                         blob, features_vec, args_vec, dispatch));
   }
   std::vector<Offset<fb::Target>> out;
   for (const std::string& t : order) {
@@ -291,9 +307,14 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
     if (b.alias_of != ir::kNoNode && b.alias_of >= n)
       return bad("a plan buffer aliases a node out of range");
   }
-  for (const KernelBinary& k : options.kernels)
+  for (const KernelBinary& k : options.kernels) {
     if (k.kernel_index >= g.kernels().size())
       return bad("kernel binary '" + k.kernel_name + "' refers to a kernel out of range");
+    for (const KernelArg& arg : k.args) {
+      if (arg.kind == KernelArg::Kind::kBuffer && arg.value >= n)
+        return bad("kernel binary '" + k.kernel_name + "' has a buffer argument out of range");
+    }
+  }
   return Status::ok();
 }
 

@@ -158,13 +158,62 @@ const BufferAssignment* ExecutionPlan::find_buffer(NodeId value) const {
   return nullptr;
 }
 
+namespace {
+
+// Sum of align_up(slots[j]) for j < end, evaluated for `bindings`.
+Result<int64_t> aligned_slot_sum(const ExecutionPlan& plan, size_t end, const SymbolBindings& bindings) {
+  int64_t total = 0;
+  for (size_t j = 0; j < end && j < plan.slots.size(); ++j) {
+    KILN_ASSIGN_OR_RETURN(int64_t bytes, plan.slots[j].evaluate(bindings));
+    if (bytes < 0) return invalid_argument("arena slot size " + plan.slots[j].to_string() + " is negative");
+    int64_t aligned = round_up(bytes, plan.alignment);
+    if (__builtin_add_overflow(total, aligned, &total)) {
+      return invalid_argument("the arena size overflows 64 bits");
+    }
+  }
+  return total;
+}
+
+// "1024*N + align64(4*S*S)": slots whose size is a multiple of the alignment for every binding
+// are summed as one polynomial; the others are listed as align64(...).
+std::string aligned_slot_sum_string(const ExecutionPlan& plan, size_t end) {
+  SizeExpr exact;
+  std::string rounded;
+  for (size_t j = 0; j < end && j < plan.slots.size(); ++j) {
+    const SizeExpr& slot = plan.slots[j];
+    if (slot.align_up(plan.alignment) == slot) {
+      exact = exact + slot;
+    } else {
+      rounded += " + align" + std::to_string(plan.alignment) + "(" + slot.to_string() + ")";
+    }
+  }
+  if (rounded.empty()) return exact.to_string();
+  if (exact.terms().empty()) return rounded.substr(3);
+  return exact.to_string() + rounded;
+}
+
+}  // namespace
+
 Result<int64_t> ExecutionPlan::arena_offset(const BufferAssignment& buffer,
                                             const SymbolBindings& bindings) const {
-  return buffer.offset.evaluate(bindings);
+  if (slots.empty() || buffer.slot == kNoSlot) return buffer.offset.evaluate(bindings);
+  if (buffer.slot >= slots.size()) return corrupt("arena slot " + std::to_string(buffer.slot) + " out of range");
+  return aligned_slot_sum(*this, buffer.slot, bindings);
 }
 
 Result<int64_t> ExecutionPlan::arena_size(const SymbolBindings& bindings) const {
-  return arena_bytes.evaluate(bindings);
+  if (slots.empty()) return arena_bytes.evaluate(bindings);
+  return aligned_slot_sum(*this, slots.size(), bindings);
+}
+
+std::string ExecutionPlan::arena_offset_string(const BufferAssignment& buffer) const {
+  if (slots.empty() || buffer.slot == kNoSlot || buffer.slot > slots.size()) return buffer.offset.to_string();
+  return aligned_slot_sum_string(*this, buffer.slot);
+}
+
+std::string ExecutionPlan::arena_size_string() const {
+  if (slots.empty()) return arena_bytes.to_string();
+  return aligned_slot_sum_string(*this, slots.size());
 }
 
 }  // namespace kiln::ir

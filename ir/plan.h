@@ -5,7 +5,18 @@
 // every symbol from the input shapes.
 //
 // All intermediate values live in one arena; graph inputs, outputs and constants have their own
-// buffers (Storage says which). Thread-safety: plain data.
+// buffers (Storage says which).
+//
+// The arena is a sequence of slots; liveness lets several values share one slot. A slot's
+// capacity is an exact byte count (a SizeExpr); at run time each slot starts at the sum of the
+// earlier slots' capacities, each rounded up to `alignment` once the symbols are known
+// (arena_offset / arena_size). Rounding a symbolic size at compile time instead would have to
+// round every coefficient (4*S*S -> 64*S*S), wasting up to 16x for small element types.
+// BufferAssignment::offset and arena_bytes are that compile-time upper bound: exact when every
+// size is a multiple of the alignment (all static plans, most symbolic ones), and what a plan
+// without slots falls back to.
+//
+// Thread-safety: plain data.
 #pragma once
 
 #include <cstdint>
@@ -60,12 +71,15 @@ enum class Storage : uint8_t {
   kAlias,     // a view of another buffer (reshape of a contiguous value): alias_of + same offset
 };
 
+inline constexpr uint32_t kNoSlot = ~uint32_t(0);
+
 struct BufferAssignment {
   NodeId value = kNoNode;
   Storage storage = Storage::kArena;
-  SizeExpr offset;  // arena offset (kArena) ; 0 otherwise
+  SizeExpr offset;  // upper bound of the arena offset (see above) ; 0 outside the arena
   SizeExpr size;    // bytes
   NodeId alias_of = kNoNode;
+  uint32_t slot = kNoSlot;  // arena slot (kArena, and kAlias of an arena value)
 };
 
 struct Launch {
@@ -76,7 +90,8 @@ struct Launch {
 struct ExecutionPlan {
   std::vector<Launch> launches;          // in execution order
   std::vector<BufferAssignment> buffers; // one per materialized value
-  SizeExpr arena_bytes;                  // peak arena size
+  std::vector<SizeExpr> slots;           // arena slots in arena order: capacity in bytes
+  SizeExpr arena_bytes;                  // upper bound of the peak arena size (see above)
   int64_t alignment = 64;                // every arena offset is a multiple of this
 
   const BufferAssignment* find_buffer(NodeId value) const;
@@ -85,6 +100,10 @@ struct ExecutionPlan {
   // these (never offset.evaluate directly): they guarantee alignment-multiple offsets.
   Result<int64_t> arena_offset(const BufferAssignment& buffer, const SymbolBindings& bindings) const;
   Result<int64_t> arena_size(const SymbolBindings& bindings) const;
+  // The same, as text for --emit=plan: "1024*N + align64(4*S*S)" (align64 marks a size that is
+  // rounded up once the symbols are bound).
+  std::string arena_offset_string(const BufferAssignment& buffer) const;
+  std::string arena_size_string() const;
 };
 
 }  // namespace kiln::ir

@@ -17,8 +17,10 @@
 //   launch k is freed. A new value takes the first freed slot whose capacity dominates its size
 //   for every binding of the symbols (SizeExpr::dominates; an exact fit is preferred), else it
 //   grows the top slot if that is free and smaller, else it goes at the top of the arena.
-//   Offsets and capacities are 64-byte aligned SizeExprs (symbolic sizes such as 1024*N work).
-//   The top never moves down, so the final top is the peak: arena_bytes.
+//   Slot capacities are exact SizeExprs (symbolic sizes such as 1024*N work); the runtime lays
+//   the slots out 64-byte aligned once symbols are bound (ir/plan.h). The upper-bound offsets
+//   and arena_bytes round coefficients instead. The top never moves down, so the final top is
+//   the peak.
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -85,22 +87,25 @@ SizeExpr bytes_of(const Node& node) {
   return SizeExpr::of_shape(node.type.shape, int64_t(ir::dtype_size(node.type.dtype)));
 }
 
+// A place in the arena: its index in ExecutionPlan::slots and its compile-time upper-bound
+// offset (earlier slots with coefficient-aligned sizes; see ir/plan.h).
 struct Slot {
+  uint32_t index = 0;
   SizeExpr offset;
-  SizeExpr capacity;
 };
 
-// The greedy arena allocator described at the top of the file.
+// The greedy arena allocator described at the top of the file. Slot capacities are exact byte
+// counts; the runtime aligns them once symbols are bound.
 class Arena {
  public:
   explicit Arena(int64_t alignment) : alignment_(alignment) {}
 
   Slot allocate(const SizeExpr& size) {
-    SizeExpr need = size.align_up(alignment_);
     std::optional<size_t> pick;
     for (size_t i = 0; i < free_.size(); ++i) {
-      if (free_[i].capacity == need) { pick = i; break; }
-      if (!pick && free_[i].capacity.dominates(need)) pick = i;
+      const SizeExpr& capacity = capacities_[free_[i].index];
+      if (capacity == size) { pick = i; break; }
+      if (!pick && capacity.dominates(size)) pick = i;
     }
     if (pick) {
       Slot slot = free_[*pick];
@@ -109,24 +114,29 @@ class Arena {
     }
     for (size_t i = 0; i < free_.size(); ++i) {
       // The free slot at the top can grow in place when the new value needs more.
-      if (free_[i].offset + free_[i].capacity == top_ && need.dominates(free_[i].capacity)) {
-        Slot slot{free_[i].offset, need};
+      uint32_t index = free_[i].index;
+      if (index + 1 == capacities_.size() && size.dominates(capacities_[index])) {
+        Slot slot = free_[i];
         free_.erase(free_.begin() + std::ptrdiff_t(i));
-        top_ = slot.offset + need;
+        capacities_[index] = size;
+        top_ = slot.offset + size.align_up(alignment_);
         return slot;
       }
     }
-    Slot slot{top_, need};
-    top_ = top_ + need;
+    Slot slot{uint32_t(capacities_.size()), top_};
+    capacities_.push_back(size);
+    top_ = top_ + size.align_up(alignment_);
     return slot;
   }
 
   void release(const Slot& slot) { free_.push_back(slot); }
   const SizeExpr& top() const { return top_; }
+  const std::vector<SizeExpr>& capacities() const { return capacities_; }
 
  private:
   int64_t alignment_;
   SizeExpr top_;
+  std::vector<SizeExpr> capacities_;
   std::vector<Slot> free_;
 };
 
@@ -201,6 +211,7 @@ Status plan_memory_pass(Graph& graph, const PassContext& context) {
     for (NodeId dead : released_after[k]) arena.release(*slot_of[dead]);
   }
   plan.arena_bytes = arena.top();
+  plan.slots = arena.capacities();
 
   // One buffer per materialized value, in graph order.
   for (NodeId id = 0; id < n; ++id) {
@@ -215,7 +226,10 @@ Status plan_memory_pass(Graph& graph, const PassContext& context) {
     } else if (owner[id] != id) {
       buffer.storage = Storage::kAlias;
       buffer.alias_of = owner[id];
-      if (slot_of[owner[id]]) buffer.offset = slot_of[owner[id]]->offset;
+      if (slot_of[owner[id]]) {
+        buffer.offset = slot_of[owner[id]]->offset;
+        buffer.slot = slot_of[owner[id]]->index;
+      }
     } else if (produced_by[id] < 0) {
       continue;  // computed inside a kernel, never in memory
     } else if (is_output[id]) {
@@ -223,6 +237,7 @@ Status plan_memory_pass(Graph& graph, const PassContext& context) {
     } else {
       buffer.storage = Storage::kArena;
       buffer.offset = slot_of[id]->offset;
+      buffer.slot = slot_of[id]->index;
     }
     plan.buffers.push_back(std::move(buffer));
   }

@@ -39,7 +39,7 @@ std::string print_plan(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
     auto it = buffer_of.find(id);
     if (it == buffer_of.end()) return name_of(id) + "@?";
     const ir::BufferAssignment& b = *it->second;
-    if (b.storage == ir::Storage::kArena) return name_of(id) + "@arena+" + b.offset.to_string();
+    if (b.storage == ir::Storage::kArena) return name_of(id) + "@arena+" + plan.arena_offset_string(b);
     return name_of(id) + "@" + std::string(storage_name(b.storage));
   };
 
@@ -71,13 +71,13 @@ std::string print_plan(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
       out += " of=" + name_of(b.alias_of);
       auto it = buffer_of.find(b.alias_of);
       if (it != buffer_of.end() && it->second->storage == ir::Storage::kArena) {
-        out += " offset=" + b.offset.to_string();
+        out += " offset=" + plan.arena_offset_string(b);
       }
     }
-    if (b.storage == ir::Storage::kArena) out += " offset=" + b.offset.to_string();
+    if (b.storage == ir::Storage::kArena) out += " offset=" + plan.arena_offset_string(b);
     out += " size=" + b.size.to_string() + "\n";
   }
-  out += "peak arena bytes: " + plan.arena_bytes.to_string() + "\n";
+  out += "peak arena bytes: " + plan.arena_size_string() + "\n";
   return out;
 }
 

@@ -66,3 +66,26 @@ TEST_CASE("ir.plan: find_buffer") {
   CHECK(plan.find_buffer(3)->size.constant_value() == 64);
   CHECK(plan.find_buffer(4) == nullptr);
 }
+
+TEST_CASE("ir.plan: arena slots are laid out with exact alignment at run time") {
+  // Two slots of 4*S*S bytes (f32 [S, S]) then one of 1024*S: compile-time rounding of the
+  // coefficients would reserve 64*S*S per small slot; the runtime aligns the evaluated sizes.
+  ExecutionPlan plan;
+  SizeExpr small = SizeExpr::of_shape({Dim::symbol("S"), Dim::symbol("S")}, 4);
+  SizeExpr big = SizeExpr::of_shape({Dim::symbol("S")}, 1024);
+  plan.slots = {small, small, big};
+  BufferAssignment third{7, Storage::kArena, SizeExpr(), big, kNoNode, 2};
+  plan.buffers.push_back(third);
+  const SymbolBindings s5{{"S", 5}};  // 4*25 = 100 bytes -> 128 aligned
+  CHECK(*plan.arena_offset(third, s5) == 256);
+  CHECK(*plan.arena_size(s5) == 256 + 1024 * 5);
+  CHECK(*plan.arena_offset(third, {{"S", 8}}) == 2 * 256);  // 256 bytes, already aligned
+  CHECK(plan.arena_offset_string(third) == "align64(4*S*S) + align64(4*S*S)");
+  CHECK(plan.arena_size_string() == "1024*S + align64(4*S*S) + align64(4*S*S)");
+  // A plan without slots (hand-built) falls back to the upper-bound offsets.
+  ExecutionPlan bare;
+  BufferAssignment b{1, Storage::kArena, SizeExpr::constant(128), SizeExpr::constant(64), kNoNode};
+  bare.arena_bytes = SizeExpr::constant(192);
+  CHECK(*bare.arena_offset(b, {}) == 128);
+  CHECK(*bare.arena_size({}) == 192);
+}
