@@ -383,15 +383,18 @@ Status infer_graph(Graph& graph) {
     if (out.node >= graph.num_nodes() || graph.node(out.node).erased) {
       return Status(ErrorCode::kInvalidArgument, "output '" + out.name + "' is not defined", out.loc);
     }
-    const TensorType& defined = graph.node(out.node).type;
-    if (defined != out.declared) {
-      return Status(ErrorCode::kInvalidArgument,
-                    "output '" + out.name + "' is declared " + out.declared.to_string() +
-                        " but defined as " + defined.to_string(),
-                    out.loc);
-    }
+    KILN_RETURN_IF_ERROR(check_output_type(graph, out));
   }
   return Status::ok();
+}
+
+Status check_output_type(const Graph& graph, const GraphOutput& out) {
+  const TensorType& defined = graph.node(out.node).type;
+  if (defined == out.declared) return Status::ok();
+  return Status(ErrorCode::kInvalidArgument,
+                "output '" + out.name + "' is declared " + out.declared.to_string() +
+                    " but defined as " + defined.to_string(),
+                out.loc);
 }
 
 }  // namespace kiln::ir

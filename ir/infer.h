@@ -17,4 +17,9 @@ Status infer_node(const Graph& graph, Node& node);
 // declared types. Errors carry the node's SourceLoc and name the node.
 Status infer_graph(Graph& graph);
 
+// Checks that one graph output's value has the type declared in the signature, with the
+// spec's message ("output 'probs' is declared f32[N, 10] but defined as f32[N, 12]") at the
+// output's location. Precondition: out.node is a live node of `graph`.
+Status check_output_type(const Graph& graph, const GraphOutput& out);
+
 }  // namespace kiln::ir

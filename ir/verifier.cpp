@@ -151,13 +151,7 @@ class Verifier {
         return Status(ErrorCode::kInvalidArgument,
                       "output '" + out.name + "' refers to node " + describe(out.node), out.loc);
       }
-      const TensorType& defined = graph_.node(out.node).type;
-      if (defined != out.declared) {
-        return Status(ErrorCode::kInvalidArgument,
-                      "output '" + out.name + "' is declared " + out.declared.to_string() +
-                          " but defined as " + defined.to_string(),
-                      out.loc);
-      }
+      KILN_RETURN_IF_ERROR(check_output_type(graph_, out));
     }
     return Status::ok();
   }

@@ -79,10 +79,7 @@ Status cse_pass(Graph& graph, const PassContext&) {
     }
     if (!merged) bucket.push_back(id);
   }
-  if (!remap.changed()) return Status::ok();
-  remap.rewrite_outputs(graph);
-  fix_output_names(graph);
-  graph.compact();
+  remap.finish(graph);
   return Status::ok();
 }
 

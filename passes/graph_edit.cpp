@@ -75,6 +75,13 @@ void ValueRemap::rewrite_outputs(Graph& graph) {
   for (ir::GraphOutput& out : graph.outputs()) out.node = resolve(out.node);
 }
 
+void ValueRemap::finish(Graph& graph) {
+  if (!changed_) return;
+  rewrite_outputs(graph);
+  fix_output_names(graph);
+  graph.compact();
+}
+
 // ---- outputs invariant ---------------------------------------------------------------------
 
 std::vector<bool> output_mask(const Graph& graph) {

@@ -30,6 +30,9 @@ class ValueRemap {
   void rewrite_operands(ir::Node& node);
   void rewrite_outputs(ir::Graph& graph);
   bool changed() const { return changed_; }
+  // Ends a rewriting pass: when anything was replaced, points the graph outputs at the
+  // replacements, restores the outputs invariant (fix_output_names) and compacts the graph.
+  void finish(ir::Graph& graph);
 
  private:
   std::vector<ir::NodeId> target_;

@@ -181,10 +181,7 @@ Status simplify_pass(Graph& graph, const PassContext&) {
       graph.node(id).erased = true;
     }
   }
-  if (!remap.changed()) return Status::ok();
-  remap.rewrite_outputs(graph);
-  fix_output_names(graph);
-  graph.compact();
+  remap.finish(graph);
   return Status::ok();
 }
 
