@@ -61,4 +61,8 @@ struct KernelBinary {
   bool operator==(const KernelBinary&) const = default;
 };
 
+// FNV-1a (64-bit) of a kernel blob. Stored beside each blob so the reader can reject a damaged
+// kernel before a driver's compiler or loader sees it (drivers do not defend against garbage).
+uint64_t blob_checksum(const std::vector<uint8_t>& blob);
+
 }  // namespace kiln::artifact

@@ -377,6 +377,10 @@ Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target
       binary.format = str(k->format());
       binary.entry_point = str(k->entry_point());
       if (k->blob()) binary.blob.assign(k->blob()->begin(), k->blob()->end());
+      if (blob_checksum(binary.blob) != k->blob_checksum()) {
+        return bad("target '" + target + "' kernel '" + binary.kernel_name +
+                   "': its binary is damaged (checksum mismatch)");
+      }
       if (k->required_features())
         for (const flatbuffers::String* f : *k->required_features()) binary.required_features.push_back(f->str());
       const std::string where = "target '" + target + "' kernel '" + binary.kernel_name + "'";

@@ -264,7 +264,8 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     auto dispatch = fb::CreateKernelDispatch(fbb_, work_items, k.dispatch.items_per_group,
                                              k.dispatch.workgroup_size);
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
-                                                         blob, features_vec, args_vec, dispatch));
+                                                         blob, features_vec, args_vec, dispatch,
+                                                         blob_checksum(k.blob)));
   }
   std::vector<Offset<fb::Target>> out;
   for (const std::string& t : order) {

@@ -1,12 +1,19 @@
 #include "runtime/device_registry.h"
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "runtime/drivers/opencl/opencl_driver.h"
 #include "runtime/drivers/reference/reference_driver.h"
+#include "runtime/drivers/vulkan/vulkan_driver.h"
 
 namespace kiln::runtime {
 
-DeviceRegistry::DeviceRegistry() { add_driver(reference::create_reference_driver()); }
+DeviceRegistry::DeviceRegistry() {
+  add_driver(reference::create_reference_driver());
+  add_driver(opencl::create_opencl_driver());
+  add_driver(vulkan::create_vulkan_driver());
+}
 
 void DeviceRegistry::add_driver(std::unique_ptr<hal::Driver> driver) {
   if (driver) drivers_.push_back(std::move(driver));
@@ -29,15 +36,62 @@ std::string DeviceRegistry::default_device_id() const {
   return devices.empty() ? std::string() : devices.front().id;
 }
 
-Result<std::unique_ptr<hal::Device>> DeviceRegistry::open_device(std::string_view id) const {
-  std::string wanted = id.empty() ? default_device_id() : std::string(id);
-  std::string available;
-  for (const auto& driver : drivers_) {
-    for (const hal::DeviceInfo& info : driver->devices()) {
-      if (info.id == wanted) return driver->open_device(wanted);
-      available += (available.empty() ? "" : ", ") + info.id;
+std::string DeviceRegistry::default_device_for(const artifact::LoadedArtifact& artifact) const {
+  const std::vector<std::string> targets = artifact.targets();
+  for (const hal::DeviceInfo& info : list_devices()) {
+    if (info.driver == "reference" ||
+        std::find(targets.begin(), targets.end(), info.driver) != targets.end())
+      return info.id;
+  }
+  return std::string();
+}
+
+Status DeviceRegistry::check_required_drivers(std::string_view comma_list) const {
+  size_t start = 0;
+  while (start <= comma_list.size()) {
+    size_t end = comma_list.find(',', start);
+    if (end == std::string_view::npos) end = comma_list.size();
+    std::string_view name = comma_list.substr(start, end - start);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    start = end + 1;
+    if (name.empty()) continue;
+    const hal::Driver* found = nullptr;
+    std::string built_in;
+    for (const auto& driver : drivers_) {
+      built_in += (built_in.empty() ? "" : ", ") + std::string(driver->name());
+      if (driver->name() == name) found = driver.get();
+    }
+    if (!found)
+      return Status(ErrorCode::kUnavailable,
+                    "KILN_REQUIRE_DRIVERS requires the " + std::string(name) +
+                        " driver, which this build does not have (drivers: " + built_in + ")");
+    if (found->devices().empty()) {
+      std::string reason = found->unavailable_reason();
+      return Status(ErrorCode::kUnavailable,
+                    "KILN_REQUIRE_DRIVERS requires the " + std::string(name) +
+                        " driver, which has no usable device: " +
+                        (reason.empty() ? std::string("it lists no devices") : reason));
     }
   }
+  return Status::ok();
+}
+
+Status DeviceRegistry::check_required_drivers_from_env() const {
+  const char* required = std::getenv("KILN_REQUIRE_DRIVERS");
+  return required ? check_required_drivers(required) : Status::ok();
+}
+
+Result<std::unique_ptr<hal::Device>> DeviceRegistry::open_device(std::string_view id) const {
+  KILN_RETURN_IF_ERROR(check_required_drivers_from_env());
+  std::string wanted = id.empty() ? default_device_id() : std::string(id);
+  for (const auto& driver : drivers_) {
+    for (const hal::DeviceInfo& info : driver->devices())
+      if (info.id == wanted) return driver->open_device(wanted);
+  }
+  std::string available;  // fastest first, like list_devices()
+  for (const hal::DeviceInfo& info : list_devices())
+    available += (available.empty() ? "" : ", ") + info.id;
   if (wanted.empty()) return Status(ErrorCode::kUnavailable, "no device is available");
   return not_found("unknown device '" + wanted + "'; available devices: " +
                    (available.empty() ? std::string("none") : available));

@@ -4,6 +4,16 @@
 // loaded with dlopen so that a machine without those APIs still lists the reference device
 // (and the registry reports why a driver is unavailable).
 //
+// Default device: the highest DeviceInfo::priority wins (CUDA GPU 400, discrete Vulkan/OpenCL GPU
+// 300, integrated GPU 200, CPU implementations such as lavapipe and PoCL 100, reference 0); ties
+// go to the driver registered first. default_device_for(artifact) also skips devices whose
+// driver has no kernels in the artifact (the reference device runs every artifact).
+//
+// Required drivers: the environment variable KILN_REQUIRE_DRIVERS (a comma list of driver
+// names, e.g. "vulkan,opencl") makes a listed driver that sees no usable device an error
+// (kUnavailable naming the driver and its unavailable_reason) for open_device and for
+// check_required_drivers_from_env(), so CI fails instead of silently skipping a backend.
+//
 // Ownership: the registry owns its drivers; keep it alive while any Device it opened is in use.
 // Thread-safety: add_driver needs exclusive access; the const methods are safe to call
 // concurrently.
@@ -14,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "artifact/reader.h"
 #include "runtime/hal/device.h"
 #include "runtime/hal/driver.h"
 #include "support/status.h"
@@ -34,9 +45,19 @@ class DeviceRegistry {
   std::vector<hal::DeviceInfo> list_devices() const;
   // The id of the fastest available device ("reference" when no GPU driver sees a device).
   std::string default_device_id() const;
+  // The fastest device that can run `artifact`: the first in list_devices() order whose driver
+  // is "reference" or one of artifact.targets().
+  std::string default_device_for(const artifact::LoadedArtifact& artifact) const;
   // Opens a device by id; "" opens the default device. An unknown id is kNotFound with a
-  // message listing the available ids.
+  // message listing the available ids. Fails first with kUnavailable when a driver named in
+  // KILN_REQUIRE_DRIVERS has no usable device.
   Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const;
+
+  // kUnavailable when a driver named in `comma_list` is not built in or sees no device (the
+  // message names the driver and why); ok for an empty list. Blank entries are ignored.
+  Status check_required_drivers(std::string_view comma_list) const;
+  // check_required_drivers(getenv("KILN_REQUIRE_DRIVERS")), ok when the variable is unset.
+  Status check_required_drivers_from_env() const;
 
  private:
   std::vector<std::unique_ptr<hal::Driver>> drivers_;

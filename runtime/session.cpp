@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <cstring>
 #include <map>
 
 #include "ir/interpreter.h"
@@ -13,8 +14,8 @@ std::string sizes_to_string(const std::vector<int64_t>& sizes) {
   return s + "]";
 }
 
-std::string given_string(const ir::Tensor& t) {
-  return std::string(ir::dtype_name(t.dtype())) + sizes_to_string(t.shape());
+std::string given_string(ir::DType dtype, const std::vector<int64_t>& shape) {
+  return std::string(ir::dtype_name(dtype)) + sizes_to_string(shape);
 }
 
 // Byte size of a resolved shape, or an error when it does not fit in memory.
@@ -29,12 +30,21 @@ Result<size_t> byte_size(ir::DType dtype, const std::vector<int64_t>& sizes, con
   return size_t(n);
 }
 
+std::string quoted_names(const std::vector<TensorSpec>& specs) {
+  std::string names;
+  for (const TensorSpec& s : specs) names += (names.empty() ? "'" : ", '") + s.name + "'";
+  return names.empty() ? std::string("none") : names;
+}
+
 }  // namespace
 
 Session::Session(std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device)
     : artifact_(std::move(artifact)), device_(device) {}
 
-Session::~Session() = default;
+Session::~Session() {
+  // The stream may still be using our buffers: let it finish before they are freed.
+  if (in_flight_ && stream_) (void)stream_->synchronize();
+}
 
 Result<std::unique_ptr<Session>> Session::create(
     std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device) {
@@ -49,74 +59,145 @@ Result<std::unique_ptr<Session>> Session::create(
     session->output_specs_.push_back({out.name, out.declared});
   session->inputs_.resize(session->input_specs_.size());
   session->input_buffers_.resize(session->input_specs_.size());
+  session->output_bindings_.resize(session->output_specs_.size());
   session->output_buffers_.resize(session->output_specs_.size());
   return session;
 }
 
-Status Session::set_input(std::string_view name, ir::Tensor tensor) {
-  size_t index = input_specs_.size();
+Result<size_t> Session::input_index(std::string_view name) const {
   for (size_t i = 0; i < input_specs_.size(); ++i)
-    if (input_specs_[i].name == name) index = i;
-  if (index == input_specs_.size()) {
-    std::string names;
-    for (const TensorSpec& s : input_specs_) names += (names.empty() ? "'" : ", '") + s.name + "'";
-    return not_found("the artifact has no input named '" + std::string(name) + "' (its inputs: " +
-                     (names.empty() ? std::string("none") : names) + ")");
-  }
+    if (input_specs_[i].name == name) return i;
+  return not_found("the artifact has no input named '" + std::string(name) + "' (its inputs: " +
+                   quoted_names(input_specs_) + ")");
+}
+
+Result<size_t> Session::output_index(std::string_view name) const {
+  for (size_t i = 0; i < output_specs_.size(); ++i)
+    if (output_specs_[i].name == name) return i;
+  return not_found("the artifact has no output named '" + std::string(name) + "' (its outputs: " +
+                   quoted_names(output_specs_) + ")");
+}
+
+Status Session::check_not_in_flight(const char* what) const {
+  if (in_flight_)
+    return invalid_argument(std::string("cannot ") + what +
+                            " while a run is in flight: wait for it first");
+  return Status::ok();
+}
+
+Status Session::check_input(size_t index, ir::DType dtype, const std::vector<int64_t>& shape) const {
   const TensorSpec& spec = input_specs_[index];
-  const std::string expected = spec.type.to_string();
-  const std::string prefix = "input '" + spec.name + "': expected " + expected + ", given " +
-                             given_string(tensor);
-  if (tensor.dtype() != spec.type.dtype)
-    return invalid_argument(prefix + " (dtype " + std::string(ir::dtype_name(tensor.dtype())) +
+  const std::string prefix = "input '" + spec.name + "': expected " + spec.type.to_string() +
+                             ", given " + given_string(dtype, shape);
+  if (dtype != spec.type.dtype)
+    return invalid_argument(prefix + " (dtype " + std::string(ir::dtype_name(dtype)) +
                             " instead of " + std::string(ir::dtype_name(spec.type.dtype)) + ")");
-  if (tensor.rank() != spec.type.rank())
-    return invalid_argument(prefix + " (rank " + std::to_string(tensor.rank()) + " instead of " +
+  if (int64_t(shape.size()) != spec.type.rank())
+    return invalid_argument(prefix + " (rank " + std::to_string(shape.size()) + " instead of " +
                             std::to_string(spec.type.rank()) + ")");
   for (size_t d = 0; d < spec.type.shape.size(); ++d) {
     const ir::Dim& dim = spec.type.shape[d];
-    if (dim.is_static() && dim.size() != tensor.shape()[d])
+    if (shape[d] < 0)
+      return invalid_argument(prefix + " (dimension " + std::to_string(d) + " is negative)");
+    if (dim.is_static() && dim.size() != shape[d])
       return invalid_argument(prefix + " (dimension " + std::to_string(d) + " is " +
-                              std::to_string(tensor.shape()[d]) + " instead of " +
+                              std::to_string(shape[d]) + " instead of " +
                               std::to_string(dim.size()) + ")");
   }
-  inputs_[index] = std::move(tensor);
+  return Status::ok();
+}
+
+Status Session::set_input(std::string_view name, ir::Tensor tensor) {
+  KILN_RETURN_IF_ERROR(check_not_in_flight("set an input"));
+  KILN_ASSIGN_OR_RETURN(size_t index, input_index(name));
+  KILN_RETURN_IF_ERROR(check_input(index, tensor.dtype(), tensor.shape()));
+  InputBinding& binding = inputs_[index];
+  binding.dtype = tensor.dtype();
+  binding.shape = tensor.shape();
+  binding.device = nullptr;
+  binding.host = std::move(tensor);
+  outputs_.clear();
+  return Status::ok();
+}
+
+Status Session::set_input_buffer(std::string_view name, ir::DType dtype,
+                                 std::vector<int64_t> shape, hal::Buffer& buffer) {
+  KILN_RETURN_IF_ERROR(check_not_in_flight("set an input"));
+  KILN_ASSIGN_OR_RETURN(size_t index, input_index(name));
+  KILN_RETURN_IF_ERROR(check_input(index, dtype, shape));
+  const std::string what = "input '" + input_specs_[index].name + "'";
+  KILN_ASSIGN_OR_RETURN(size_t bytes, byte_size(dtype, shape, what));
+  if (buffer.size() != bytes)
+    return invalid_argument(what + ": the device buffer holds " + std::to_string(buffer.size()) +
+                            " bytes but " + given_string(dtype, shape) + " needs " +
+                            std::to_string(bytes));
+  InputBinding& binding = inputs_[index];
+  binding.host.reset();
+  binding.device = &buffer;
+  binding.dtype = dtype;
+  binding.shape = std::move(shape);
   outputs_.clear();
   return Status::ok();
 }
 
 void Session::clear_inputs() {
-  for (auto& in : inputs_) in.reset();
+  if (in_flight_) (void)wait();  // never free what the stream may still read
+  for (auto& in : inputs_) in = InputBinding{};
   outputs_.clear();
   bindings_.clear();
+}
+
+Status Session::set_output_host(std::string_view name, void* data, size_t capacity_bytes) {
+  KILN_RETURN_IF_ERROR(check_not_in_flight("bind an output"));
+  KILN_ASSIGN_OR_RETURN(size_t index, output_index(name));
+  if (!data && capacity_bytes > 0)
+    return invalid_argument("output '" + output_specs_[index].name +
+                            "': host memory is null but its capacity is " +
+                            std::to_string(capacity_bytes) + " bytes");
+  output_bindings_[index] = OutputBinding{data, capacity_bytes, nullptr};
+  return Status::ok();
+}
+
+Status Session::set_output_buffer(std::string_view name, hal::Buffer& buffer) {
+  KILN_RETURN_IF_ERROR(check_not_in_flight("bind an output"));
+  KILN_ASSIGN_OR_RETURN(size_t index, output_index(name));
+  output_bindings_[index] = OutputBinding{nullptr, 0, &buffer};
+  return Status::ok();
+}
+
+Status Session::reset_output(std::string_view name) {
+  KILN_RETURN_IF_ERROR(check_not_in_flight("bind an output"));
+  KILN_ASSIGN_OR_RETURN(size_t index, output_index(name));
+  output_bindings_[index] = OutputBinding{};
+  return Status::ok();
 }
 
 // Checks that every input is bound and that inputs agree on every symbol, with a message that
 // names both inputs; the bindings themselves come from ir::bind_inputs.
 Result<ir::SymbolBindings> Session::bind_symbols() const {
   std::map<std::string, std::pair<int64_t, std::string>> seen;  // symbol -> (size, input)
-  std::vector<ir::Tensor> tensors;
-  tensors.reserve(inputs_.size());
+  std::vector<ir::Tensor> shapes;  // dtype + shape only (views without data)
+  shapes.reserve(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const TensorSpec& spec = input_specs_[i];
-    if (!inputs_[i])
+    const InputBinding& in = inputs_[i];
+    if (!in.bound())
       return invalid_argument("input '" + spec.name + "' (" + spec.type.to_string() +
                               ") was not set");
-    const ir::Tensor& t = *inputs_[i];
     for (size_t d = 0; d < spec.type.shape.size(); ++d) {
       const ir::Dim& dim = spec.type.shape[d];
       if (!dim.is_symbolic()) continue;
-      auto [it, inserted] = seen.emplace(dim.symbol_name(), std::make_pair(t.shape()[d], spec.name));
-      if (!inserted && it->second.first != t.shape()[d])
+      auto [it, inserted] = seen.emplace(dim.symbol_name(), std::make_pair(in.shape[d], spec.name));
+      if (!inserted && it->second.first != in.shape[d])
         return invalid_argument("input '" + spec.name + "': expected " + spec.type.to_string() +
-                                ", given " + given_string(t) + ": symbol " + dim.symbol_name() +
-                                " is " + std::to_string(t.shape()[d]) + " here but " +
-                                std::to_string(it->second.first) + " in input '" +
+                                ", given " + given_string(in.dtype, in.shape) + ": symbol " +
+                                dim.symbol_name() + " is " + std::to_string(in.shape[d]) +
+                                " here but " + std::to_string(it->second.first) + " in input '" +
                                 it->second.second + "'");
     }
-    tensors.push_back(t);
+    shapes.push_back(ir::Tensor::view(in.dtype, in.shape, nullptr, nullptr));
   }
-  return ir::bind_inputs(artifact_->graph, tensors);
+  return ir::bind_inputs(artifact_->graph, shapes);
 }
 
 Result<hal::Buffer*> Session::buffer_of_size(std::unique_ptr<hal::Buffer>& slot, size_t bytes) {
@@ -128,19 +209,30 @@ Result<hal::Buffer*> Session::buffer_of_size(std::unique_ptr<hal::Buffer>& slot,
 }
 
 Status Session::run() {
+  KILN_RETURN_IF_ERROR(submit());
+  return wait();
+}
+
+Status Session::submit() {
+  KILN_RETURN_IF_ERROR(check_not_in_flight("start a run"));
   outputs_.clear();
+  output_shapes_.clear();
   profile_ = hal::Profile{};
   KILN_ASSIGN_OR_RETURN(bindings_, bind_symbols());
 
-  // Upload inputs.
+  // Inputs: caller device buffers in place, host tensors uploaded into session buffers.
   std::vector<hal::Buffer*> input_ptrs;
   std::vector<std::vector<int64_t>> input_shapes;
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    const ir::Tensor& t = *inputs_[i];
-    KILN_ASSIGN_OR_RETURN(hal::Buffer * buffer, buffer_of_size(input_buffers_[i], t.size_bytes()));
-    KILN_RETURN_IF_ERROR(buffer->write(0, std::span<const std::byte>(t.data(), t.size_bytes())));
+    const InputBinding& in = inputs_[i];
+    hal::Buffer* buffer = in.device;
+    if (!buffer) {
+      const ir::Tensor& t = *in.host;
+      KILN_ASSIGN_OR_RETURN(buffer, buffer_of_size(input_buffers_[i], t.size_bytes()));
+      KILN_RETURN_IF_ERROR(buffer->write(0, std::span<const std::byte>(t.data(), t.size_bytes())));
+    }
     input_ptrs.push_back(buffer);
-    input_shapes.push_back(t.shape());
+    input_shapes.push_back(in.shape);
   }
 
   // Outputs: shapes from the signature with the bound symbols.
@@ -148,12 +240,26 @@ Status Session::run() {
   std::vector<std::vector<int64_t>> output_shapes;
   for (size_t i = 0; i < output_specs_.size(); ++i) {
     const TensorSpec& spec = output_specs_[i];
+    const std::string what = "output '" + spec.name + "'";
     Result<std::vector<int64_t>> sizes = ir::resolve_shape(spec.type.shape, bindings_);
     if (!sizes.is_ok())
-      return unsupported("output '" + spec.name + "' (" + spec.type.to_string() +
+      return unsupported(what + " (" + spec.type.to_string() +
                          ") has a size no input determines: " + sizes.status().message());
-    KILN_ASSIGN_OR_RETURN(size_t bytes, byte_size(spec.type.dtype, *sizes, "output '" + spec.name + "'"));
-    KILN_ASSIGN_OR_RETURN(hal::Buffer * buffer, buffer_of_size(output_buffers_[i], bytes));
+    KILN_ASSIGN_OR_RETURN(size_t bytes, byte_size(spec.type.dtype, *sizes, what));
+    const OutputBinding& binding = output_bindings_[i];
+    hal::Buffer* buffer = binding.device;
+    if (buffer) {
+      if (buffer->size() != bytes)
+        return invalid_argument(what + " is " + given_string(spec.type.dtype, *sizes) + " (" +
+                                std::to_string(bytes) + " bytes) but its device buffer holds " +
+                                std::to_string(buffer->size()) + " bytes");
+    } else {
+      if (binding.host && binding.host_capacity < bytes)
+        return invalid_argument(what + " is " + given_string(spec.type.dtype, *sizes) + " (" +
+                                std::to_string(bytes) + " bytes) but its host memory holds only " +
+                                std::to_string(binding.host_capacity) + " bytes");
+      KILN_ASSIGN_OR_RETURN(buffer, buffer_of_size(output_buffers_[i], bytes));
+    }
     output_ptrs.push_back(buffer);
     output_shapes.push_back(std::move(sizes).value());
   }
@@ -161,7 +267,7 @@ Status Session::run() {
   // The arena, for devices that follow the memory plan.
   hal::Buffer* arena = nullptr;
   if (executable_->uses_arena()) {
-    Result<int64_t> arena_bytes = artifact_->plan.arena_bytes.evaluate(bindings_);
+    Result<int64_t> arena_bytes = artifact_->plan.arena_size(bindings_);
     if (!arena_bytes.is_ok()) return std::move(arena_bytes).status();
     if (*arena_bytes < 0) return internal_error("the plan's arena size is negative");
     if (*arena_bytes > 0) {
@@ -176,17 +282,48 @@ Status Session::run() {
   args.arena = arena;
   args.bindings = &bindings_;
   args.profile = profiling_ ? &profile_ : nullptr;
-  KILN_RETURN_IF_ERROR(stream_->execute(*executable_, args));
-  KILN_RETURN_IF_ERROR(stream_->synchronize());
-
-  // Download outputs into host tensors owned by the session.
-  std::vector<ir::Tensor> outputs;
-  for (size_t i = 0; i < output_specs_.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(output_specs_[i].type.dtype, output_shapes[i]));
-    if (t.size_bytes() > 0)
-      KILN_RETURN_IF_ERROR(output_ptrs[i]->read(0, std::span<std::byte>(t.mutable_data(), t.size_bytes())));
-    outputs.push_back(std::move(t));
+  Status executed = stream_->execute(*executable_, args);
+  if (!executed.is_ok()) {
+    (void)stream_->synchronize();  // drain whatever was enqueued before the failure
+    return executed;
   }
+  output_shapes_ = std::move(output_shapes);
+  pending_outputs_ = std::move(output_ptrs);
+  in_flight_ = true;
+  return Status::ok();
+}
+
+Status Session::wait() {
+  if (!in_flight_) return invalid_argument("no run is in flight: submit one first");
+  in_flight_ = false;
+  Status synced = stream_->synchronize();
+  if (!synced.is_ok()) {
+    output_shapes_.clear();
+    return synced;
+  }
+  return deliver_outputs();
+}
+
+// Downloads outputs with the default binding into host tensors and copies those bound to host
+// memory; outputs bound to device buffers are already in place.
+Status Session::deliver_outputs() {
+  std::vector<ir::Tensor> outputs(output_specs_.size());
+  for (size_t i = 0; i < output_specs_.size(); ++i) {
+    const OutputBinding& binding = output_bindings_[i];
+    if (binding.device) continue;
+    hal::Buffer& buffer = *pending_outputs_[i];
+    if (binding.host) {
+      if (buffer.size() > 0)
+        KILN_RETURN_IF_ERROR(buffer.read(0, std::span<std::byte>(static_cast<std::byte*>(binding.host),
+                                                                 buffer.size())));
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(outputs[i], ir::Tensor::zeros(output_specs_[i].type.dtype, output_shapes_[i]));
+    if (outputs[i].size_bytes() > 0)
+      KILN_RETURN_IF_ERROR(buffer.read(0, std::span<std::byte>(outputs[i].mutable_data(),
+                                                               outputs[i].size_bytes())));
+  }
+  pending_outputs_.clear();
   outputs_ = std::move(outputs);
   return Status::ok();
 }
@@ -195,6 +332,7 @@ Result<std::vector<ir::Tensor>> Session::run(std::span<const ir::Tensor> inputs)
   if (inputs.size() != input_specs_.size())
     return invalid_argument("the artifact takes " + std::to_string(input_specs_.size()) +
                             " input(s), given " + std::to_string(inputs.size()));
+  KILN_RETURN_IF_ERROR(check_not_in_flight("start a run"));
   clear_inputs();
   for (size_t i = 0; i < inputs.size(); ++i)
     KILN_RETURN_IF_ERROR(set_input(input_specs_[i].name, inputs[i]));
@@ -203,12 +341,13 @@ Result<std::vector<ir::Tensor>> Session::run(std::span<const ir::Tensor> inputs)
 }
 
 Result<ir::Tensor> Session::output(std::string_view name) const {
-  for (size_t i = 0; i < output_specs_.size(); ++i) {
-    if (output_specs_[i].name != name) continue;
-    if (i >= outputs_.size()) return invalid_argument("output '" + std::string(name) + "' is not computed yet (call run())");
-    return outputs_[i];
-  }
-  return not_found("the artifact has no output named '" + std::string(name) + "'");
+  KILN_ASSIGN_OR_RETURN(size_t i, output_index(name));
+  if (i >= outputs_.size())
+    return invalid_argument("output '" + std::string(name) + "' is not computed yet (call run())");
+  if (output_bindings_[i].device || output_bindings_[i].host)
+    return invalid_argument("output '" + std::string(name) +
+                            "' is bound to caller memory; read it there");
+  return outputs_[i];
 }
 
 }  // namespace kiln::runtime

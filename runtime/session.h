@@ -9,14 +9,29 @@
 //
 // Inputs are checked as they are set (name, dtype, rank, static dims) and together at run()
 // (every input set, symbolic dims consistent across inputs); every error names the input, what
-// was expected and what was given. The API uses only ir::Tensor and plain types so that the C
-// API (include/kiln/runtime.h, a later issue) can wrap it one to one.
+// was expected and what was given. The API uses only ir::Tensor, hal::Buffer and plain types so
+// that the C API (include/kiln/runtime.h, runtime/c_api.cpp) wraps it one to one.
+//
+// Bindings. An input is bound either to a host tensor (uploaded into a session-owned device
+// buffer at each run) or to a caller's device buffer on this session's device (used in place,
+// no copy). An output is, by default, downloaded into a session-owned host tensor (outputs());
+// it may instead be bound to caller host memory (written at the end of each run) or to a
+// caller's device buffer (written in place, never downloaded). Bindings persist across runs
+// until replaced or cleared. Caller buffers and memory must stay alive while bound.
+//
+// Asynchronous runs: submit() uploads the inputs and enqueues the execution on the session's
+// stream, then returns; wait() waits for it and delivers the outputs. Between the two the
+// session is "in flight": every other mutating call fails with kInvalidArgument, and the caller
+// must not touch bound device buffers or bound output memory. run() is submit() + wait().
+// Destroying an in-flight session waits for its work first.
 //
 // Ownership and thread-safety: a Session owns its device buffers, stream and results; it is not
-// thread-safe (use one session per thread). The artifact is shared read-only, so many sessions
-// on one artifact, on one or several devices, may run concurrently from many threads.
+// thread-safe (use one session per thread, or serialize access). The artifact is shared
+// read-only, so many sessions on one artifact, on one or several devices, may run concurrently
+// from many threads.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <span>
@@ -52,15 +67,36 @@ class Session {
   const std::vector<TensorSpec>& output_specs() const { return output_specs_; }
   const artifact::LoadedArtifact& artifact() const { return *artifact_; }
   const hal::Device& device() const { return device_; }
+  hal::Device& device() { return device_; }
 
-  // Binds an input by name. kNotFound for an unknown name (listing the inputs);
-  // kInvalidArgument for a dtype, rank or static-dim mismatch. The tensor is shared, not copied,
-  // until run().
+  // Index of an input / output by name. kNotFound for an unknown name (listing the names).
+  Result<size_t> input_index(std::string_view name) const;
+  Result<size_t> output_index(std::string_view name) const;
+  // Whether a `dtype` tensor of `shape` fits input `index` (dtype, rank, static dims), with the
+  // message set_input would give.
+  Status check_input(size_t index, ir::DType dtype, const std::vector<int64_t>& shape) const;
+
+  // Binds an input by name to a host tensor. kNotFound for an unknown name (listing the
+  // inputs); kInvalidArgument for a dtype, rank or static-dim mismatch. The tensor is shared,
+  // not copied, until run().
   Status set_input(std::string_view name, ir::Tensor tensor);
+  // Binds an input to `buffer` (a buffer of this session's device holding exactly the bytes of
+  // a `dtype` tensor of `shape`, row-major), used in place by every run.
+  Status set_input_buffer(std::string_view name, ir::DType dtype, std::vector<int64_t> shape,
+                          hal::Buffer& buffer);
   // Forgets every bound input (and the previous outputs).
   void clear_inputs();
 
+  // Output destinations. set_output_host: each run writes the output's bytes to `data`, which
+  // must hold at least the output's byte size (checked at run, naming the output).
+  // set_output_buffer: each run writes the output in place into `buffer` (a buffer of this
+  // device of exactly the output's byte size). reset_output: back to the session-owned tensor.
+  Status set_output_host(std::string_view name, void* data, size_t capacity_bytes);
+  Status set_output_buffer(std::string_view name, hal::Buffer& buffer);
+  Status reset_output(std::string_view name);
+
   // Records per-kernel times during run() (read them with last_profile()).
+  // Takes effect at the next submit(); a run in flight keeps the setting it started with.
   void set_profiling(bool enabled) { profiling_ = enabled; }
 
   // Runs once with the bound inputs and waits for the results. Fails (naming the input) if an
@@ -68,18 +104,41 @@ class Session {
   Status run();
   // Convenience: binds `inputs` in signature order, runs, and returns the outputs.
   Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> inputs);
+  // Asynchronous halves of run(); see the header comment.
+  Status submit();
+  Status wait();
+  bool in_flight() const { return in_flight_; }
 
-  // Valid after a successful run(): outputs in signature order, owned host tensors.
+  // Valid after a successful run(): outputs in signature order. Outputs with the default
+  // binding are owned host tensors; outputs bound to host memory or a device buffer are empty
+  // tensors here (their data went to the binding).
   const std::vector<ir::Tensor>& outputs() const { return outputs_; }
   Result<ir::Tensor> output(std::string_view name) const;
+  // The resolved output shapes of the last successful run (every binding kind).
+  const std::vector<std::vector<int64_t>>& output_shapes() const { return output_shapes_; }
   // The symbol sizes bound by the last run().
   const ir::SymbolBindings& bindings() const { return bindings_; }
   // Per-kernel times of the last run() with profiling on.
   const hal::Profile& last_profile() const { return profile_; }
 
  private:
+  struct InputBinding {
+    std::optional<ir::Tensor> host;  // a host tensor, uploaded at each run
+    hal::Buffer* device = nullptr;   // or a caller's device buffer, used in place
+    ir::DType dtype = ir::DType::kF32;
+    std::vector<int64_t> shape;
+    bool bound() const { return host.has_value() || device != nullptr; }
+  };
+  struct OutputBinding {
+    void* host = nullptr;  // caller host memory
+    size_t host_capacity = 0;
+    hal::Buffer* device = nullptr;  // caller device buffer
+  };
+
   Session(std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device);
+  Status check_not_in_flight(const char* what) const;
   Result<ir::SymbolBindings> bind_symbols() const;
+  Status deliver_outputs();
   // Device buffer of at least `bytes`, reusing `slot` across runs when its size matches.
   Result<hal::Buffer*> buffer_of_size(std::unique_ptr<hal::Buffer>& slot, size_t bytes);
 
@@ -90,13 +149,17 @@ class Session {
   std::vector<TensorSpec> input_specs_;
   std::vector<TensorSpec> output_specs_;
 
-  std::vector<std::optional<ir::Tensor>> inputs_;  // per input spec
+  std::vector<InputBinding> inputs_;  // per input spec
+  std::vector<OutputBinding> output_bindings_;  // per output spec
   std::vector<std::unique_ptr<hal::Buffer>> input_buffers_;
   std::vector<std::unique_ptr<hal::Buffer>> output_buffers_;
   std::unique_ptr<hal::Buffer> arena_;
   std::vector<ir::Tensor> outputs_;
+  std::vector<std::vector<int64_t>> output_shapes_;
+  std::vector<hal::Buffer*> pending_outputs_;  // the output buffers of the run in flight
   ir::SymbolBindings bindings_;
   bool profiling_ = false;
+  bool in_flight_ = false;
   hal::Profile profile_;
 };
 

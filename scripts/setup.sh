@@ -9,7 +9,7 @@ PACKAGES=(
   flatbuffers-compiler libflatbuffers-dev
   nlohmann-json3-dev
   llvm-14-tools clang libclang-rt-14-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-venv
   # OpenCL: headers, the ICD loader, and PoCL (OpenCL on the CPU) so tests run without a GPU
   opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo
   # Vulkan: headers and loader, lavapipe (Mesa's CPU Vulkan), shaderc and SPIRV-Tools
@@ -28,4 +28,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"
+fi
+
+# onnxruntime (CPU, pinned) from PyPI in .venv (gitignored): the second oracle beside NumPy for
+# the ONNX example models (tests/onnx/check_examples.py). Offline, the check is skipped.
+ORT_VERSION=1.16.3
+VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+if ! "$VENV/bin/python" -c "import onnxruntime" >/dev/null 2>&1; then
+  echo "setup: installing onnxruntime==$ORT_VERSION into $VENV"
+  (python3 -m venv --system-site-packages "$VENV" &&
+   "$VENV/bin/python" -m pip install -q "onnxruntime==$ORT_VERSION") ||
+    echo "setup: warning: could not install onnxruntime (offline?); its check will be skipped"
 fi

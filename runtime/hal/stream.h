@@ -28,7 +28,7 @@ struct ExecuteArgs {
   std::span<const std::vector<int64_t>> input_shapes;
   // One buffer per graph output, in signature order, each exactly the output's byte size.
   std::span<Buffer* const> outputs;
-  // The plan's arena (plan.arena_bytes evaluated for these bindings); may be null when the
+  // The plan's arena (plan.arena_size() for these bindings); may be null when the
   // arena is empty or the device does not use the plan (reference).
   Buffer* arena = nullptr;
   const ir::SymbolBindings* bindings = nullptr;

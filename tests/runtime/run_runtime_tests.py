@@ -166,19 +166,21 @@ def main():
     out = run_ok([kr, affine, "--dim", "N=6", "--check"], "--check")
     check(re.search(r"^\s+out\s+max abs err \S+\s+max rel err \S+\s+PASS$", out, re.M) is not None
           and re.search(r"^\s+total\s+max abs err", out, re.M) is not None, "--check prints a PASS line per output")
-    out = run_ok([kr, affine, "--dim", "N=6", "--bench=3"], "--bench=3")
+    out = run_ok([kr, affine, "--dim", "N=6", "--bench=3", "--device=reference"], "--bench=3")
     check(re.search(r"bench: 3 runs .*host wall time", out) is not None
           and re.search(r"p50 [\d.]+ ms\s+p90 [\d.]+ ms\s+p99 [\d.]+ ms.*runs/s", out) is not None,
           "--bench prints percentiles, runs/s and what it measured")
     for level in ("-O0", "-O2"):
-        out = run_ok([kr, artifacts["affine" + level], "--dim", "N=6", "--profile"], f"--profile {level}")
+        out = run_ok([kr, artifacts["affine" + level], "--dim", "N=6", "--profile", "--device=reference"],
+                     f"--profile {level}")
         lines = [l for l in out.splitlines() if re.match(r"^\s+\d+\.\d+\s+\d+\.\d%", l)]
         times = [float(l.split()[0]) for l in lines]
         check(re.search(r"profile: \d+ kernels, host wall time", out) is not None and len(lines) >= 3
               and times[:-1] == sorted(times[:-1], reverse=True) and lines[-1].rstrip().endswith("total"),
               f"--profile {level}: per-kernel times, slowest first, with a total")
     # At -O2 the tanh chain is one fused kernel whose line names its source nodes.
-    out = run_ok([kr, artifacts["affine-O2"], "--dim", "N=6", "--profile"], "--profile provenance")
+    out = run_ok([kr, artifacts["affine-O2"], "--dim", "N=6", "--profile", "--device=reference"],
+                 "--profile provenance")
     check(re.search(r"^\s+\S+\s+\S+%\s+\S+\s+elementwise\s+.*\bout\b", out, re.M) is not None,
           "--profile lists an elementwise kernel with its source nodes")
 

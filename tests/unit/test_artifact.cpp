@@ -139,9 +139,18 @@ TEST_CASE("artifact: kernel binaries per target round-trip") {
   artifact::WriteOptions options;
   options.producer = "kilnc test";
   artifact::KernelBinary ptx{"cuda", "fused_add_mul_relu_0", 0, "ptx", "k0", {1, 2, 3, 4, 5},
-                             {"sm_80"}};
-  artifact::KernelBinary spv{"vulkan", "reduce_sum_1", 1, "spirv", "main", {7, 7}, {"shaderFloat16", "int64"}};
-  artifact::KernelBinary ptx2{"cuda", "reduce_sum_1", 1, "ptx", "k1", {}, {}};
+                             {"sm_80"}, {}, {}};
+  artifact::KernelBinary spv{"vulkan", "reduce_sum_1", 1, "spirv", "main", {7, 7}, {"shaderFloat16", "int64"}, {}, {}};
+  artifact::KernelBinary ptx2{"cuda", "reduce_sum_1", 1, "ptx", "k1", {}, {}, {}, {}};
+  // The calling convention (args, dispatch) round-trips too.
+  spv.args = {{artifact::KernelArg::Kind::kBuffer, 0, ""}, {artifact::KernelArg::Kind::kBuffer, 1, ""},
+              {artifact::KernelArg::Kind::kSymbol, 0, "N"}};
+  spv.dispatch.work_items = ir::SizeExpr::symbol("N") * 256 + ir::SizeExpr::constant(3);
+  spv.dispatch.items_per_group = 1;
+  spv.dispatch.workgroup_size = 128;
+  ptx.args = {{artifact::KernelArg::Kind::kBuffer, 1, ""}};
+  ptx.dispatch.work_items = ir::SizeExpr::constant(1000);
+  ptx.dispatch.items_per_group = 64;
   options.kernels = {ptx, spv, ptx2};
   Result<artifact::LoadedArtifact> loaded = read_bytes(write_or_fail(model.graph, model.plan, options));
   REQUIRE(loaded.is_ok());
@@ -154,10 +163,18 @@ TEST_CASE("artifact: kernel binaries per target round-trip") {
   CHECK(loaded->kernels[2] == spv);
 
   // A binary for a kernel the graph does not have is refused by the writer.
-  options.kernels = {artifact::KernelBinary{"cuda", "nope", 9, "ptx", "", {}, {}}};
+  options.kernels = {artifact::KernelBinary{"cuda", "nope", 9, "ptx", "", {}, {}, {}, {}}};
   Result<std::vector<uint8_t>> bad = artifact::write_artifact(model.graph, model.plan, options);
   REQUIRE_FALSE(bad.is_ok());
   CHECK(bad.status().message().find("out of range") != std::string::npos);
+
+  // So is a buffer argument naming a node the graph does not have.
+  artifact::KernelBinary bad_arg = spv;
+  bad_arg.args = {{artifact::KernelArg::Kind::kBuffer, 100000, ""}};
+  options.kernels = {bad_arg};
+  bad = artifact::write_artifact(model.graph, model.plan, options);
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().find("buffer argument out of range") != std::string::npos);
 }
 
 TEST_CASE("artifact: every op and attribute round-trips through the real pipeline") {

@@ -34,6 +34,9 @@ int fail(const Status& status) {
   return exit_code_for(status);
 }
 
+// --list-devices: every device, fastest first (the first is the default for artifacts with its
+// kernels), then each driver without devices and why. Exit 1 when KILN_REQUIRE_DRIVERS names a
+// driver without a usable device, so CI fails instead of silently skipping it.
 int list_devices(const kiln::runtime::DeviceRegistry& registry) {
   for (const auto& info : registry.list_devices()) {
     std::printf("%-12s %-6s %s\n", info.id.c_str(),
@@ -45,6 +48,8 @@ int list_devices(const kiln::runtime::DeviceRegistry& registry) {
     if (!reason.empty())
       std::printf("(%s driver unavailable: %s)\n", std::string(driver->name()).c_str(), reason.c_str());
   }
+  Status required = registry.check_required_drivers_from_env();
+  if (!required.is_ok()) return fail(required);
   return 0;
 }
 
@@ -116,7 +121,15 @@ int run_main(int argc, char** argv) {
   if (!loaded.is_ok()) return fail(loaded.status());
   auto artifact = std::make_shared<const kiln::artifact::LoadedArtifact>(std::move(loaded).value());
 
-  kiln::Result<std::unique_ptr<kiln::runtime::hal::Device>> device = registry.open_device(opts.device);
+  // The default device is the fastest one whose driver the artifact has kernels for (the
+  // reference interpreter runs every artifact).
+  std::string device_id = opts.device;
+  if (device_id.empty()) {
+    Status required = registry.check_required_drivers_from_env();
+    if (!required.is_ok()) return fail(required);
+    device_id = registry.default_device_for(*artifact);
+  }
+  kiln::Result<std::unique_ptr<kiln::runtime::hal::Device>> device = registry.open_device(device_id);
   if (!device.is_ok()) return fail(device.status());
   kiln::Result<std::unique_ptr<kiln::runtime::Session>> created =
       kiln::runtime::Session::create(artifact, **device);

@@ -10,8 +10,10 @@ Runs a compiled Kiln artifact on a device; checks and benchmarks it.
 
 options:
   --list-devices          print every device any driver can see (id, type, name) and exit
-  --device=ID             device to run on; default: the fastest available
-                          (`reference` is the built-in reference interpreter)
+  --device=ID             device to run on; default: the fastest available device the
+                          artifact has kernels for (a CUDA GPU, then a discrete Vulkan or
+                          OpenCL GPU, then a CPU implementation such as lavapipe or PoCL);
+                          `reference` is the built-in reference interpreter
   --input NAME=FILE.npy   an input from a NumPy file (repeatable); inputs not given are
                           filled with seeded random values
   --dim SYMBOL=SIZE       size of a symbolic dimension for random inputs (repeatable)

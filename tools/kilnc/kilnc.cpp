@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -15,7 +16,11 @@
 #include <vector>
 
 #include "artifact/writer.h"
+#include "codegen/target.h"
 #include "frontend/parser.h"
+#ifdef KILN_HAVE_ONNX
+#include "frontend/onnx/onnx_importer.h"
+#endif
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 
@@ -31,8 +36,12 @@ options:
                            build has
   -O0 | -O1 | -O2          -O0: no simplification or fusion (one kernel per op); default -O2
   -fno-fuse                keep the other optimizations, fuse nothing
-  -S                       write kernel sources / assembly instead of an artifact
-  --emit=KIND              ir | dot | plan | kernels | kiln (default)
+  -S                       write kernel sources / assembly instead of an artifact: one file
+                           per kernel and target, <BASE>.<kernel>.<suffix> (.cl for opencl,
+                           .comp and .spvasm for vulkan); BASE is -o FILE, else INPUT
+                           without its suffix
+  --emit=KIND              ir | dot | plan | kernels | kiln (default); kernels prints every
+                           kernel source of the selected targets
   --print-ir-after-all     print the IR after every pass to stderr
   --print-ir-after=P[,P]   print the IR after the named passes (see --list-passes)
   --list-passes            list the passes of the pipeline and exit
@@ -43,8 +52,8 @@ options:
   --version                show the version and the targets this build has
 )";
 
-// The code-generation targets compiled into this build. Backends register here as they land.
-const std::vector<std::string> kBuildTargets = {};
+// The code-generation targets compiled into this build (codegen/target.cpp decides).
+const std::vector<std::string> kBuildTargets = kiln::codegen::available_targets();
 const std::vector<std::string> kKnownTargets = {"cuda", "vulkan", "opencl"};
 
 enum class EmitKind { kKiln, kIr, kDot, kPlan, kKernels };
@@ -242,16 +251,24 @@ int run(int argc, char** argv) {
   opts.pipeline.log = &log;
   const auto total_start = std::chrono::steady_clock::now();
 
-  // 1. Frontend.
-  if (opts.input.size() >= 5 && opts.input.substr(opts.input.size() - 5) == ".onnx") {
+  // 1. Frontend: .onnx models go through the ONNX importer (when this build has it).
+  const bool is_onnx = opts.input.size() >= 5 && opts.input.substr(opts.input.size() - 5) == ".onnx";
+#ifndef KILN_HAVE_ONNX
+  if (is_onnx) {
     std::cerr << "kilnc: error: " << opts.input
-              << ": ONNX import is not available in this build yet\n";
+              << ": ONNX import is not available in this build (Debian's libonnx-dev was not found)\n";
     return 1;
   }
-  if (opts.verbose) log << "kilnc: parsing " << opts.input << "\n";
+#endif
+  if (opts.verbose) log << "kilnc: " << (is_onnx ? "importing " : "parsing ") << opts.input << "\n";
   auto stage_start = std::chrono::steady_clock::now();
   kiln::Diagnostics diags;
+#ifdef KILN_HAVE_ONNX
+  kiln::Result<kiln::ir::Graph> parsed = is_onnx ? kiln::onnx_import::import_onnx_file(opts.input, diags)
+                                                 : kiln::frontend::parse_graph_file(opts.input, diags);
+#else
   kiln::Result<kiln::ir::Graph> parsed = kiln::frontend::parse_graph_file(opts.input, diags);
+#endif
   const double parse_seconds = seconds_since(stage_start);
   if (diags.has_errors()) {
     std::cerr << diags.to_string();
@@ -270,7 +287,46 @@ int run(int argc, char** argv) {
   const double passes_seconds = seconds_since(stage_start);
   if (!plan.is_ok()) return fail(plan.status());
 
-  // 3. Output.
+  // 3. Code generation, for the forms that carry kernels.
+  stage_start = std::chrono::steady_clock::now();
+  std::vector<kiln::codegen::CompiledKernels> codegen_results;
+  if (opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln) {
+    kiln::codegen::TargetOptions target_options;
+    target_options.opt_level = opts.pipeline.opt_level;
+    target_options.gpu_archs = opts.gpu_archs;
+    for (const std::string& name : targets) {
+      if (opts.verbose) log << "kilnc: generating " << name << " kernels\n";
+      kiln::Result<std::unique_ptr<kiln::codegen::Target>> target = kiln::codegen::create_target(name);
+      if (!target.is_ok()) return fail(target.status());
+      kiln::Result<kiln::codegen::CompiledKernels> compiled =
+          (*target)->compile(graph, *plan, target_options);
+      if (!compiled.is_ok()) return fail(compiled.status());
+      codegen_results.push_back(std::move(compiled).value());
+    }
+  }
+  const double codegen_seconds = seconds_since(stage_start);
+  if (opts.emit_sources) {
+    std::string base = opts.output.value_or("");
+    if (base.empty() || base == "-") {
+      base = opts.input == "-" ? "out" : opts.input;
+      size_t slash = base.find_last_of('/');
+      size_t dot = base.find_last_of('.');
+      if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) base.resize(dot);
+    }
+    for (const kiln::codegen::CompiledKernels& compiled : codegen_results) {
+      for (const kiln::codegen::SourceFile& file : compiled.sources) {
+        const std::string path = base + "." + file.kernel_name + file.suffix;
+        if (opts.verbose) log << "kilnc: writing " << path << "\n";
+        if (!write_output(path, file.text)) {
+          std::cerr << "kilnc: error: cannot write '" << path << "'\n";
+          return 1;
+        }
+      }
+    }
+    return 0;
+  }
+
+  // 4. Output.
   stage_start = std::chrono::steady_clock::now();
   std::string bytes;
   switch (opts.emit) {
@@ -278,10 +334,21 @@ int run(int argc, char** argv) {
     case EmitKind::kDot: bytes = kiln::ir::print_dot(graph); break;
     case EmitKind::kPlan: bytes = kiln::passes::print_plan(graph, *plan); break;
     case EmitKind::kKernels:
-      // Unreachable until a backend exists: rejected above when the build has no targets.
-      return fail(kiln::unsupported("--emit=kernels: no code-generation target in this build"));
+      for (const kiln::codegen::CompiledKernels& compiled : codegen_results) {
+        for (const kiln::codegen::SourceFile& file : compiled.sources) {
+          bytes += "// ===== " + file.kernel_name + file.suffix + " =====\n" + file.text;
+          if (!file.text.empty() && file.text.back() != '\n') bytes += '\n';
+        }
+      }
+      break;
     case EmitKind::kKiln: {
-      kiln::Result<std::vector<uint8_t>> artifact = kiln::artifact::write_artifact(graph, *plan);
+      kiln::artifact::WriteOptions write_options;
+      write_options.producer = "kilnc 0.1.0";
+      for (kiln::codegen::CompiledKernels& compiled : codegen_results) {
+        for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
+      }
+      kiln::Result<std::vector<uint8_t>> artifact =
+          kiln::artifact::write_artifact(graph, *plan, write_options);
       if (!artifact.is_ok()) return fail(artifact.status());
       bytes.assign(reinterpret_cast<const char*>(artifact->data()), artifact->size());
       break;
@@ -301,6 +368,8 @@ int run(int argc, char** argv) {
     std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "parse", parse_seconds * 1e3);
     log << line;
     std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "passes + planning", passes_seconds * 1e3);
+    log << line;
+    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "codegen", codegen_seconds * 1e3);
     log << line;
     std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "output", output_seconds * 1e3);
     log << line;

@@ -24,15 +24,15 @@
 namespace kiln::runtime::opencl {
 
 struct ClApi {
-#define KILN_CL_FUNCTIONS(X)                                                                  \
-  X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo)               \
-  X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue)      \
-  X(clCreateBuffer) X(clCreateSubBuffer) X(clReleaseMemObject) X(clEnqueueWriteBuffer)          \
-  X(clEnqueueReadBuffer) X(clCreateProgramWithSource) X(clCreateProgramWithBinary)              \
-  X(clBuildProgram) X(clGetProgramBuildInfo) X(clGetProgramInfo) X(clReleaseProgram)            \
-  X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clGetKernelWorkGroupInfo)            \
-  X(clEnqueueNDRangeKernel) X(clFinish) X(clFlush) X(clGetEventProfilingInfo) X(clReleaseEvent) \
-  X(clWaitForEvents)
+#define KILN_CL_FUNCTIONS(X)                                                                     \
+  X(clGetPlatformIDs) X(clGetPlatformInfo) X(clGetDeviceIDs) X(clGetDeviceInfo)                  \
+  X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue)        \
+  X(clCreateBuffer) X(clCreateSubBuffer) X(clRetainMemObject) X(clReleaseMemObject)              \
+  X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clEnqueueCopyBuffer)                          \
+  X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram)                    \
+  X(clGetProgramBuildInfo) X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel)             \
+  X(clReleaseKernel) X(clSetKernelArg) X(clGetKernelWorkGroupInfo) X(clEnqueueNDRangeKernel)     \
+  X(clFinish) X(clFlush) X(clGetEventProfilingInfo) X(clReleaseEvent)
 #define KILN_CL_DECLARE(name) decltype(&::name) name = nullptr;
   KILN_CL_FUNCTIONS(KILN_CL_DECLARE)
 #undef KILN_CL_DECLARE

@@ -1,0 +1,461 @@
+// C-family emitter core: the dialect vocabulary, types, memory access, elementwise expressions
+// and the final assembly of a kernel (see c_family_internal.h for the file split).
+#include <cmath>
+#include <cstdio>
+
+#include "codegen/c_family_internal.h"
+
+namespace kiln::codegen {
+namespace cfam {
+
+using ir::DType;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+Num num_of(DType dtype) {
+  if (ir::is_float(dtype)) return Num::kF;
+  return dtype == DType::kI64 ? Num::kL : Num::kI;
+}
+
+void Emitter::line(const std::string& text) {
+  body_.append(size_t(indent_) * 2, ' ');
+  body_ += text;
+  body_ += '\n';
+}
+
+std::string Emitter::barrier() const {
+  return glsl() ? "memoryBarrierShared(); barrier();" : "barrier(CLK_LOCAL_MEM_FENCE);";
+}
+
+std::string Emitter::shared_array(const std::string& type, const std::string& base, uint32_t size) {
+  std::string name = fresh(base);
+  const std::string decl = type + " " + name + "[" + std::to_string(size) + "];\n";
+  shared_decls_ += glsl() ? "shared " + decl : "  __local " + decl;
+  return name;
+}
+
+std::string Emitter::lit(Num n, const std::string& v) const {
+  if (n == Num::kF) return "TO_F(" + v + ")";
+  return n == Num::kL ? "TO_L(" + v + "l)" : v;  // GLSL needs the suffix beyond 32 bits
+}
+
+std::string Emitter::float_lit(double v) const {
+  if (std::isnan(v)) return "U2F(0x7fc00000u)";
+  if (std::isinf(v)) return v > 0 ? "U2F(0x7f800000u)" : "U2F(0xff800000u)";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  if (std::fabs(v) > 3.4e38) return v > 0 ? "U2F(0x7f800000u)" : "U2F(0xff800000u)";
+  return s + "f";
+}
+
+std::string Emitter::dim(const ir::Dim& d) const {
+  if (d.is_static()) return "TO_IDX(" + std::to_string(d.size()) + ")";
+  return sanitize_identifier(d.symbol_name());  // "k_N": a symbol argument
+}
+
+std::string Emitter::product(const ir::Shape& shape) const {
+  std::string out;
+  int64_t constant = 1;
+  for (const ir::Dim& d : shape) {
+    if (d.is_static()) constant *= d.size();
+    else out += (out.empty() ? "" : " * ") + dim(d);
+  }
+  if (out.empty()) return "TO_IDX(" + std::to_string(constant) + ")";
+  if (constant != 1) out += " * TO_IDX(" + std::to_string(constant) + ")";
+  return "(" + out + ")";
+}
+
+std::vector<std::string> Emitter::decompose(const std::string& lin, const ir::Shape& shape) {
+  std::vector<std::string> coords(shape.size());
+  if (shape.empty()) return coords;
+  const std::string rest = fresh("r");
+  line("IDX " + rest + " = " + lin + ";");
+  for (size_t i = shape.size(); i-- > 0;) {
+    coords[i] = fresh("c");
+    if (i == 0) {
+      line("IDX " + coords[i] + " = " + rest + ";");
+    } else if (shape[i].is_one()) {
+      line("IDX " + coords[i] + " = TO_IDX(0);");
+    } else {
+      line("IDX " + coords[i] + " = " + rest + " % " + dim(shape[i]) + "; " + rest + " = " + rest +
+           " / " + dim(shape[i]) + ";");
+    }
+  }
+  return coords;
+}
+
+std::string Emitter::row_major_offset(const ir::Shape& shape, const std::vector<std::string>& coords) const {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i].is_one()) continue;
+    ir::Shape rest(shape.begin() + long(i) + 1, shape.end());
+    std::string term = coords[i];
+    if (!rest.empty()) term = "(" + term + ") * " + product(rest);
+    out += (out.empty() ? "" : " + ") + term;
+  }
+  return out.empty() ? "TO_IDX(0)" : "(" + out + ")";
+}
+
+std::string Emitter::broadcast_offset(const ir::Shape& shape, const std::vector<std::string>& coords) const {
+  const size_t rank = coords.size();
+  std::vector<std::string> aligned;
+  for (size_t i = 0; i < shape.size(); ++i) aligned.push_back(coords[rank - shape.size() + i]);
+  return row_major_offset(shape, aligned);
+}
+
+std::string Emitter::load(int buffer, const std::string& offset) const {
+  const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
+  const std::string at = b + "[" + offset + "]";
+  switch (m_.buffers[size_t(buffer)].dtype) {
+    case DType::kF32: case DType::kI32: case DType::kI64: return at;
+    case DType::kF16: return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
+    case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
+    case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
+  }
+  return at;
+}
+
+void Emitter::store(int buffer, const std::string& offset, const std::string& v) {
+  const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
+  const std::string at = b + "[" + offset + "]";
+  switch (m_.buffers[size_t(buffer)].dtype) {
+    case DType::kF32: case DType::kI32: case DType::kI64: line(at + " = " + v + ";"); return;
+    case DType::kF16:
+      line(glsl() ? at + " = float16_t(" + v + ");" : "vstore_half_rte(" + v + ", (size_t)(" + offset + "), " + b + ");");
+      return;
+    case DType::kBF16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + "k_f2bf(" + v + "));"); return;
+    case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : "(char)(") + v + ");"); return;
+    case DType::kU8: case DType::kBool: line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + v + ");"); return;
+  }
+}
+
+std::string Emitter::convert(const std::string& e, Num from, DType to) const {
+  switch (to) {
+    case DType::kF32: case DType::kF16: case DType::kBF16:
+      return from == Num::kF ? e : "TO_F(" + e + ")";
+    case DType::kI64:
+      return from == Num::kF ? "k_f2l(" + e + ")" : from == Num::kI ? "TO_L(" + e + ")" : e;
+    case DType::kI32:
+      return from == Num::kF ? "k_f2i(" + e + ")" : from == Num::kL ? "TO_I(" + e + ")" : e;
+    case DType::kI8:
+      return from == Num::kF ? "k_f2c(" + e + ")" : "k_wrap_i8(TO_I(" + e + "))";
+    case DType::kU8:
+      return from == Num::kF ? "k_f2uc(" + e + ")" : "(TO_I(" + e + ") & 255)";
+    case DType::kBool:
+      return "(" + e + " != " + lit(from, "0") + " ? 1 : 0)";
+  }
+  return e;
+}
+
+std::string Emitter::value(NodeId v, Point& p) {
+  auto it = p.vals.find(v);
+  if (it != p.vals.end()) return it->second;
+  const int b = m_.buffer_index(v);
+  if (b < 0) {
+    fail(internal_error("kernel '" + m_.kernel->name + "': value '" + m_.node(v).name +
+                        "' is neither computed in the kernel nor read from memory"));
+    return "0";
+  }
+  const std::string name = fresh("t");
+  line(ctype(num_of(m_.buffers[size_t(b)].dtype)) + " " + name + " = " +
+       load(b, broadcast_offset(m_.buffers[size_t(b)].shape, p.coords)) + ";");
+  p.vals[v] = name;
+  return name;
+}
+
+std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::string>& a,
+                                      const std::vector<DType>& t, Num& kind) {
+  const OpKind op = n.op;
+  const ir::OpFamily family = ir::op_info(op).family;
+  auto any_float = [&]() {
+    for (DType d : t) if (ir::is_float(d)) return true;
+    return false;
+  };
+  auto as_kind = [&](size_t i, Num k) {
+    const Num from = num_of(t[i]);
+    if (from == k) return a[i];
+    return k == Num::kF ? "TO_F(" + a[i] + ")" : k == Num::kL ? "TO_L(" + a[i] + ")" : "TO_I(" + a[i] + ")";
+  };
+  switch (family) {
+    case ir::OpFamily::kUnary: {
+      const bool int_capable = op == OpKind::kNeg || op == OpKind::kAbs || op == OpKind::kRelu ||
+                               op == OpKind::kSign || op == OpKind::kFloor || op == OpKind::kCeil ||
+                               op == OpKind::kRound || op == OpKind::kReciprocal || op == OpKind::kNot;
+      if (!ir::is_float(t[0]) && !ir::is_float(n.type.dtype) && int_capable) {
+        kind = num_of(t[0]);
+        const std::string x = a[0];
+        const std::string z = lit(kind, "0");
+        switch (op) {
+          case OpKind::kNeg: return int_fn("neg", kind) + "(" + x + ")";
+          case OpKind::kAbs: return "(" + x + " < " + z + " ? " + int_fn("neg", kind) + "(" + x + ") : " + x + ")";
+          case OpKind::kRelu: return "(" + x + " > " + z + " ? " + x + " : " + z + ")";
+          case OpKind::kSign:
+            return "(" + x + " > " + z + " ? " + lit(kind, "1") + " : (" + x + " < " + z + " ? " +
+                   lit(kind, "-1") + " : " + z + "))";
+          case OpKind::kReciprocal: return int_fn("div", kind) + "(" + lit(kind, "1") + ", " + x + ")";
+          case OpKind::kNot: kind = Num::kI; return "(" + x + " == " + z + " ? 1 : 0)";
+          default: return x;  // floor / ceil / round of an integer
+        }
+      }
+      kind = Num::kF;
+      const std::string x = as_kind(0, Num::kF);
+      switch (op) {
+        case OpKind::kNeg: return "(-" + x + ")";
+        case OpKind::kAbs: return "k_fabs(" + x + ")";
+        case OpKind::kExp: return "exp(" + x + ")";
+        case OpKind::kLog: return "log(" + x + ")";
+        case OpKind::kSqrt: return "sqrt(" + x + ")";
+        case OpKind::kRsqrt: return "k_rsqrt(" + x + ")";
+        case OpKind::kReciprocal: return "(1.0f / " + x + ")";
+        case OpKind::kTanh: return "k_tanh(" + x + ")";
+        case OpKind::kSigmoid: return "k_sigmoid(" + x + ")";
+        case OpKind::kRelu: return "k_relu(" + x + ")";
+        case OpKind::kSilu: return "(" + x + " * k_sigmoid(" + x + "))";
+        case OpKind::kErf: return "k_erf(" + x + ")";
+        case OpKind::kSin: return "sin(" + x + ")";
+        case OpKind::kCos: return "cos(" + x + ")";
+        case OpKind::kFloor: return "floor(" + x + ")";
+        case OpKind::kCeil: return "ceil(" + x + ")";
+        case OpKind::kRound: return "k_round(" + x + ")";
+        case OpKind::kSign: return "k_signf(" + x + ")";
+        case OpKind::kGelu: {
+          const auto* g = std::get_if<ir::GeluAttrs>(&n.attrs);
+          return (g && g->tanh_approximation ? "k_gelu_tanh(" : "k_gelu(") + x + ")";
+        }
+        case OpKind::kNot: kind = Num::kI; return "(" + x + " == 0.0f ? 1 : 0)";
+        default: break;
+      }
+      break;
+    }
+    case ir::OpFamily::kBinary: {
+      if (any_float()) {
+        kind = Num::kF;
+        const std::string x = as_kind(0, Num::kF), y = as_kind(1, Num::kF);
+        switch (op) {
+          case OpKind::kAdd: return "(" + x + " + " + y + ")";
+          case OpKind::kSub: return "(" + x + " - " + y + ")";
+          case OpKind::kMul: return "(" + x + " * " + y + ")";
+          case OpKind::kDiv: return "(" + x + " / " + y + ")";
+          case OpKind::kPow: return "k_powf(" + x + ", " + y + ")";
+          case OpKind::kMaximum: return "k_maxf(" + x + ", " + y + ")";
+          case OpKind::kMinimum: return "k_minf(" + x + ", " + y + ")";
+          default: break;
+        }
+        break;
+      }
+      kind = (num_of(t[0]) == Num::kL || num_of(t[1]) == Num::kL) ? Num::kL : Num::kI;
+      const std::string x = as_kind(0, kind), y = as_kind(1, kind);
+      switch (op) {
+        case OpKind::kAdd: return int_fn("add", kind) + "(" + x + ", " + y + ")";
+        case OpKind::kSub: return int_fn("sub", kind) + "(" + x + ", " + y + ")";
+        case OpKind::kMul: return int_fn("mul", kind) + "(" + x + ", " + y + ")";
+        case OpKind::kDiv: return int_fn("div", kind) + "(" + x + ", " + y + ")";
+        case OpKind::kPow: return int_fn("pow", kind) + "(" + x + ", " + y + ")";
+        case OpKind::kMaximum: return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+        case OpKind::kMinimum: return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
+        default: break;
+      }
+      break;
+    }
+    case ir::OpFamily::kCompare: {
+      Num k = any_float() ? Num::kF : ((num_of(t[0]) == Num::kL || num_of(t[1]) == Num::kL) ? Num::kL : Num::kI);
+      kind = Num::kI;
+      const char* sym = op == OpKind::kEqual ? "==" : op == OpKind::kNotEqual ? "!=" : op == OpKind::kLess ? "<"
+                      : op == OpKind::kLessEqual ? "<=" : op == OpKind::kGreater ? ">" : ">=";
+      return "(" + as_kind(0, k) + " " + sym + " " + as_kind(1, k) + " ? 1 : 0)";
+    }
+    case ir::OpFamily::kLogic: {
+      kind = Num::kI;
+      const std::string x = "(" + a[0] + " != " + lit(num_of(t[0]), "0") + ")";
+      const std::string y = "(" + a[1] + " != " + lit(num_of(t[1]), "0") + ")";
+      const char* sym = op == OpKind::kAnd ? " && " : op == OpKind::kOr ? " || " : " != ";
+      return "(" + x + sym + y + " ? 1 : 0)";
+    }
+    case ir::OpFamily::kSelect: {
+      kind = num_of(n.type.dtype);
+      return "(" + a[0] + " != " + lit(num_of(t[0]), "0") + " ? " + as_kind(1, kind) + " : " + as_kind(2, kind) + ")";
+    }
+    case ir::OpFamily::kConvert: {
+      if (op == OpKind::kCast) {
+        kind = num_of(n.type.dtype);
+        return convert(a[0], num_of(t[0]), n.type.dtype);
+      }
+      ir::ClampAttrs c;
+      if (const auto* attrs = std::get_if<ir::ClampAttrs>(&n.attrs)) c = *attrs;
+      if (ir::is_float(t[0]) || ir::is_float(n.type.dtype)) {
+        kind = Num::kF;
+        std::string x = as_kind(0, Num::kF);
+        if (c.min) x = "(" + x + " < " + float_lit(*c.min) + " ? " + float_lit(*c.min) + " : " + x + ")";
+        if (c.max) x = "(" + x + " > " + float_lit(*c.max) + " ? " + float_lit(*c.max) + " : " + x + ")";
+        return x;
+      }
+      kind = num_of(t[0]);
+      const double lo_limit = kind == Num::kL ? -9.2e18 : -2147483648.0;
+      const double hi_limit = kind == Num::kL ? 9.2e18 : 2147483647.0;
+      std::string x = a[0];
+      auto bound = [&](double v) {
+        v = std::fmin(std::fmax(v, lo_limit), hi_limit);
+        return lit(kind, std::to_string(int64_t(v)));
+      };
+      if (c.min) { std::string lo = bound(std::ceil(*c.min)); x = "(" + x + " < " + lo + " ? " + lo + " : " + x + ")"; }
+      if (c.max) { std::string hi = bound(std::floor(*c.max)); x = "(" + x + " > " + hi + " ? " + hi + " : " + x + ")"; }
+      return x;
+    }
+    default: break;
+  }
+  fail(unsupported("kernel '" + m_.kernel->name + "': op '" + std::string(ir::op_name(op)) +
+                   "' is not elementwise"));
+  kind = Num::kF;
+  return "0.0f";
+}
+
+void Emitter::emit_elementwise(NodeId id, Point& p) {
+  const Node& n = m_.node(id);
+  std::vector<std::string> args;
+  std::vector<DType> types;
+  for (NodeId in : n.inputs) {
+    args.push_back(value(in, p));
+    types.push_back(m_.node(in).type.dtype);
+  }
+  Num kind = Num::kF;
+  const std::string expr = elementwise_expr(n, args, types, kind);
+  const std::string name = fresh("v");
+  line(ctype(num_of(n.type.dtype)) + " " + name + " = " + convert(expr, kind, n.type.dtype) + ";");
+  p.vals[id] = name;
+}
+
+void Emitter::store_outputs(Point& p) {
+  for (size_t b = 0; b < m_.buffers.size(); ++b) {
+    if (!m_.buffers[b].written) continue;
+    auto it = p.vals.find(m_.buffers[b].value);
+    if (it == p.vals.end()) continue;
+    store(int(b), row_major_offset(m_.buffers[b].shape, p.coords), it->second);
+  }
+}
+
+namespace {
+
+std::string glsl_storage_type(DType d) {
+  switch (d) {
+    case DType::kF32: return "float";
+    case DType::kF16: return "float16_t";
+    case DType::kBF16: return "uint16_t";
+    case DType::kI64: return "int64_t";
+    case DType::kI32: return "int";
+    case DType::kI8: return "int8_t";
+    case DType::kU8: case DType::kBool: return "uint8_t";
+  }
+  return "float";
+}
+
+std::string opencl_storage_type(DType d) {
+  switch (d) {
+    case DType::kF32: return "float";
+    case DType::kF16: return "half";
+    case DType::kBF16: return "ushort";
+    case DType::kI64: return "long";
+    case DType::kI32: return "int";
+    case DType::kI8: return "char";
+    case DType::kU8: case DType::kBool: return "uchar";
+  }
+  return "float";
+}
+
+}  // namespace
+
+Result<RenderedKernel> Emitter::render() {
+  // Does anything need 64-bit integers (i64 values, argmax results)?
+  for (const ModelBuffer& b : m_.buffers) uses_i64_ = uses_i64_ || b.dtype == DType::kI64;
+  for (NodeId n : m_.kernel->nodes) {
+    uses_i64_ = uses_i64_ || m_.node(n).type.dtype == DType::kI64;
+    for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || m_.node(in).type.dtype == DType::kI64;
+  }
+  line("IDX lid = TO_IDX(" + std::string(glsl() ? "gl_LocalInvocationID.x" : "get_local_id(0)") + ");");
+  line("IDX gid = TO_IDX(" + std::string(glsl() ? "gl_WorkGroupID.x" : "get_group_id(0)") + ");");
+  line("IDX ngroups = TO_IDX(" + std::string(glsl() ? "gl_NumWorkGroups.x" : "get_num_groups(0)") + ");");
+  switch (m_.kind) {
+    case KernelTemplate::kPointwise: emit_pointwise(); break;
+    case KernelTemplate::kRowReduce: emit_rows(); break;
+    case KernelTemplate::kMatMul: emit_matmul(); break;
+  }
+  if (!error_.is_ok()) return error_;
+
+  const uint32_t wg = m_.dispatch.workgroup_size;
+  std::string src;
+  RenderedKernel out;
+  const std::string header = "// Kiln kernel " + m_.kernel->name + " (" +
+                             std::string(ir::kernel_kind_name(m_.kernel->kind)) + ")\n";
+  if (glsl()) {
+    std::set<std::string> exts;
+    for (const ModelBuffer& b : m_.buffers) {
+      if (ir::dtype_size(b.dtype) == 2) {
+        exts.insert("GL_EXT_shader_16bit_storage");
+        if (b.dtype == DType::kF16) {
+          exts.insert("GL_EXT_shader_explicit_arithmetic_types_float16");
+          features_.insert("shader_float16");
+        }
+        if (b.dtype == DType::kBF16) {
+          exts.insert("GL_EXT_shader_explicit_arithmetic_types_int16");
+          features_.insert("shader_int16");
+        }
+        features_.insert("storage_buffer_16bit");
+      }
+      if (ir::dtype_size(b.dtype) == 1) {
+        exts.insert("GL_EXT_shader_8bit_storage");
+        exts.insert("GL_EXT_shader_explicit_arithmetic_types_int8");
+        features_.insert("shader_int8");
+        features_.insert("storage_buffer_8bit");
+      }
+    }
+    if (uses_i64_) {
+      exts.insert("GL_EXT_shader_explicit_arithmetic_types_int64");
+      features_.insert("shader_int64");
+    }
+    src = "#version 450\n" + header;
+    for (const std::string& e : exts) src += "#extension " + e + " : require\n";
+    src += "layout(local_size_x = " + std::to_string(wg) + ") in;\n";
+    for (size_t b = 0; b < m_.buffers.size(); ++b) {
+      src += "layout(std430, set = 0, binding = " + std::to_string(b) + ") " +
+             (m_.buffers[b].written ? "" : "readonly ") + "buffer B" + std::to_string(b) + " { " +
+             glsl_storage_type(m_.buffers[b].dtype) + " d[]; } b" + std::to_string(b) + ";\n";
+    }
+    if (!m_.symbols.empty()) {
+      src += "layout(push_constant) uniform PushConstants {";
+      for (size_t i = 0; i < m_.symbols.size(); ++i) src += " uint p" + std::to_string(i) + ";";
+      src += " } pc;\n";
+    }
+    src += prelude(d_, uses_i64_);
+    src += shared_decls_;
+    src += "void main() {\n";
+    for (size_t i = 0; i < m_.symbols.size(); ++i)
+      src += "  int " + sanitize_identifier(m_.symbols[i]) + " = int(pc.p" + std::to_string(i) + ");\n";
+    src += body_ + "}\n";
+  } else {
+    src = header + prelude(d_, uses_i64_);
+    src += "__kernel __attribute__((reqd_work_group_size(" + std::to_string(wg) + ", 1, 1))) void " +
+           m_.entry_point + "(";
+    std::string params;
+    for (size_t b = 0; b < m_.buffers.size(); ++b) {
+      params += std::string(params.empty() ? "" : ", ") + "__global " + (m_.buffers[b].written ? "" : "const ") +
+                opencl_storage_type(m_.buffers[b].dtype) + "* b" + std::to_string(b);
+    }
+    for (const std::string& s : m_.symbols)
+      params += std::string(params.empty() ? "" : ", ") + "long " + sanitize_identifier(s);
+    src += params + ") {\n" + shared_decls_ + body_ + "}\n";
+  }
+  out.source = std::move(src);
+  out.required_features.assign(features_.begin(), features_.end());
+  return out;
+}
+
+}  // namespace cfam
+
+Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect) {
+  cfam::Emitter emitter(model, dialect);
+  return emitter.render();
+}
+
+}  // namespace kiln::codegen

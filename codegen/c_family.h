@@ -1,0 +1,33 @@
+// The C-family emitter: renders a KernelModel as source text in one of several closely related
+// dialects. OpenCL C and GLSL 450 compute exist; CUDA C is meant to be a third dialect (it
+// differs in the same places: the kernel prefix, address-space qualifiers, thread-index
+// builtins, barriers, shared-memory declarations, casts and a few intrinsics — all of which the
+// emitter asks the Dialect for, see c_family_internal.h).
+//
+// Numerics follow the reference interpreter (ir/interp_internal.h): floats compute in f32
+// (f16/bf16 are storage formats), integers wrap two's-complement at every node's dtype, float ->
+// int stores truncate with saturation (NaN -> 0), bool is 0/1.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_model.h"
+#include "support/status.h"
+
+namespace kiln::codegen {
+
+enum class Dialect : uint8_t { kOpenCL, kGlsl };
+
+struct RenderedKernel {
+  std::string source;
+  // Device features the source needs (GLSL: "shader_int64", "storage_buffer_16bit",
+  // "storage_buffer_8bit"; OpenCL C: none so far, f16 goes through vload_half/vstore_half).
+  std::vector<std::string> required_features;
+};
+
+Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect);
+
+}  // namespace kiln::codegen

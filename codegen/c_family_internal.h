@@ -1,0 +1,96 @@
+// Internals of the C-family emitter (codegen/c_family.h), shared by its files:
+//   c_family.cpp          dialect vocabulary, types, loads/stores, elementwise expressions, assembly
+//   c_family_prelude.cpp  the helper functions every kernel starts with
+//   c_family_pointwise.cpp  the pointwise template and its anchors (layout, conv, pooling)
+//   c_family_rows.cpp     the row-reduction template (reduce, argmax, normalizations) and matmul
+// Not a public header. An Emitter renders one kernel once; it is not thread-safe.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/c_family.h"
+
+namespace kiln::codegen::cfam {
+
+// Compute kinds: every value in registers is a 32-bit float (F), a 32-bit int (I: i32, i8, u8,
+// bool) or a 64-bit int (L: i64).
+enum class Num : uint8_t { kF, kI, kL };
+Num num_of(ir::DType dtype);
+
+// A point of an index space: the coordinates (expressions) and the values already computed there.
+struct Point {
+  ir::Shape space;
+  std::vector<std::string> coords;
+  std::map<ir::NodeId, std::string> vals;
+};
+
+// The prelude: macros (IDX, TO_F, TO_I, TO_L, F2U, U2F) and k_* helpers for the dialect.
+std::string prelude(Dialect dialect, bool with_i64);
+
+class Emitter {
+ public:
+  Emitter(const KernelModel& model, Dialect dialect) : m_(model), d_(dialect) {}
+  Result<RenderedKernel> render();
+
+  // ---- shared by the template files ----
+  bool glsl() const { return d_ == Dialect::kGlsl; }
+  void line(const std::string& text);
+  void open(const std::string& head) { line(head + " {"); ++indent_; }
+  void close() { --indent_; line("}"); }
+  std::string fresh(const std::string& base) { return base + std::to_string(counter_++); }
+  void fail(Status status) { if (error_.is_ok()) error_ = std::move(status); }
+  std::string barrier() const;
+  // Declares a shared (work-group local) array; returns its name.
+  std::string shared_array(const std::string& type, const std::string& base, uint32_t size);
+
+  std::string ctype(Num n) const { return n == Num::kF ? "float" : n == Num::kI ? "int" : "I64"; }
+  std::string lit(Num n, const std::string& v) const;
+  std::string float_lit(double v) const;
+  std::string dim(const ir::Dim& d) const;
+  std::string product(const ir::Shape& shape) const;
+  // Declares coordinates of `lin` in `shape` (row-major); returns their names.
+  std::vector<std::string> decompose(const std::string& lin, const ir::Shape& shape);
+  std::string row_major_offset(const ir::Shape& shape, const std::vector<std::string>& coords) const;
+  // Offset of an element of a value of `shape` read broadcast at `coords` (right-aligned).
+  std::string broadcast_offset(const ir::Shape& shape, const std::vector<std::string>& coords) const;
+
+  std::string load(int buffer, const std::string& offset) const;  // an expression of num_of(dtype)
+  void store(int buffer, const std::string& offset, const std::string& value);
+  // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
+  std::string convert(const std::string& e, Num from, ir::DType to) const;
+  // Wrap-safe integer arithmetic helpers by kind: "k_add_i" / "k_add_l".
+  std::string int_fn(const char* op, Num n) const { return std::string("k_") + op + (n == Num::kL ? "_l" : "_i"); }
+
+  // The compute value of `v` at point p (loading it from its buffer the first time).
+  std::string value(ir::NodeId v, Point& p);
+  // Computes the elementwise node n at p and records it.
+  void emit_elementwise(ir::NodeId n, Point& p);
+  // Stores every kernel output that p holds, at p's row-major offset.
+  void store_outputs(Point& p);
+
+  // ---- templates ----
+  void emit_pointwise();
+  void emit_rows();
+  void emit_matmul();
+  // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
+  std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
+
+  const KernelModel& m_;
+  Dialect d_;
+  std::string body_;
+  std::string shared_decls_;
+  int indent_ = 1;
+  int counter_ = 0;
+  bool uses_i64_ = false;
+  std::set<std::string> features_;
+  Status error_ = Status::ok();
+
+ private:
+  std::string elementwise_expr(const ir::Node& n, const std::vector<std::string>& a,
+                               const std::vector<ir::DType>& t, Num& kind);
+};
+
+}  // namespace kiln::codegen::cfam

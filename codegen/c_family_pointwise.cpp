@@ -1,0 +1,220 @@
+// The pointwise template (one work item per output element, grid-stride) and the anchors it
+// hosts: layout ops (reshape copy, transpose, broadcast_to, slice, concat, gather), conv2d and
+// pooling. Their elementwise epilogues run at the same output coordinates.
+#include <algorithm>
+
+#include "codegen/c_family_internal.h"
+
+namespace kiln::codegen::cfam {
+
+using ir::DType;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+void Emitter::emit_pointwise() {
+  const std::string wg = "TO_IDX(" + std::to_string(m_.dispatch.workgroup_size) + ")";
+  line("IDX total = " + product(m_.space) + ";");
+  open("for (IDX lin = gid * " + wg + " + lid; lin < total; lin += ngroups * " + wg + ")");
+  Point p;
+  p.space = m_.space;
+  p.coords = decompose("lin", m_.space);
+  for (NodeId n : m_.kernel->nodes) {
+    if (n == m_.anchor) {
+      const Node& anchor = m_.node(n);
+      const std::string v = pointwise_anchor(anchor, p, "lin");
+      const std::string name = fresh("a");
+      line(ctype(num_of(anchor.type.dtype)) + " " + name + " = " + v + ";");
+      p.vals[n] = name;
+    } else {
+      emit_elementwise(n, p);
+    }
+  }
+  store_outputs(p);
+  close();
+}
+
+namespace {
+
+std::string clamp_literal(int64_t v, bool glsl) {
+  const int64_t limit = glsl ? (int64_t(1) << 30) : (int64_t(1) << 62);
+  return "TO_IDX(" + std::to_string(std::clamp(v, -limit, limit)) + ")";
+}
+
+}  // namespace
+
+std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string& lin) {
+  auto buffer_of = [&](NodeId v) {
+    const int b = m_.buffer_index(v);
+    if (b < 0) fail(unsupported("kernel '" + m_.kernel->name + "': operand '" + m_.node(v).name +
+                                "' of " + std::string(ir::op_name(a.op)) + " is not in memory"));
+    return std::max(b, 0);
+  };
+  const Num kind = num_of(a.type.dtype);
+  switch (a.op) {
+    case OpKind::kReshape: {
+      const int b = buffer_of(a.inputs[0]);
+      return load(b, lin);
+    }
+    case OpKind::kBroadcastTo: {
+      const int b = buffer_of(a.inputs[0]);
+      return load(b, broadcast_offset(m_.node(a.inputs[0]).type.shape, p.coords));
+    }
+    case OpKind::kTranspose: {
+      const int b = buffer_of(a.inputs[0]);
+      const ir::Shape& in = m_.node(a.inputs[0]).type.shape;
+      std::vector<int64_t> perm = std::get<ir::TransposeAttrs>(a.attrs).perm;
+      if (perm.empty()) for (size_t d = in.size(); d-- > 0;) perm.push_back(int64_t(d));
+      std::vector<std::string> in_coords(in.size(), "TO_IDX(0)");
+      for (size_t d = 0; d < perm.size(); ++d) in_coords[size_t(perm[d])] = p.coords[d];
+      return load(b, row_major_offset(in, in_coords));
+    }
+    case OpKind::kSlice: {
+      const int b = buffer_of(a.inputs[0]);
+      const ir::Shape& in = m_.node(a.inputs[0]).type.shape;
+      const auto& s = std::get<ir::SliceAttrs>(a.attrs);
+      std::vector<std::string> in_coords = p.coords;
+      for (size_t i = 0; i < s.axes.size(); ++i) {
+        const size_t axis = size_t(s.axes[i] < 0 ? s.axes[i] + int64_t(in.size()) : s.axes[i]);
+        const int64_t step = i < s.steps.size() ? s.steps[i] : 1;
+        const std::string start = fresh("st");
+        line("IDX " + start + " = k_slice_start(" + clamp_literal(s.starts[i], glsl()) + ", " +
+             clamp_literal(step, glsl()) + ", " + dim(in[axis]) + ");");
+        in_coords[axis] = "(" + start + " + " + p.coords[axis] + " * " + clamp_literal(step, glsl()) + ")";
+      }
+      return load(b, row_major_offset(in, in_coords));
+    }
+    case OpKind::kConcat: {
+      const size_t axis = size_t(std::get<ir::AxisAttrs>(a.attrs).axis < 0
+                                     ? std::get<ir::AxisAttrs>(a.attrs).axis + int64_t(a.type.shape.size())
+                                     : std::get<ir::AxisAttrs>(a.attrs).axis);
+      const std::string out = fresh("cc");
+      line(ctype(kind) + " " + out + ";");
+      std::string begin = "TO_IDX(0)";
+      for (size_t i = 0; i < a.inputs.size(); ++i) {
+        const ir::Shape& in = m_.node(a.inputs[i]).type.shape;
+        const std::string end = "(" + begin + " + " + dim(in[axis]) + ")";
+        const bool last = i + 1 == a.inputs.size();
+        if (i == 0) open(last ? "if (true)" : "if (" + p.coords[axis] + " < " + end + ")");
+        else open(last ? "else" : "else if (" + p.coords[axis] + " < " + end + ")");
+        std::vector<std::string> in_coords = p.coords;
+        in_coords[axis] = "(" + p.coords[axis] + " - " + begin + ")";
+        line(out + " = " + load(buffer_of(a.inputs[i]), row_major_offset(in, in_coords)) + ";");
+        close();
+        begin = end;
+      }
+      return out;
+    }
+    case OpKind::kGather: {
+      const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+      const ir::Shape& idx = m_.node(a.inputs[1]).type.shape;
+      int64_t axis = std::get<ir::AxisAttrs>(a.attrs).axis;
+      if (axis < 0) axis += int64_t(x.size());
+      std::vector<std::string> idx_coords(p.coords.begin() + axis, p.coords.begin() + axis + long(idx.size()));
+      const std::string g = fresh("g");
+      line("IDX " + g + " = TO_IDX(" + load(buffer_of(a.inputs[1]), row_major_offset(idx, idx_coords)) + ");");
+      line("if (" + g + " < TO_IDX(0)) " + g + " += " + dim(x[size_t(axis)]) + ";");
+      line(g + " = clamp(" + g + ", TO_IDX(0), " + dim(x[size_t(axis)]) + " - TO_IDX(1));");
+      std::vector<std::string> x_coords(p.coords.begin(), p.coords.begin() + axis);
+      x_coords.push_back(g);
+      x_coords.insert(x_coords.end(), p.coords.begin() + axis + long(idx.size()), p.coords.end());
+      return load(buffer_of(a.inputs[0]), row_major_offset(x, x_coords));
+    }
+    case OpKind::kConv2d: {
+      const auto& c = std::get<ir::Conv2dAttrs>(a.attrs);
+      const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+      const ir::Shape& w = m_.node(a.inputs[1]).type.shape;
+      const int bx = buffer_of(a.inputs[0]), bw = buffer_of(a.inputs[1]);
+      const std::string acc = fresh("acc");
+      const std::string cg = dim(w[1]);
+      const std::string og = "(" + dim(w[0]) + " / TO_IDX(" + std::to_string(c.groups) + "))";
+      line(ctype(kind) + " " + acc + " = " + lit(kind, "0") + ";");
+      const std::string n = p.coords[0], o = p.coords[1], oh = p.coords[2], ow = p.coords[3];
+      const std::string ci = fresh("ci"), kh = fresh("kh"), kw = fresh("kw"), ih = fresh("ih"), iw = fresh("iw");
+      open("for (IDX " + ci + " = TO_IDX(0); " + ci + " < " + cg + "; ++" + ci + ")");
+      open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + dim(w[2]) + "; ++" + kh + ")");
+      line("IDX " + ih + " = " + oh + " * TO_IDX(" + std::to_string(c.strides[0]) + ") - TO_IDX(" +
+           std::to_string(c.pads[0]) + ") + " + kh + " * TO_IDX(" + std::to_string(c.dilations[0]) + ");");
+      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[2]) + ") continue;");
+      open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + dim(w[3]) + "; ++" + kw + ")");
+      line("IDX " + iw + " = " + ow + " * TO_IDX(" + std::to_string(c.strides[1]) + ") - TO_IDX(" +
+           std::to_string(c.pads[1]) + ") + " + kw + " * TO_IDX(" + std::to_string(c.dilations[1]) + ");");
+      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[3]) + ") continue;");
+      const std::string xc = "(" + o + " / " + og + ") * " + cg + " + " + ci;
+      const std::string xv = load(bx, row_major_offset(x, {n, xc, ih, iw}));
+      const std::string wv = load(bw, row_major_offset(w, {o, ci, kh, kw}));
+      if (kind == Num::kF) line(acc + " += TO_F(" + xv + ") * TO_F(" + wv + ");");
+      else line(acc + " = " + int_fn("add", kind) + "(" + acc + ", " + int_fn("mul", kind) + "(" + xv + ", " + wv + "));");
+      close();
+      close();
+      close();
+      if (a.inputs.size() > 2) {
+        const std::string bv = load(buffer_of(a.inputs[2]), o);
+        if (kind == Num::kF) line(acc + " += TO_F(" + bv + ");");
+        else line(acc + " = " + int_fn("add", kind) + "(" + acc + ", " + bv + ");");
+      }
+      return convert(acc, kind, a.type.dtype);
+    }
+    case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: case OpKind::kGlobalAvgPool2d: {
+      const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+      const int bx = buffer_of(a.inputs[0]);
+      ir::Pool2dAttrs pa;
+      if (const auto* attrs = std::get_if<ir::Pool2dAttrs>(&a.attrs)) pa = *attrs;
+      const bool is_max = a.op == OpKind::kMaxPool2d;
+      const bool global = a.op == OpKind::kGlobalAvgPool2d;
+      const std::string acc = fresh("acc"), count = fresh("cnt");
+      std::string init = lit(kind, "0");
+      if (is_max) {
+        switch (a.type.dtype) {
+          case DType::kI64: init = "(-9223372036854775807l - 1l)"; break;
+          case DType::kI32: init = "(-2147483647 - 1)"; break;
+          case DType::kI8: init = "(-128)"; break;
+          case DType::kU8: case DType::kBool: init = "0"; break;
+          default: init = "U2F(0xff800000u)"; break;
+        }
+      }
+      line(ctype(kind) + " " + acc + " = " + init + ";");
+      line("IDX " + count + " = TO_IDX(0);");
+      const std::string n = p.coords[0], ch = p.coords[1], oh = p.coords[2], ow = p.coords[3];
+      const std::string kh = fresh("kh"), kw = fresh("kw"), ih = fresh("ih"), iw = fresh("iw");
+      const std::string kh_end = global ? dim(x[2]) : "TO_IDX(" + std::to_string(pa.kernel[0]) + ")";
+      const std::string kw_end = global ? dim(x[3]) : "TO_IDX(" + std::to_string(pa.kernel[1]) + ")";
+      open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + kh_end + "; ++" + kh + ")");
+      line("IDX " + ih + " = " + (global ? kh : oh + " * TO_IDX(" + std::to_string(pa.strides[0]) +
+                                                ") - TO_IDX(" + std::to_string(pa.pads[0]) + ") + " + kh) + ";");
+      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[2]) + ") continue;");
+      open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + kw_end + "; ++" + kw + ")");
+      line("IDX " + iw + " = " + (global ? kw : ow + " * TO_IDX(" + std::to_string(pa.strides[1]) +
+                                                ") - TO_IDX(" + std::to_string(pa.pads[1]) + ") + " + kw) + ";");
+      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[3]) + ") continue;");
+      const std::string xv = load(bx, row_major_offset(x, {n, ch, ih, iw}));
+      if (is_max) {
+        line(acc + " = " + (kind == Num::kF ? "k_maxf(" + acc + ", " + xv + ")"
+                                            : "(" + xv + " > " + acc + " ? " + xv + " : " + acc + ")") + ";");
+      } else if (kind == Num::kF) {
+        line(acc + " += " + xv + ";");
+      } else {
+        line(acc + " = " + int_fn("add", kind) + "(" + acc + ", " + xv + ");");
+      }
+      line(count + " += TO_IDX(1);");
+      close();
+      close();
+      if (is_max) return acc;
+      std::string divisor = count;
+      if (global) divisor = "(" + dim(x[2]) + " * " + dim(x[3]) + ")";
+      else if (pa.count_include_pad) divisor = "TO_IDX(" + std::to_string(pa.kernel[0] * pa.kernel[1]) + ")";
+      if (kind == Num::kF) {
+        if (global) return "(" + acc + " / TO_F(" + divisor + "))";
+        return "(" + divisor + " == TO_IDX(0) ? 0.0f : " + acc + " / TO_F(" + divisor + "))";
+      }
+      return int_fn("div", kind) + "(" + acc + ", " + (kind == Num::kL ? "TO_L(" : "TO_I(") + divisor + "))";
+    }
+    default:
+      break;
+  }
+  fail(unsupported("kernel '" + m_.kernel->name + "': no pointwise code for op '" +
+                   std::string(ir::op_name(a.op)) + "'"));
+  return "0";
+}
+
+}  // namespace kiln::codegen::cfam

@@ -1,0 +1,179 @@
+// The helper functions each rendered kernel starts with. One text serves both dialects through a
+// few macros (casts and bit reinterpretation are spelled differently in C and GLSL); the helpers
+// that only one dialect needs (erf, tanh and pow for GLSL, wrap-safe signed arithmetic for
+// OpenCL C, whose signed overflow is undefined) are dialect-specific.
+#include "codegen/c_family_internal.h"
+
+namespace kiln::codegen::cfam {
+namespace {
+
+constexpr const char* kOpenClMacros = R"(#define IDX long
+#define I64 long
+#define TO_F(x) ((float)(x))
+#define TO_I(x) ((int)(x))
+#define TO_L(x) ((long)(x))
+#define TO_IDX(x) ((long)(x))
+#define F2U(x) as_uint(x)
+#define U2F(x) as_float(x)
+#define k_erf erf
+#define k_tanh tanh
+#define k_powf pow
+#define k_rsqrt rsqrt
+#define k_round rint
+#define k_fabs fabs
+int k_add_i(int a, int b) { return as_int(as_uint(a) + as_uint(b)); }
+int k_sub_i(int a, int b) { return as_int(as_uint(a) - as_uint(b)); }
+int k_mul_i(int a, int b) { return as_int(as_uint(a) * as_uint(b)); }
+int k_neg_i(int a) { return as_int(0u - as_uint(a)); }
+int k_wrap_i8(int a) { return (int)(char)a; }
+int k_f2i(float x) { return convert_int_sat_rtz(x); }
+int k_f2c(float x) { return (int)convert_char_sat_rtz(x); }
+int k_f2uc(float x) { return (int)convert_uchar_sat_rtz(x); }
+)";
+
+constexpr const char* kOpenClI64 = R"(long k_add_l(long a, long b) { return as_long(as_ulong(a) + as_ulong(b)); }
+long k_sub_l(long a, long b) { return as_long(as_ulong(a) - as_ulong(b)); }
+long k_mul_l(long a, long b) { return as_long(as_ulong(a) * as_ulong(b)); }
+long k_neg_l(long a) { return as_long((ulong)0 - as_ulong(a)); }
+long k_f2l(float x) { return convert_long_sat_rtz(x); }
+)";
+
+constexpr const char* kGlslMacros = R"(#define IDX int
+#define I64 int64_t
+#define TO_F(x) float(x)
+#define TO_I(x) int(x)
+#define TO_L(x) int64_t(x)
+#define TO_IDX(x) int(x)
+#define F2U(x) floatBitsToUint(x)
+#define U2F(x) uintBitsToFloat(x)
+#define k_rsqrt inversesqrt
+#define k_round roundEven
+#define k_fabs abs
+int k_add_i(int a, int b) { return a + b; }
+int k_sub_i(int a, int b) { return a - b; }
+int k_mul_i(int a, int b) { return a * b; }
+int k_neg_i(int a) { return -a; }
+int k_wrap_i8(int a) { return bitfieldExtract(a, 0, 8); }
+int k_f2i(float x) {
+  if (isnan(x)) return 0;
+  if (x >= 2147483648.0) return 2147483647;
+  if (x <= -2147483648.0) return -2147483647 - 1;
+  return int(x);
+}
+int k_f2c(float x) { return isnan(x) ? 0 : int(clamp(trunc(x), -128.0, 127.0)); }
+int k_f2uc(float x) { return isnan(x) ? 0 : int(clamp(trunc(x), 0.0, 255.0)); }
+float k_tanh(float x) {
+  float a = abs(x);
+  if (a < 0.5) return tanh(x);
+  float e = exp(-2.0 * a);
+  float t = (1.0 - e) / (1.0 + e);
+  return x < 0.0 ? -t : t;
+}
+float k_erf(float x) {
+  float a = abs(x);
+  if (a < 1.0) {
+    float x2 = x * x, term = x, sum = x;
+    for (int n = 1; n < 14; ++n) { term *= -x2 / float(n); sum += term / float(2 * n + 1); }
+    return 1.1283791670955126 * sum;
+  }
+  float t = 1.0 / (1.0 + 0.3275911 * a);
+  float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t +
+                   0.254829592) * t * exp(-a * a);
+  return x < 0.0 ? -y : y;
+}
+float k_powf(float a, float b) {
+  if (b == 0.0) return 1.0;
+  if (isnan(a) || isnan(b)) return a + b;
+  if (a == 0.0) return b > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+  if (a < 0.0) {
+    if (b != floor(b)) return uintBitsToFloat(0x7fc00000u);
+    float r = pow(-a, b);
+    return mod(b, 2.0) == 1.0 ? -r : r;
+  }
+  return pow(a, b);
+}
+)";
+
+constexpr const char* kGlslI64 = R"(int64_t k_add_l(int64_t a, int64_t b) { return a + b; }
+int64_t k_sub_l(int64_t a, int64_t b) { return a - b; }
+int64_t k_mul_l(int64_t a, int64_t b) { return a * b; }
+int64_t k_neg_l(int64_t a) { return -a; }
+int64_t k_f2l(float x) {
+  if (isnan(x)) return 0l;
+  if (x >= 9.2233720368547758e18) return 9223372036854775807l;
+  if (x <= -9.2233720368547758e18) return -9223372036854775807l - 1l;
+  return int64_t(x);
+}
+)";
+
+// Written once for both dialects with the macros above.
+constexpr const char* kCommon = R"(float k_bf2f(uint b) { return U2F(b << 16); }
+uint k_f2bf(float f) {
+  uint u = F2U(f);
+  if (isnan(f)) return (u >> 16) | 64u;
+  return (u + 32767u + ((u >> 16) & 1u)) >> 16;
+}
+float k_maxf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); }
+float k_minf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a < b ? a : b); }
+float k_fmax(float a, float b) { return isnan(a) ? b : (isnan(b) ? a : (a > b ? a : b)); }
+float k_sigmoid(float x) {
+  if (x >= 0.0f) return 1.0f / (1.0f + exp(-x));
+  float e = exp(x);
+  return e / (1.0f + e);
+}
+float k_relu(float x) { return isnan(x) ? x : (x > 0.0f ? x : 0.0f); }
+float k_signf(float x) { return isnan(x) ? x : (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f)); }
+float k_gelu(float x) { return 0.5f * x * (1.0f + k_erf(x * 0.70710678118654752f)); }
+float k_gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + k_tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+int k_div_i(int a, int b) { return b == 0 ? 0 : (b == -1 ? k_neg_i(a) : a / b); }
+int k_pow_i(int b, int e) {
+  if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) == 0 ? 1 : -1) : 0);
+  int r = 1;
+  while (e != 0) {
+    if ((e & 1) != 0) r = k_mul_i(r, b);
+    b = k_mul_i(b, b);
+    e = e >> 1;
+  }
+  return r;
+}
+IDX k_slice_start(IDX s, IDX step, IDX dim) {
+  if (s < TO_IDX(0)) s += dim;
+  if (s < TO_IDX(0)) return step > TO_IDX(0) ? TO_IDX(0) : TO_IDX(-1);
+  if (s >= dim) return step > TO_IDX(0) ? dim : dim - TO_IDX(1);
+  return s;
+}
+bool k_better_f(float v, IDX i, float bv, IDX bi) {
+  bool vn = isnan(v), bn = isnan(bv);
+  if (vn || bn) return vn && (!bn || i < bi);
+  return v > bv || (v == bv && i < bi);
+}
+bool k_better_i(int v, IDX i, int bv, IDX bi) { return v > bv || (v == bv && i < bi); }
+)";
+
+constexpr const char* kCommonI64 = R"(I64 k_div_l(I64 a, I64 b) { return b == TO_L(0) ? TO_L(0) : (b == TO_L(-1) ? k_neg_l(a) : a / b); }
+I64 k_pow_l(I64 b, I64 e) {
+  if (e < TO_L(0)) return b == TO_L(1) ? TO_L(1) : (b == TO_L(-1) ? ((e & TO_L(1)) == TO_L(0) ? TO_L(1) : TO_L(-1)) : TO_L(0));
+  I64 r = TO_L(1);
+  while (e != TO_L(0)) {
+    if ((e & TO_L(1)) != TO_L(0)) r = k_mul_l(r, b);
+    b = k_mul_l(b, b);
+    e = e >> 1;
+  }
+  return r;
+}
+bool k_better_l(I64 v, IDX i, I64 bv, IDX bi) { return v > bv || (v == bv && i < bi); }
+)";
+
+}  // namespace
+
+std::string prelude(Dialect dialect, bool with_i64) {
+  std::string text = dialect == Dialect::kGlsl ? kGlslMacros : kOpenClMacros;
+  if (with_i64) text += dialect == Dialect::kGlsl ? kGlslI64 : kOpenClI64;
+  text += kCommon;
+  if (with_i64) text += kCommonI64;
+  return text;
+}
+
+}  // namespace kiln::codegen::cfam

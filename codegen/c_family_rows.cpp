@@ -1,0 +1,262 @@
+// The row-reduction template (reduce_*, argmax, softmax, log_softmax, layer_norm) and the tiled
+// matmul template. A row is every element of the operand that one output element (reduction)
+// or one normalization group depends on; one work-group handles a row at a time (grid-stride
+// over rows), its threads stride over the row and combine with a shared-memory tree.
+#include <functional>
+
+#include "codegen/c_family_internal.h"
+
+namespace kiln::codegen::cfam {
+
+using ir::DType;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+namespace {
+
+// Tree reduction over `wg` shared slots; combine(a, b) returns the expression a (+) b.
+template <class Combine>
+void tree_reduce(Emitter& e, const std::string& sh, uint32_t wg, Combine combine) {
+  e.line(e.barrier());
+  e.open("for (IDX s = TO_IDX(" + std::to_string(wg / 2) + "); s > TO_IDX(0); s = s / TO_IDX(2))");
+  e.line("if (lid < s) " + sh + "[lid] = " + combine(sh + "[lid]", sh + "[lid + s]") + ";");
+  e.line(e.barrier());
+  e.close();
+}
+
+}  // namespace
+
+void Emitter::emit_rows() {
+  const Node& a = m_.node(m_.anchor);
+  const uint32_t wg = m_.dispatch.workgroup_size;
+  const std::string wgs = "TO_IDX(" + std::to_string(wg) + ")";
+  ir::Shape row_shape, red_shape;
+  for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
+  const NodeId operand = a.inputs[0];
+  const Num xk = num_of(m_.node(operand).type.dtype);
+  const bool normalize = a.op == OpKind::kSoftmax || a.op == OpKind::kLogSoftmax || a.op == OpKind::kLayerNorm;
+
+  line("IDX rows = " + product(row_shape) + ";");
+  line("IDX K = " + product(red_shape) + ";");
+  open("for (IDX row = gid; row < rows; row += ngroups)");
+  const std::vector<std::string> row_coords = decompose("row", row_shape);
+
+  // One pass over the row: `per_element(p, x)` runs at each element the thread owns.
+  auto pass = [&](auto&& per_element) {
+    open("for (IDX k = lid; k < K; k += " + wgs + ")");
+    const std::vector<std::string> red_coords = decompose("k", red_shape);
+    Point p;
+    p.space = m_.space;
+    size_t ri = 0, ki = 0;
+    for (size_t d = 0; d < m_.space.size(); ++d)
+      p.coords.push_back(m_.reduced_axes[d] ? red_coords[ki++] : row_coords[ri++]);
+    for (NodeId n : m_.prologue) emit_elementwise(n, p);
+    per_element(p, value(operand, p));
+    close();
+  };
+  auto as_f = [&](const std::string& x) { return xk == Num::kF ? x : "TO_F(" + x + ")"; };
+
+  if (!normalize) {
+    std::string result;
+    if (a.op == OpKind::kArgMax) {
+      const std::string sv = shared_array(ctype(xk), "shv", wg), si = shared_array("IDX", "shi", wg);
+      std::string lowest = xk == Num::kF ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+      const std::string better = xk == Num::kF ? "k_better_f" : xk == Num::kL ? "k_better_l" : "k_better_i";
+      line(ctype(xk) + " bv = " + lowest + ";");
+      line("IDX bi = K;");
+      pass([&](Point&, const std::string& x) {
+        line("if (" + better + "(" + x + ", k, bv, bi)) { bv = " + x + "; bi = k; }");
+      });
+      line(sv + "[lid] = bv; " + si + "[lid] = bi;");
+      line(barrier());
+      open("for (IDX s = TO_IDX(" + std::to_string(wg / 2) + "); s > TO_IDX(0); s = s / TO_IDX(2))");
+      open("if (lid < s && " + better + "(" + sv + "[lid + s], " + si + "[lid + s], " + sv + "[lid], " + si + "[lid]))");
+      line(sv + "[lid] = " + sv + "[lid + s]; " + si + "[lid] = " + si + "[lid + s];");
+      close();
+      line(barrier());
+      close();
+      result = fresh("res");
+      line("I64 " + result + " = TO_L(" + si + "[0]);");
+      line(barrier());
+      result = convert(result, Num::kL, a.type.dtype);
+    } else {
+      const std::string sh = shared_array(ctype(xk), "sh", wg);
+      std::string init = lit(xk, "0");
+      std::function<std::string(const std::string&, const std::string&)> combine;
+      const bool is_f = xk == Num::kF;
+      switch (a.op) {
+        case OpKind::kReduceSum: case OpKind::kReduceMean:
+          combine = [&, is_f](const std::string& u, const std::string& v) {
+            return is_f ? "(" + u + " + " + v + ")" : int_fn("add", xk) + "(" + u + ", " + v + ")";
+          };
+          break;
+        case OpKind::kReduceProd:
+          init = lit(xk, "1");
+          combine = [&, is_f](const std::string& u, const std::string& v) {
+            return is_f ? "(" + u + " * " + v + ")" : int_fn("mul", xk) + "(" + u + ", " + v + ")";
+          };
+          break;
+        case OpKind::kReduceMax:
+          init = is_f ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+          combine = [is_f](const std::string& u, const std::string& v) {
+            return is_f ? "k_maxf(" + u + ", " + v + ")" : "(" + u + " > " + v + " ? " + u + " : " + v + ")";
+          };
+          break;
+        default:  // kReduceMin
+          init = is_f ? "U2F(0x7f800000u)" : xk == Num::kL ? "9223372036854775807l" : "2147483647";
+          combine = [is_f](const std::string& u, const std::string& v) {
+            return is_f ? "k_minf(" + u + ", " + v + ")" : "(" + u + " < " + v + " ? " + u + " : " + v + ")";
+          };
+          break;
+      }
+      line(ctype(xk) + " acc = " + init + ";");
+      pass([&](Point&, const std::string& x) { line("acc = " + combine("acc", x) + ";"); });
+      line(sh + "[lid] = acc;");
+      tree_reduce(*this, sh, wg, combine);
+      result = fresh("res");
+      line(ctype(xk) + " " + result + " = " + sh + "[0];");
+      line(barrier());
+      if (a.op == OpKind::kReduceMean) {
+        result = is_f ? "(" + result + " / TO_F(K))" : int_fn("div", xk) + "(" + result + ", " + (xk == Num::kL ? "TO_L(K)" : "TO_I(K)") + ")";
+      }
+      result = convert(result, xk, a.type.dtype);
+    }
+    // Thread 0 finishes the row: the anchor's value and the epilogue at the output element.
+    open("if (lid == TO_IDX(0))");
+    Point p;
+    p.space = a.type.shape;
+    const bool keep_rank = a.type.shape.size() == m_.space.size();
+    size_t ri = 0;
+    for (size_t d = 0; d < m_.space.size(); ++d) {
+      if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
+      else if (keep_rank) p.coords.push_back("TO_IDX(0)");
+    }
+    const std::string av = fresh("a");
+    line(ctype(num_of(a.type.dtype)) + " " + av + " = " + result + ";");
+    p.vals[m_.anchor] = av;
+    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+    store_outputs(p);
+    close();
+    close();
+    return;
+  }
+
+  // Normalizations: two reductions over the row, then a pass writing every element.
+  const std::string sh = shared_array("float", "sh", wg);
+  auto sum = [](const std::string& u, const std::string& v) { return "(" + u + " + " + v + ")"; };
+  const bool softmax = a.op != OpKind::kLayerNorm;
+  if (softmax) {
+    auto fmax = [](const std::string& u, const std::string& v) { return "k_fmax(" + u + ", " + v + ")"; };
+    line("float acc = U2F(0xff800000u);");
+    pass([&](Point&, const std::string& x) { line("acc = k_fmax(acc, " + as_f(x) + ");"); });
+    line(sh + "[lid] = acc;");
+    tree_reduce(*this, sh, wg, fmax);
+    line("float mx = " + sh + "[0];");
+    line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
+    line(barrier());
+    line("acc = 0.0f;");
+    pass([&](Point&, const std::string& x) { line("acc += exp(" + as_f(x) + " - mx);"); });
+    line(sh + "[lid] = acc;");
+    tree_reduce(*this, sh, wg, sum);
+    line("float total = " + sh + "[0];");
+    line("float log_total = log(total);");
+    line(barrier());
+  } else {
+    const double eps = std::get<ir::LayerNormAttrs>(a.attrs).epsilon;
+    line("float acc = 0.0f;");
+    pass([&](Point&, const std::string& x) { line("acc += " + as_f(x) + ";"); });
+    line(sh + "[lid] = acc;");
+    tree_reduce(*this, sh, wg, sum);
+    line("float mean = " + sh + "[0] / TO_F(K);");
+    line(barrier());
+    line("acc = 0.0f;");
+    pass([&](Point&, const std::string& x) {
+      line("float dv = " + as_f(x) + " - mean;");
+      line("acc += dv * dv;");
+    });
+    line(sh + "[lid] = acc;");
+    tree_reduce(*this, sh, wg, sum);
+    line("float inv_std = 1.0f / sqrt(" + sh + "[0] / TO_F(K) + " + float_lit(eps) + ");");
+    line(barrier());
+  }
+  pass([&](Point& p, const std::string& x) {
+    std::string y;
+    if (a.op == OpKind::kSoftmax) y = "exp(" + as_f(x) + " - mx) / total";
+    else if (a.op == OpKind::kLogSoftmax) y = "(" + as_f(x) + " - mx) - log_total";
+    else {
+      const std::string s = value(a.inputs[1], p), b = value(a.inputs[2], p);
+      y = "(" + as_f(x) + " - mean) * inv_std * " + s + " + " + b;
+    }
+    const std::string av = fresh("a");
+    line("float " + av + " = " + y + ";");
+    p.vals[m_.anchor] = av;
+    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+    store_outputs(p);
+  });
+  close();
+}
+
+void Emitter::emit_matmul() {
+  const Node& a = m_.node(m_.anchor);
+  const NodeId an = a.inputs[0], bn = a.inputs[1];
+  const ir::Shape& as = m_.node(an).type.shape;
+  const ir::Shape& bs = m_.node(bn).type.shape;
+  const int ba = m_.buffer_index(an), bb = m_.buffer_index(bn);
+  if (ba < 0 || bb < 0) {
+    fail(unsupported("kernel '" + m_.kernel->name + "': matmul operands must be in memory"));
+    return;
+  }
+  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
+  const Num kind = num_of(a.type.dtype);
+  const std::string M = a1 ? "TO_IDX(1)" : dim(as[as.size() - 2]);
+  const std::string K = dim(as.back());
+  const std::string N = b1 ? "TO_IDX(1)" : dim(bs.back());
+  const size_t trailing = (a1 ? 0 : 1) + (b1 ? 0 : 1);
+  const ir::Shape batch(m_.space.begin(), m_.space.end() - long(trailing));
+  const ir::Shape a_batch(as.begin(), as.end() - long(a1 ? 1 : 2));
+  const ir::Shape b_batch(bs.begin(), bs.end() - long(b1 ? 1 : 2));
+  const uint32_t t = kMatMulTile;
+  const std::string T = "TO_IDX(" + std::to_string(t) + ")";
+  const std::string sa = shared_array(ctype(kind), "tile_a", t * t), sb = shared_array(ctype(kind), "tile_b", t * t);
+
+  line("IDX M = " + M + ", K = " + K + ", N = " + N + ";");
+  line("IDX tiles_m = (M + " + T + " - TO_IDX(1)) / " + T + ", tiles_n = (N + " + T + " - TO_IDX(1)) / " + T + ";");
+  line("IDX ntiles = " + product(batch) + " * tiles_m * tiles_n;");
+  line("IDX ty = lid / " + T + ", tx = lid % " + T + ";");
+  open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
+  line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
+  std::vector<std::string> bc = decompose("bidx", batch);
+  line("IDX row = tm * " + T + " + ty, col = tn * " + T + " + tx;");
+  const std::string a_base = "(" + broadcast_offset(a_batch, bc) + " * M * K)";
+  const std::string b_base = "(" + broadcast_offset(b_batch, bc) + " * K * N)";
+  line(ctype(kind) + " acc = " + lit(kind, "0") + ";");
+  open("for (IDX k0 = TO_IDX(0); k0 < K; k0 += " + T + ")");
+  line("IDX ka = k0 + tx, kb = k0 + ty;");
+  line(sa + "[lid] = " + lit(kind, "0") + "; " + sb + "[lid] = " + lit(kind, "0") + ";");
+  line("if (row < M && ka < K) " + sa + "[lid] = " + load(ba, a_base + " + row * K + ka") + ";");
+  line("if (kb < K && col < N) " + sb + "[lid] = " + load(bb, b_base + " + kb * N + col") + ";");
+  line(barrier());
+  open("for (IDX kk = TO_IDX(0); kk < " + T + "; ++kk)");
+  const std::string x = sa + "[ty * " + T + " + kk]", y = sb + "[kk * " + T + " + tx]";
+  if (kind == Num::kF) line("acc += " + x + " * " + y + ";");
+  else line("acc = " + int_fn("add", kind) + "(acc, " + int_fn("mul", kind) + "(" + x + ", " + y + "));");
+  close();
+  line(barrier());
+  close();
+  open("if (row < M && col < N)");
+  Point p;
+  p.space = m_.space;
+  p.coords = bc;
+  if (!a1) p.coords.push_back("row");
+  if (!b1) p.coords.push_back("col");
+  const std::string av = fresh("a");
+  line(ctype(kind) + " " + av + " = " + convert("acc", kind, a.type.dtype) + ";");
+  p.vals[m_.anchor] = av;
+  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+  store_outputs(p);
+  close();
+  close();
+}
+
+}  // namespace kiln::codegen::cfam

@@ -1,0 +1,183 @@
+#include "codegen/kernel_model.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kiln::codegen {
+
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+int KernelModel::buffer_index(NodeId value) const {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].value == value) return int(i);
+  }
+  return -1;
+}
+
+std::string sanitize_identifier(const std::string& name) {
+  std::string out = "k_";
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += ok ? c : '_';
+  }
+  return out;
+}
+
+namespace {
+
+void collect_symbols(const ir::Shape& shape, std::set<std::string>& symbols) {
+  for (const ir::Dim& d : shape) {
+    if (d.is_symbolic()) symbols.insert(d.symbol_name());
+  }
+}
+
+KernelTemplate template_of(OpKind op) {
+  switch (op) {
+    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
+    case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax:
+    case OpKind::kSoftmax: case OpKind::kLogSoftmax: case OpKind::kLayerNorm:
+      return KernelTemplate::kRowReduce;
+    case OpKind::kMatMul:
+      return KernelTemplate::kMatMul;
+    default:
+      return KernelTemplate::kPointwise;
+  }
+}
+
+// The product of the dims of `shape` whose flag in `pick` is `want` (all dims when pick is empty).
+ir::SizeExpr product(const ir::Shape& shape, const std::vector<bool>& pick, bool want) {
+  ir::SizeExpr total = ir::SizeExpr::constant(1);
+  ir::Shape kept;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (pick.empty() || pick[d] == want) kept.push_back(shape[d]);
+  }
+  return ir::SizeExpr::of_shape(kept, 1);
+}
+
+}  // namespace
+
+Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                                       uint32_t kernel_index) {
+  if (kernel_index >= graph.kernels().size())
+    return invalid_argument("kernel index " + std::to_string(kernel_index) + " out of range");
+  const ir::Kernel& kernel = graph.kernels()[kernel_index];
+  KernelModel m;
+  m.graph = &graph;
+  m.kernel = &kernel;
+  m.kernel_index = kernel_index;
+  m.entry_point = sanitize_identifier(kernel.name);
+  if (kernel.outputs.empty() || kernel.nodes.empty())
+    return internal_error("kernel '" + kernel.name + "' has no nodes or no outputs");
+
+  // Buffers: every value read from memory, then every value written.
+  auto add_buffer = [&](NodeId v, bool written) -> Status {
+    if (plan.find_buffer(v) == nullptr)
+      return internal_error("kernel '" + kernel.name + "': value '" + graph.node(v).name +
+                            "' has no buffer in the plan");
+    m.buffers.push_back({v, graph.node(v).type.dtype, graph.node(v).type.shape, written});
+    return Status::ok();
+  };
+  for (NodeId v : kernel.inputs) KILN_RETURN_IF_ERROR(add_buffer(v, false));
+  for (NodeId v : kernel.outputs) KILN_RETURN_IF_ERROR(add_buffer(v, true));
+
+  // Anchor and the elementwise nodes around it.
+  m.anchor = kernel.anchor;
+  if (m.anchor == ir::kNoNode) {
+    for (NodeId n : kernel.nodes) {
+      if (!ir::is_elementwise(graph.node(n).op)) m.anchor = n;  // e.g. a lone layout op at -O0
+    }
+  }
+  bool after = false;
+  for (NodeId n : kernel.nodes) {
+    if (n == m.anchor) { after = true; continue; }
+    if (!ir::is_elementwise(graph.node(n).op))
+      return unsupported("kernel '" + kernel.name + "': more than one non-elementwise op");
+    (after ? m.epilogue : m.prologue).push_back(n);
+  }
+
+  // Symbols of every shape the kernel touches.
+  std::set<std::string> symbols;
+  for (const ModelBuffer& b : m.buffers) collect_symbols(b.shape, symbols);
+  for (NodeId n : kernel.nodes) {
+    collect_symbols(graph.node(n).type.shape, symbols);
+    for (NodeId in : graph.node(n).inputs) collect_symbols(graph.node(in).type.shape, symbols);
+  }
+  m.symbols.assign(symbols.begin(), symbols.end());
+  for (const ModelBuffer& b : m.buffers) {
+    artifact::KernelArg arg;
+    arg.kind = artifact::KernelArg::Kind::kBuffer;
+    arg.value = b.value;
+    m.args.push_back(arg);
+  }
+  for (const std::string& s : m.symbols) {
+    artifact::KernelArg arg;
+    arg.kind = artifact::KernelArg::Kind::kSymbol;
+    arg.symbol = s;
+    m.args.push_back(arg);
+  }
+
+  // Template, index space and dispatch.
+  const Node* anchor = m.anchor == ir::kNoNode ? nullptr : &graph.node(m.anchor);
+  m.kind = anchor ? template_of(anchor->op) : KernelTemplate::kPointwise;
+  switch (m.kind) {
+    case KernelTemplate::kPointwise: {
+      // The index space is the output of the anchor (or of the last node: elementwise kernels
+      // iterate their output's shape).
+      m.space = anchor ? anchor->type.shape : graph.node(kernel.nodes.back()).type.shape;
+      m.dispatch.work_items = product(m.space, {}, true);
+      m.dispatch.items_per_group = kPointwiseGroupSize;
+      m.dispatch.workgroup_size = kPointwiseGroupSize;
+      break;
+    }
+    case KernelTemplate::kRowReduce: {
+      const Node& x = graph.node(anchor->inputs[0]);
+      m.space = x.type.shape;
+      const int64_t rank = int64_t(m.space.size());
+      m.reduced_axes.assign(m.space.size(), false);
+      switch (anchor->op) {
+        case OpKind::kArgMax: {
+          const auto& a = std::get<ir::ArgMaxAttrs>(anchor->attrs);
+          KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a.axis, rank));
+          m.reduced_axes[size_t(axis)] = true;
+          break;
+        }
+        case OpKind::kSoftmax: case OpKind::kLogSoftmax: {
+          const auto& a = std::get<ir::AxisAttrs>(anchor->attrs);
+          KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a.axis, rank));
+          m.reduced_axes[size_t(axis)] = true;
+          break;
+        }
+        case OpKind::kLayerNorm: {
+          const auto& a = std::get<ir::LayerNormAttrs>(anchor->attrs);
+          KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a.axis, rank));
+          for (int64_t d = axis; d < rank; ++d) m.reduced_axes[size_t(d)] = true;
+          break;
+        }
+        default: {
+          const auto& a = std::get<ir::ReduceAttrs>(anchor->attrs);
+          for (int64_t axis : a.axes) {
+            if (axis < 0 || axis >= rank) return internal_error("reduce axis out of range");
+            m.reduced_axes[size_t(axis)] = true;
+          }
+          break;
+        }
+      }
+      m.dispatch.work_items = product(m.space, m.reduced_axes, false);
+      m.dispatch.items_per_group = 1;
+      m.dispatch.workgroup_size = kRowGroupSize;
+      break;
+    }
+    case KernelTemplate::kMatMul: {
+      m.space = anchor->type.shape;
+      m.dispatch.work_items = product(m.space, {}, true);
+      m.dispatch.items_per_group = kMatMulTile * kMatMulTile;
+      m.dispatch.workgroup_size = kMatMulTile * kMatMulTile;
+      break;
+    }
+  }
+  return m;
+}
+
+}  // namespace kiln::codegen

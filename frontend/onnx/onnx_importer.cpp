@@ -1,0 +1,476 @@
+// The ONNX import driver: parses the ModelProto, checks the opset, creates graph inputs and
+// initializer constants, converts every node through the converter tables (collecting every
+// unsupported node before giving up) and sets the graph outputs. Also the Importer helpers.
+#include "frontend/onnx/onnx_importer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "frontend/onnx/onnx_internal.h"
+#include "ir/infer.h"
+#include "ir/interpreter.h"
+#include "ir/verifier.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ir::NodeId;
+
+// Opsets 11-17 are the supported range. Older models (as the ONNX node tests write them: each
+// test declares the opset its operator last changed in) are accepted when every operator they
+// use has the same semantics in their opset as in opset 11; see min_opset_of().
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kFullOpset = 11;
+constexpr int64_t kMaxOpset = 17;
+// Folding creates constants; past this size a node stays in the graph for the pipeline to fold.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
+
+bool is_keyword(const std::string& s) {
+  static const char* const kKeywords[] = {"graph", "weights", "const", "param", "true", "false",
+                                          "f32", "f16", "bf16", "i64", "i32", "i8", "u8", "bool"};
+  for (const char* k : kKeywords) {
+    if (s == k) return true;
+  }
+  return false;
+}
+
+const std::map<std::string, Converter>& converters() {
+  static const std::map<std::string, Converter> table = [] {
+    std::map<std::string, Converter> t;
+    register_elementwise_ops(t);
+    register_tensor_ops(t);
+    register_nn_ops(t);
+    register_extra_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+// The oldest opset whose form of the operator the converters handle: operators whose inputs,
+// attributes or broadcasting changed meaning before opset 11 are refused in older models.
+int64_t min_opset_of(const std::string& op) {
+  static const std::map<std::string, int64_t> table = {
+      // v6 dropped consumed_inputs (legacy in-place hints).
+      {"Abs", 6}, {"Neg", 6}, {"Exp", 6}, {"Log", 6}, {"Sqrt", 6}, {"Reciprocal", 6}, {"Relu", 6},
+      {"Sigmoid", 6}, {"Tanh", 6}, {"Floor", 6}, {"Ceil", 6}, {"Elu", 6}, {"HardSigmoid", 6},
+      {"LeakyRelu", 6}, {"Selu", 6}, {"Clip", 6}, {"Cast", 6}, {"Max", 6}, {"Min", 6}, {"Sum", 6},
+      {"Mean", 6},
+      // v7 replaced the legacy broadcast/axis attributes by NumPy broadcasting.
+      {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7},
+      {"Equal", 7}, {"Less", 7}, {"Greater", 7}, {"PRelu", 7}, {"Gemm", 7}, {"BatchNormalization", 7},
+      {"Dropout", 7}, {"Sin", 7}, {"Cos", 7},
+      {"Concat", 4}, {"Reshape", 5}, {"Expand", 8}, {"Erf", 9}, {"Sign", 9}, {"Where", 9},
+      {"ConstantOfShape", 9}, {"Constant", 9}, {"Tan", 7}, {"InstanceNormalization", 6},
+      {"Split", 2}, {"Tile", 6}, {"DepthToSpace", 11}, {"Shrink", 9}, {"Sinh", 9}, {"Cosh", 9},
+      {"IsNaN", 9}, {"IsInf", 10}, {"EyeLike", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9},
+  };
+  auto it = table.find(op);
+  return it == table.end() ? 1 : it->second;
+}
+
+std::string node_label(const onnx::NodeProto& node, int64_t opset) {
+  return "node '" + (node.name().empty() ? (node.output_size() > 0 ? node.output(0) : std::string("?"))
+                                         : node.name()) +
+         "' (" + node.op_type() + ", opset " + std::to_string(opset) + ")";
+}
+
+Result<ir::TensorType> value_type(Importer& im, const onnx::ValueInfoProto& info) {
+  if (!info.type().has_tensor_type()) {
+    return unsupported("input '" + info.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+  }
+  const auto& tt = info.type().tensor_type();
+  const std::optional<ir::DType> dtype = dtype_from_onnx(tt.elem_type());
+  if (!dtype) {
+    return unsupported("input '" + info.name() + "' has element type " + onnx_type_name(tt.elem_type()) +
+                       ", which Kiln does not support");
+  }
+  if (!tt.has_shape()) return unsupported("input '" + info.name() + "' has no shape (unknown rank)");
+  ir::TensorType type{*dtype, {}};
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) return corrupt("input '" + info.name() + "' has a negative dim");
+      type.shape.push_back(ir::Dim::of(d.dim_value()));
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      std::string sym;
+      for (char c : d.dim_param()) sym += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      if (!std::isalpha(static_cast<unsigned char>(sym[0])) && sym[0] != '_') sym = "d_" + sym;
+      if (is_keyword(sym)) sym = "d_" + sym;
+      type.shape.push_back(ir::Dim::symbol(sym));
+    } else {
+      type.shape.push_back(ir::Dim::symbol(im.fresh_symbol()));
+    }
+  }
+  return type;
+}
+
+}  // namespace
+
+// ---- Importer helpers -------------------------------------------------------------------
+
+std::string sanitize_name(std::string_view onnx_name) {
+  std::string s;
+  for (char c : onnx_name) {
+    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.') ? c : '_';
+  }
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) s = "v_" + s;
+  if (is_keyword(s)) s = "v_" + s;
+  return s;
+}
+
+std::string Importer::kiln_name(std::string_view onnx_name) {
+  std::string s = sanitize_name(onnx_name);
+  if (names.insert(s)) return s;
+  return names.fresh(s);
+}
+
+std::string Importer::fresh_symbol() {
+  for (;;) {
+    std::string s = "dyn" + std::to_string(next_symbol++);
+    if (!names.contains(s)) return s;
+  }
+}
+
+Status Importer::error(std::string message) const {
+  return invalid_argument(node_label(*current, opset) + ": " + message);
+}
+Status Importer::unsupported(std::string message) const {
+  return kiln::unsupported(node_label(*current, opset) + ": " + message);
+}
+
+const ir::Tensor* Importer::const_data(NodeId id) const {
+  if (id == ir::kNoNode || graph.node(id).op != ir::OpKind::kConstant) return nullptr;
+  return &graph.constant_of(id);
+}
+
+NodeId Importer::add_constant(ir::Tensor data, std::string_view base) {
+  ir::Node node;
+  node.op = ir::OpKind::kConstant;
+  node.name = kiln_name(base);
+  node.type = data.type();
+  node.attrs = ir::ConstantAttrs{graph.add_constant(std::move(data)), ""};
+  node.loc = SourceLoc{filename, 0, 0};
+  return graph.add_node(std::move(node));
+}
+
+Result<NodeId> Importer::scalar(double v, ir::DType dtype) {
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(dtype, {}));
+  t.set_element_from_double(0, v);
+  return add_constant(std::move(t));
+}
+
+Result<NodeId> Importer::ints_constant(const std::vector<int64_t>& v) {
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, {int64_t(v.size())}));
+  std::copy(v.begin(), v.end(), t.mutable_data_as<int64_t>());
+  return add_constant(std::move(t));
+}
+
+Result<std::vector<int64_t>> Importer::const_ints(NodeId id, std::string_view what) const {
+  const ir::Tensor* t = const_data(id);
+  if (t == nullptr) return unsupported(std::string(what) + " must be a constant (computed at import)");
+  if (!ir::is_integer(t->dtype())) return error(std::string(what) + " must be integers");
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < t->num_elements(); ++i) out.push_back(t->element_as_int(i));
+  return out;
+}
+
+Result<NodeId> Importer::add(ir::OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs) {
+  ir::Node node;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  node.name = kiln_name(current != nullptr && current->output_size() > 0 && !current->output(0).empty()
+                            ? current->output(0)
+                            : std::string(ir::op_name(op)));
+  node.loc = SourceLoc{filename, 0, 0};
+  Status inferred = ir::infer_node(graph, node);
+  if (!inferred.is_ok()) return error(inferred.message());
+  bool all_constant = !node.inputs.empty();
+  for (NodeId in : node.inputs) all_constant = all_constant && const_data(in) != nullptr;
+  const std::optional<int64_t> numel = ir::static_num_elements(node.type.shape);
+  if (all_constant && numel && *numel <= kMaxFoldElements) {
+    std::vector<const ir::Tensor*> args;
+    for (NodeId in : node.inputs) args.push_back(const_data(in));
+    Result<ir::Tensor> folded = ir::evaluate_node(graph, node, args, {});
+    if (folded.is_ok()) return add_constant(std::move(folded).value(), node.name);
+  }
+  return graph.add_node(std::move(node));
+}
+
+Result<NodeId> Importer::reshape(NodeId x, ir::Shape shape) {
+  if (type(x).shape == shape) return x;
+  return add(ir::OpKind::kReshape, {x}, ir::ReshapeAttrs{std::move(shape)});
+}
+
+Result<Value> Importer::input_value(int i) {
+  if (!has_input(i)) return error("input " + std::to_string(i) + " is missing");
+  auto it = values.find(current->input(i));
+  if (it == values.end()) return error("input '" + current->input(i) + "' is not defined before use");
+  return it->second;
+}
+
+Result<NodeId> Importer::input(int i) {
+  KILN_ASSIGN_OR_RETURN(Value v, input_value(i));
+  if (v.node != ir::kNoNode) return v.node;
+  // An import-time shape vector used as data: materialize it when it is static.
+  std::vector<int64_t> sizes;
+  for (const ir::Dim& d : *v.dims) {
+    if (d.is_symbolic()) {
+      return unsupported("input '" + current->input(i) + "' is a shape with the dynamic dim '" +
+                         d.symbol_name() + "', used as tensor data");
+    }
+    sizes.push_back(d.size());
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId id, ints_constant(sizes));
+  if (v.dims_scalar) {
+    KILN_ASSIGN_OR_RETURN(id, reshape(id, {}));
+  }
+  values[current->input(i)].node = id;
+  return id;
+}
+
+Result<ir::Shape> Importer::input_dims(int i, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(Value v, input_value(i));
+  if (v.dims) return *v.dims;
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ints, const_ints(v.node, what));
+  return ir::shape_of(ints);
+}
+
+Result<std::vector<int64_t>> Importer::input_ints(int i, std::string_view what) {
+  KILN_ASSIGN_OR_RETURN(NodeId id, input(i));
+  return const_ints(id, what);
+}
+
+Status Importer::set_output(int i, NodeId id) {
+  if (i >= current->output_size() || current->output(i).empty()) return Status::ok();
+  Value v;
+  v.node = id;
+  values[current->output(i)] = v;
+  return Status::ok();
+}
+
+Status Importer::set_output_dims(int i, ir::Shape dims, bool scalar) {
+  if (i >= current->output_size() || current->output(i).empty()) return Status::ok();
+  if (ir::is_static(dims)) {
+    KILN_ASSIGN_OR_RETURN(NodeId id, ints_constant(ir::static_sizes(dims)));
+    if (scalar) {
+      KILN_ASSIGN_OR_RETURN(id, reshape(id, {}));
+    }
+    return set_output(i, id);
+  }
+  Value v;
+  v.dims = std::move(dims);
+  v.dims_scalar = scalar;
+  values[current->output(i)] = v;
+  return Status::ok();
+}
+
+Status Importer::only_first_outputs(int count) {
+  for (int i = count; i < current->output_size(); ++i) {
+    if (!current->output(i).empty()) {
+      return unsupported("output " + std::to_string(i) + " ('" + current->output(i) + "') is not supported");
+    }
+  }
+  return Status::ok();
+}
+
+const onnx::AttributeProto* Importer::attr(std::string_view name) const {
+  for (const auto& a : current->attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+int64_t Importer::attr_int(std::string_view name, int64_t fallback) const {
+  const auto* a = attr(name);
+  return a != nullptr ? a->i() : fallback;
+}
+double Importer::attr_float(std::string_view name, double fallback) const {
+  const auto* a = attr(name);
+  return a != nullptr ? double(a->f()) : fallback;
+}
+std::string Importer::attr_string(std::string_view name, std::string fallback) const {
+  const auto* a = attr(name);
+  return a != nullptr ? a->s() : fallback;
+}
+std::optional<std::vector<int64_t>> Importer::attr_ints(std::string_view name) const {
+  const auto* a = attr(name);
+  if (a == nullptr) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+Status check_import_size(const Importer& im, const ir::Shape& shape, std::string_view what) {
+  const std::optional<int64_t> n = ir::static_num_elements(shape);
+  if (!n) return im.unsupported(std::string(what) + " needs static dims");
+  if (*n > kMaxImportElements) {
+    return im.unsupported(std::string(what) + " of more than 2^26 elements is not supported");
+  }
+  return Status::ok();
+}
+
+// ---- the driver -------------------------------------------------------------------------
+
+Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std::string& filename,
+                                    const std::string& base_dir, Diagnostics& diags,
+                                    const ImportOptions& options) {
+  const SourceLoc file_loc{filename, 0, 0};
+  auto fail = [&](const Status& s) -> Result<ir::Graph> {
+    diags.error(file_loc, s.message());
+    return s;
+  };
+  if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
+    return fail(corrupt("the model is larger than 2 GiB; keep large weights in external data files"));
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), int(bytes.size()))) {
+    return fail(corrupt("not a valid ONNX model (malformed or truncated protobuf)"));
+  }
+  if (!model.has_graph()) return fail(corrupt("the model has no graph"));
+  int64_t opset = -1;
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset = op.version();
+  }
+  if (opset < 0) return fail(kiln::unsupported("the model imports no version of the default ONNX opset (operators of other domains are not supported)"));
+  if (opset < kMinOpset || opset > kMaxOpset) {
+    return fail(kiln::unsupported("opset " + std::to_string(opset) + " is not supported (Kiln imports opsets " +
+                                  std::to_string(kFullOpset) + " to " + std::to_string(kMaxOpset) + ")"));
+  }
+  const onnx::GraphProto& g = model.graph();
+  Importer im(filename, base_dir, opset);
+  im.graph.name = im.kiln_name(g.name().empty() ? "model" : g.name());
+
+  // Initializers first (older exporters also list them as graph inputs).
+  for (const auto& init : g.initializer()) {
+    Result<ir::Tensor> t = tensor_from_proto(init, base_dir);
+    if (!t.is_ok()) {
+      diags.error(file_loc, "initializer '" + init.name() + "': " + t.status().message());
+      continue;
+    }
+    Value v;
+    v.node = im.add_constant(std::move(t).value(), init.name());
+    im.values[init.name()] = v;
+  }
+  size_t position = 0;
+  for (const auto& info : g.input()) {
+    if (im.values.count(info.name())) continue;
+    const size_t this_position = position++;
+    Result<ir::TensorType> type = value_type(im, info);
+    if (!type.is_ok()) {
+      diags.error(file_loc, type.status().message());
+      continue;
+    }
+    auto frozen = options.frozen_inputs.find(this_position);
+    if (frozen != options.frozen_inputs.end()) {
+      const ir::Tensor& t = frozen->second;
+      bool matches = t.dtype() == type->dtype && t.rank() == type->rank();
+      for (int64_t i = 0; matches && i < t.rank(); ++i) {
+        const ir::Dim& d = type->shape[size_t(i)];
+        matches = d.is_symbolic() || d.size() == t.shape()[size_t(i)];
+      }
+      if (!matches) {
+        diags.error(file_loc, "input '" + info.name() + "' is " + type->to_string() + ", its frozen value is " +
+                                  t.type().to_string());
+        continue;
+      }
+      Value v;
+      v.node = im.add_constant(t.clone(), info.name());
+      im.values[info.name()] = v;
+      continue;
+    }
+    ir::Node node;
+    node.op = ir::OpKind::kInput;
+    node.name = im.kiln_name(info.name());
+    node.type = *type;
+    node.attrs = ir::InputAttrs{int64_t(im.graph.inputs().size())};
+    node.loc = file_loc;
+    const NodeId id = im.graph.add_node(std::move(node));
+    im.graph.inputs().push_back(id);
+    Value v;
+    v.node = id;
+    im.values[info.name()] = v;
+  }
+  if (diags.has_errors()) return diags.to_status();
+
+  // Every node: an unknown op, an unsupported attribute or a failed conversion is reported and
+  // the import continues, so one run lists every offending node.
+  const auto& table = converters();
+  bool failed = false;
+  for (const auto& node : g.node()) {
+    im.current = &node;
+    if (!node.domain().empty() && node.domain() != "ai.onnx") {
+      diags.error(file_loc, node_label(node, opset) + ": operators of domain '" + node.domain() +
+                                "' are not supported");
+      failed = true;
+      continue;
+    }
+    auto it = table.find(node.op_type());
+    if (it == table.end()) {
+      diags.error(file_loc, node_label(node, opset) + ": unsupported operator");
+      failed = true;
+      continue;
+    }
+    if (opset < min_opset_of(node.op_type())) {
+      diags.error(file_loc, node_label(node, opset) + ": the opset " + std::to_string(opset) + " form of " +
+                                node.op_type() + " is not supported (Kiln supports it from opset " +
+                                std::to_string(std::max(min_opset_of(node.op_type()), opset)) + ")");
+      failed = true;
+      continue;
+    }
+    bool inputs_ready = true;
+    for (const auto& name : node.input()) inputs_ready = inputs_ready && (name.empty() || im.values.count(name));
+    if (!inputs_ready && failed) continue;  // downstream of a reported node
+    Status s = it->second(im);
+    if (!s.is_ok()) {
+      diags.error(file_loc, s.message());
+      failed = true;
+    }
+  }
+  im.current = nullptr;
+  if (diags.has_errors()) return diags.to_status();
+
+  for (const auto& out : g.output()) {
+    auto it = im.values.find(out.name());
+    if (it == im.values.end()) return fail(corrupt("graph output '" + out.name() + "' is never computed"));
+    im.current = nullptr;
+    ir::NodeId id = it->second.node;
+    if (id == ir::kNoNode) {
+      onnx::NodeProto fake;
+      fake.set_name(out.name());
+      fake.set_op_type("Output");
+      fake.add_input(out.name());
+      im.current = &fake;
+      Result<NodeId> r = im.input(0);
+      im.current = nullptr;
+      if (!r.is_ok()) return fail(r.status());
+      id = *r;
+    }
+    ir::GraphOutput go;
+    go.name = sanitize_name(out.name());
+    for (int n = 1; std::any_of(im.graph.outputs().begin(), im.graph.outputs().end(),
+                                [&](const ir::GraphOutput& o) { return o.name == go.name; });
+         ++n) {
+      go.name = sanitize_name(out.name()) + "_" + std::to_string(n);
+    }
+    go.node = id;
+    go.declared = im.graph.node(id).type;
+    go.loc = file_loc;
+    im.graph.outputs().push_back(std::move(go));
+  }
+  Status verified = ir::verify_graph(im.graph);
+  if (!verified.is_ok()) return fail(internal_error("the imported graph does not verify: " + verified.message()));
+  return std::move(im.graph);
+}
+
+Result<ir::Graph> import_onnx_file(const std::string& path, Diagnostics& diags, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diags.error(SourceLoc{path, 0, 0}, "cannot open the file");
+    return not_found("cannot open '" + path + "'");
+  }
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  return import_onnx_bytes(std::as_bytes(std::span(data.data(), data.size())), path, base_dir, diags, options);
+}
+
+}  // namespace kiln::onnx_import

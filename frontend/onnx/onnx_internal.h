@@ -1,0 +1,111 @@
+// Internals shared by the ONNX importer's files: the import context (value table, node
+// builders, attribute readers) and the operator converter tables.
+//
+// Ownership: an Importer owns the graph under construction; converters borrow it for one node.
+// Not thread-safe: one Importer per import.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "support/status.h"
+
+namespace kiln::onnx_import {
+
+// An ONNX value during import. `node` is its Kiln value; `dims` is set for int64 shape vectors
+// known at import time whose entries may be symbolic (from Shape of a dynamic tensor): such a
+// value has no Kiln node until it is needed as data (which fails while a dim is symbolic).
+struct Value {
+  ir::NodeId node = ir::kNoNode;
+  std::optional<ir::Shape> dims;
+  bool dims_scalar = false;  // a 0-d value (Gather of one index)
+};
+
+// An ONNX value name as a Kiln IDENT (not made unique).
+std::string sanitize_name(std::string_view onnx_name);
+// ONNX TensorProto data type -> Kiln dtype (nullopt for types Kiln has no dtype for).
+std::optional<ir::DType> dtype_from_onnx(int32_t onnx_type);
+const char* onnx_type_name(int32_t onnx_type);
+// TensorProto -> Tensor; external data is read relative to base_dir (refused when empty).
+Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);
+
+class Importer {
+ public:
+  Importer(std::string filename, std::string base_dir, int64_t opset)
+      : filename(std::move(filename)), base_dir(std::move(base_dir)), opset(opset) {}
+
+  ir::Graph graph;
+  ir::NameTable names;
+  std::string filename;
+  std::string base_dir;
+  int64_t opset;
+  std::unordered_map<std::string, Value> values;
+  const onnx::NodeProto* current = nullptr;  // the node being converted
+  int64_t next_symbol = 0;
+
+  // A Kiln IDENT for an ONNX value name, unique in the graph.
+  std::string kiln_name(std::string_view onnx_name);
+  std::string fresh_symbol();
+
+  // Creates a node, infers its type and, when every input is a constant, folds it into a
+  // constant. Inference errors become kInvalidArgument naming the ONNX node.
+  Result<ir::NodeId> add(ir::OpKind op, std::vector<ir::NodeId> inputs, ir::Attrs attrs);
+  ir::NodeId add_constant(ir::Tensor data, std::string_view base = "c");
+  Result<ir::NodeId> scalar(double v, ir::DType dtype);
+  Result<ir::NodeId> ints_constant(const std::vector<int64_t>& v);
+  const ir::TensorType& type(ir::NodeId id) const { return graph.node(id).type; }
+  // The data of a constant value, or nullptr.
+  const ir::Tensor* const_data(ir::NodeId id) const;
+  Result<std::vector<int64_t>> const_ints(ir::NodeId id, std::string_view what) const;
+  Result<ir::NodeId> reshape(ir::NodeId x, ir::Shape shape);
+
+  // Node inputs / outputs.
+  int num_inputs() const { return current->input_size(); }
+  bool has_input(int i) const { return i < current->input_size() && !current->input(i).empty(); }
+  Result<ir::NodeId> input(int i);
+  Result<Value> input_value(int i);
+  // Integer data of an input (constant or import-time shape vector).
+  Result<ir::Shape> input_dims(int i, std::string_view what);
+  Result<std::vector<int64_t>> input_ints(int i, std::string_view what);
+  Status set_output(int i, ir::NodeId id);
+  Status set_output_dims(int i, ir::Shape dims, bool scalar);
+  // Fails with kUnsupported when output i (i >= 1) is requested by the model.
+  Status only_first_outputs(int count);
+
+  // Attributes.
+  const onnx::AttributeProto* attr(std::string_view name) const;
+  int64_t attr_int(std::string_view name, int64_t fallback) const;
+  double attr_float(std::string_view name, double fallback) const;
+  std::string attr_string(std::string_view name, std::string fallback) const;
+  std::optional<std::vector<int64_t>> attr_ints(std::string_view name) const;
+
+  Status error(std::string message) const;        // kInvalidArgument about the current node
+  Status unsupported(std::string message) const;  // kUnsupported about the current node
+};
+
+// Constants the importer builds itself (masks, ConstantOfShape, Range, zero biases, ...) larger
+// than this are refused, so a corrupt or hostile model cannot make the import allocate without
+// bound.
+inline constexpr int64_t kMaxImportElements = int64_t(1) << 26;
+// kUnsupported about the current node when `shape` is not static or has more than
+// kMaxImportElements elements; `what` names the constant.
+Status check_import_size(const Importer& im, const ir::Shape& shape, std::string_view what);
+
+using Converter = std::function<Status(Importer&)>;
+// Registers the converters of one op family into `table` (keyed by ONNX op_type).
+void register_elementwise_ops(std::map<std::string, Converter>& table);
+void register_tensor_ops(std::map<std::string, Converter>& table);
+void register_nn_ops(std::map<std::string, Converter>& table);
+void register_extra_ops(std::map<std::string, Converter>& table);
+
+}  // namespace kiln::onnx_import

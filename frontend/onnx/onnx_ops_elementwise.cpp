@@ -1,0 +1,312 @@
+// Converters for ONNX elementwise operators: unary math, activations (decomposed into Kiln
+// elementwise ops where Kiln has no direct op), binary arithmetic, comparisons, logic, Where,
+// Cast, Clip, Identity.
+#include <cmath>
+
+#include "frontend/onnx/onnx_internal.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ir::NodeId;
+using ir::OpKind;
+
+Converter unary(OpKind op) {
+  return [op](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {x}, ir::default_attrs(op)));
+    return im.set_output(0, y);
+  };
+}
+
+Result<NodeId> binary(Importer& im, OpKind op, NodeId a, NodeId b) {
+  return im.add(op, {a, b}, ir::default_attrs(op));
+}
+
+// A scalar constant of x's dtype.
+Result<NodeId> like(Importer& im, NodeId x, double v) { return im.scalar(v, im.type(x).dtype); }
+
+Converter binary_op(OpKind op) {
+  return [op](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
+    KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
+    KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, op, a, b));
+    return im.set_output(0, y);
+  };
+}
+
+// Max / Min / Sum / Mean: variadic, folded left to right.
+Converter variadic(OpKind op, bool mean) {
+  return [op, mean](Importer& im) -> Status {
+    if (im.num_inputs() < 1) return im.error("needs at least one input");
+    KILN_ASSIGN_OR_RETURN(NodeId acc, im.input(0));
+    for (int i = 1; i < im.num_inputs(); ++i) {
+      KILN_ASSIGN_OR_RETURN(NodeId next, im.input(i));
+      KILN_ASSIGN_OR_RETURN(acc, binary(im, op, acc, next));
+    }
+    if (mean && im.num_inputs() > 1) {
+      KILN_ASSIGN_OR_RETURN(NodeId n, like(im, acc, im.num_inputs()));
+      KILN_ASSIGN_OR_RETURN(acc, binary(im, OpKind::kDiv, acc, n));
+    }
+    return im.set_output(0, acc);
+  };
+}
+
+// where(x < 0, negative_branch, positive_branch); `strict` false uses x <= 0.
+Result<NodeId> select_negative(Importer& im, NodeId x, NodeId negative, NodeId positive, bool strict = true) {
+  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId cond, binary(im, strict ? OpKind::kLess : OpKind::kLessEqual, x, zero));
+  return im.add(OpKind::kWhere, {cond, negative, positive}, ir::NoAttrs{});
+}
+
+// alpha * (exp(x) - 1)
+Result<NodeId> expm1_scaled(Importer& im, NodeId x, double alpha) {
+  KILN_ASSIGN_OR_RETURN(NodeId e, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(NodeId em1, binary(im, OpKind::kSub, e, one));
+  KILN_ASSIGN_OR_RETURN(NodeId a, like(im, x, alpha));
+  return binary(im, OpKind::kMul, em1, a);
+}
+
+Status leaky_relu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId alpha, like(im, x, im.attr_float("alpha", 0.01)));
+  KILN_ASSIGN_OR_RETURN(NodeId scaled, binary(im, OpKind::kMul, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, scaled, x));
+  return im.set_output(0, y);
+}
+
+Status prelu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId slope, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId scaled, binary(im, OpKind::kMul, x, slope));
+  KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, scaled, x));
+  return im.set_output(0, y);
+}
+
+Status elu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, x, im.attr_float("alpha", 1.0)));
+  KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, neg, x));
+  return im.set_output(0, y);
+}
+
+Status selu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const double alpha = im.attr_float("alpha", 1.67326319217681884765625);
+  const double gamma = im.attr_float("gamma", 1.05070102214813232421875);
+  KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId sel, select_negative(im, x, neg, x, /*strict=*/false));
+  KILN_ASSIGN_OR_RETURN(NodeId g, like(im, x, gamma));
+  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, sel, g));
+  return im.set_output(0, y);
+}
+
+Status celu(Importer& im) {
+  // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const double alpha = im.attr_float("alpha", 1.0);
+  KILN_ASSIGN_OR_RETURN(NodeId a, like(im, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId xa, binary(im, OpKind::kDiv, x, a));
+  KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, xa, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, neg, x));
+  return im.set_output(0, y);
+}
+
+// clamp(alpha * x + beta, 0, 1), optionally times x (HardSwish).
+Result<NodeId> hard_sigmoid_of(Importer& im, NodeId x, double alpha, double beta) {
+  KILN_ASSIGN_OR_RETURN(NodeId a, like(im, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId b, like(im, x, beta));
+  KILN_ASSIGN_OR_RETURN(NodeId ax, binary(im, OpKind::kMul, x, a));
+  KILN_ASSIGN_OR_RETURN(NodeId axb, binary(im, OpKind::kAdd, ax, b));
+  return im.add(OpKind::kClamp, {axb}, ir::ClampAttrs{0.0, 1.0});
+}
+
+Status hard_sigmoid(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId y, hard_sigmoid_of(im, x, im.attr_float("alpha", 0.2), im.attr_float("beta", 0.5)));
+  return im.set_output(0, y);
+}
+
+Status hard_swish(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId s, hard_sigmoid_of(im, x, 1.0 / 6.0, 0.5));
+  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, x, s));
+  return im.set_output(0, y);
+}
+
+// log(exp(x) + 1)
+Result<NodeId> softplus_of(Importer& im, NodeId x) {
+  KILN_ASSIGN_OR_RETURN(NodeId e, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(NodeId e1, binary(im, OpKind::kAdd, e, one));
+  return im.add(OpKind::kLog, {e1}, ir::NoAttrs{});
+}
+
+Status softplus(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId y, softplus_of(im, x));
+  return im.set_output(0, y);
+}
+
+Status mish(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId sp, softplus_of(im, x));
+  KILN_ASSIGN_OR_RETURN(NodeId t, im.add(OpKind::kTanh, {sp}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, x, t));
+  return im.set_output(0, y);
+}
+
+Status softsign(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId ax, im.add(OpKind::kAbs, {x}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(NodeId d, binary(im, OpKind::kAdd, ax, one));
+  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kDiv, x, d));
+  return im.set_output(0, y);
+}
+
+Status thresholded_relu(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId alpha, like(im, x, im.attr_float("alpha", 1.0)));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId cond, binary(im, OpKind::kGreater, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {cond, x, zero}, ir::NoAttrs{}));
+  return im.set_output(0, y);
+}
+
+Status gelu(Importer& im) {
+  const std::string approximate = im.attr_string("approximate", "none");
+  if (approximate != "none" && approximate != "tanh") {
+    return im.unsupported("approximate='" + approximate + "' is not supported");
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGelu, {x}, ir::GeluAttrs{approximate == "tanh"}));
+  return im.set_output(0, y);
+}
+
+Status pow_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
+  // ONNX lets the exponent's type differ from the base's; the result has the base's type.
+  if (im.type(b).dtype != im.type(a).dtype) {
+    KILN_ASSIGN_OR_RETURN(b, im.add(OpKind::kCast, {b}, ir::CastAttrs{im.type(a).dtype}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kPow, a, b));
+  return im.set_output(0, y);
+}
+
+Status where_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId c, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.input(2));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {c, a, b}, ir::NoAttrs{}));
+  return im.set_output(0, y);
+}
+
+Status cast_op(Importer& im) {
+  const int64_t to = im.attr_int("to", 0);
+  const std::optional<ir::DType> dtype = dtype_from_onnx(int32_t(to));
+  if (!dtype) return im.unsupported(std::string("cast to ") + onnx_type_name(int32_t(to)) + " is not supported");
+  KILN_ASSIGN_OR_RETURN(Value v, im.input_value(0));
+  if (v.node == ir::kNoNode && *dtype == ir::DType::kI64) {
+    return im.set_output_dims(0, *v.dims, v.dims_scalar);  // a shape vector stays one
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  if (im.type(x).dtype == *dtype) return im.set_output(0, x);
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {x}, ir::CastAttrs{*dtype}));
+  return im.set_output(0, y);
+}
+
+Status identity(Importer& im) {
+  KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+  KILN_ASSIGN_OR_RETURN(Value v, im.input_value(0));
+  if (v.node == ir::kNoNode) return im.set_output_dims(0, *v.dims, v.dims_scalar);
+  return im.set_output(0, v.node);
+}
+
+Status dropout(Importer& im) {
+  // Inference: the identity. A requested mask or a training_mode input that is not a constant
+  // false cannot be expressed.
+  KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(NodeId mode, im.input(2));
+    const ir::Tensor* t = im.const_data(mode);
+    if (t == nullptr || t->num_elements() != 1 || t->element_as_int(0) != 0) {
+      return im.unsupported("training_mode must be a constant false (training is not supported)");
+    }
+  }
+  return identity(im);
+}
+
+Status clip(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  ir::ClampAttrs attrs;
+  NodeId y = x;
+  if (im.opset < 11) {
+    // Opsets 6-10: the bounds are attributes.
+    if (im.attr("min")) attrs.min = im.attr_float("min", 0.0);
+    if (im.attr("max")) attrs.max = im.attr_float("max", 0.0);
+  }
+  for (int i = 1; i <= 2 && im.opset >= 11; ++i) {
+    if (!im.has_input(i)) continue;
+    KILN_ASSIGN_OR_RETURN(NodeId bound, im.input(i));
+    const ir::Tensor* t = im.const_data(bound);
+    if (t != nullptr && t->num_elements() == 1) {
+      (i == 1 ? attrs.min : attrs.max) = t->element_as_double(0);
+      continue;
+    }
+    // A bound computed at run time: maximum / minimum with it.
+    KILN_ASSIGN_OR_RETURN(y, binary(im, i == 1 ? OpKind::kMaximum : OpKind::kMinimum, y, bound));
+  }
+  if (attrs.min || attrs.max) {
+    if (attrs.min && attrs.max && *attrs.min > *attrs.max) {
+      // ONNX: every element becomes max when min > max.
+      attrs.min = attrs.max;
+    }
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kClamp, {y}, attrs));
+  }
+  return im.set_output(0, y);
+}
+
+}  // namespace
+
+void register_elementwise_ops(std::map<std::string, Converter>& t) {
+  const std::pair<const char*, OpKind> unaries[] = {
+      {"Abs", OpKind::kAbs}, {"Neg", OpKind::kNeg}, {"Exp", OpKind::kExp}, {"Log", OpKind::kLog},
+      {"Sqrt", OpKind::kSqrt}, {"Reciprocal", OpKind::kReciprocal}, {"Tanh", OpKind::kTanh},
+      {"Sigmoid", OpKind::kSigmoid}, {"Relu", OpKind::kRelu}, {"Erf", OpKind::kErf}, {"Sin", OpKind::kSin},
+      {"Cos", OpKind::kCos}, {"Floor", OpKind::kFloor}, {"Ceil", OpKind::kCeil}, {"Round", OpKind::kRound},
+      {"Sign", OpKind::kSign}, {"Not", OpKind::kNot}};
+  for (const auto& [name, op] : unaries) t[name] = unary(op);
+  const std::pair<const char*, OpKind> binaries[] = {
+      {"Add", OpKind::kAdd}, {"Sub", OpKind::kSub}, {"Mul", OpKind::kMul}, {"Div", OpKind::kDiv},
+      {"Equal", OpKind::kEqual}, {"Less", OpKind::kLess}, {"LessOrEqual", OpKind::kLessEqual},
+      {"Greater", OpKind::kGreater}, {"GreaterOrEqual", OpKind::kGreaterEqual}, {"And", OpKind::kAnd},
+      {"Or", OpKind::kOr}, {"Xor", OpKind::kXor}};
+  for (const auto& [name, op] : binaries) t[name] = binary_op(op);
+  t["Max"] = variadic(OpKind::kMaximum, false);
+  t["Min"] = variadic(OpKind::kMinimum, false);
+  t["Sum"] = variadic(OpKind::kAdd, false);
+  t["Mean"] = variadic(OpKind::kAdd, true);
+  t["Pow"] = pow_op;
+  t["LeakyRelu"] = leaky_relu;
+  t["PRelu"] = prelu;
+  t["Elu"] = elu;
+  t["Selu"] = selu;
+  t["Celu"] = celu;
+  t["HardSigmoid"] = hard_sigmoid;
+  t["HardSwish"] = hard_swish;
+  t["Softplus"] = softplus;
+  t["Softsign"] = softsign;
+  t["Mish"] = mish;
+  t["ThresholdedRelu"] = thresholded_relu;
+  t["Gelu"] = gelu;
+  t["Where"] = where_op;
+  t["Cast"] = cast_op;
+  t["Identity"] = identity;
+  t["Dropout"] = dropout;
+  t["Clip"] = clip;
+}
+
+}  // namespace kiln::onnx_import

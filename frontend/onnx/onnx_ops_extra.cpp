@@ -1,0 +1,353 @@
+// Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
+// trigonometric functions, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
+// InstanceNormalization, DepthToSpace/SpaceToDepth and CastLike. Masks and index patterns are
+// built as constants at import, so these need static shapes where noted.
+#include <cmath>
+#include <limits>
+
+#include "frontend/onnx/onnx_internal.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ir::Dim;
+using ir::NodeId;
+using ir::OpKind;
+using ir::Shape;
+
+Result<NodeId> op(Importer& im, OpKind kind, std::vector<NodeId> in) {
+  return im.add(kind, std::move(in), ir::default_attrs(kind));
+}
+Result<NodeId> like(Importer& im, NodeId x, double v) { return im.scalar(v, im.type(x).dtype); }
+
+Status tan_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId s, op(im, OpKind::kSin, {x}));
+  KILN_ASSIGN_OR_RETURN(NodeId c, op(im, OpKind::kCos, {x}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kDiv, {s, c}));
+  return im.set_output(0, y);
+}
+
+// (exp(x) -/+ exp(-x)) / 2
+Converter hyperbolic(bool is_cosh) {
+  return [is_cosh](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(NodeId ep, op(im, OpKind::kExp, {x}));
+    KILN_ASSIGN_OR_RETURN(NodeId nx, op(im, OpKind::kNeg, {x}));
+    KILN_ASSIGN_OR_RETURN(NodeId en, op(im, OpKind::kExp, {nx}));
+    KILN_ASSIGN_OR_RETURN(NodeId sum, op(im, is_cosh ? OpKind::kAdd : OpKind::kSub, {ep, en}));
+    KILN_ASSIGN_OR_RETURN(NodeId half, like(im, x, 0.5));
+    KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kMul, {sum, half}));
+    return im.set_output(0, y);
+  };
+}
+
+// asinh = log(x + sqrt(x^2 + 1)); acosh = log(x + sqrt(x^2 - 1)); atanh = log((1+x)/(1-x)) / 2
+Converter inverse_hyperbolic(int which) {
+  return [which](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+    NodeId y;
+    if (which < 2) {
+      KILN_ASSIGN_OR_RETURN(NodeId x2, op(im, OpKind::kMul, {x, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId r, op(im, which == 0 ? OpKind::kAdd : OpKind::kSub, {x2, one}));
+      KILN_ASSIGN_OR_RETURN(NodeId s, op(im, OpKind::kSqrt, {r}));
+      KILN_ASSIGN_OR_RETURN(NodeId a, op(im, OpKind::kAdd, {x, s}));
+      KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kLog, {a}));
+    } else {
+      KILN_ASSIGN_OR_RETURN(NodeId num, op(im, OpKind::kAdd, {one, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId den, op(im, OpKind::kSub, {one, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId q, op(im, OpKind::kDiv, {num, den}));
+      KILN_ASSIGN_OR_RETURN(NodeId l, op(im, OpKind::kLog, {q}));
+      KILN_ASSIGN_OR_RETURN(NodeId half, like(im, x, 0.5));
+      KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kMul, {l, half}));
+    }
+    return im.set_output(0, y);
+  };
+}
+
+Status isnan_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kNotEqual, {x, x}));
+  return im.set_output(0, y);
+}
+
+Status isinf_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const bool neg = im.attr_int("detect_negative", 1) != 0;
+  const bool pos = im.attr_int("detect_positive", 1) != 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  NodeId y;
+  if (neg && pos) {
+    KILN_ASSIGN_OR_RETURN(NodeId a, op(im, OpKind::kAbs, {x}));
+    KILN_ASSIGN_OR_RETURN(NodeId i, like(im, x, inf));
+    KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kEqual, {a, i}));
+  } else if (neg || pos) {
+    KILN_ASSIGN_OR_RETURN(NodeId i, like(im, x, pos ? inf : -inf));
+    KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kEqual, {x, i}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(NodeId i, like(im, x, inf));
+    KILN_ASSIGN_OR_RETURN(NodeId never, op(im, OpKind::kNotEqual, {i, i}));
+    KILN_ASSIGN_OR_RETURN(NodeId nx, op(im, OpKind::kEqual, {x, x}));
+    KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kAnd, {nx, never}));
+  }
+  return im.set_output(0, y);
+}
+
+Status shrink_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const double lambd = im.attr_float("lambd", 0.5);
+  const double bias = im.attr_float("bias", 0.0);
+  KILN_ASSIGN_OR_RETURN(NodeId lo, like(im, x, -lambd));
+  KILN_ASSIGN_OR_RETURN(NodeId hi, like(im, x, lambd));
+  KILN_ASSIGN_OR_RETURN(NodeId b, like(im, x, bias));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId below, op(im, OpKind::kLess, {x, lo}));
+  KILN_ASSIGN_OR_RETURN(NodeId above, op(im, OpKind::kGreater, {x, hi}));
+  KILN_ASSIGN_OR_RETURN(NodeId xpb, op(im, OpKind::kAdd, {x, b}));
+  KILN_ASSIGN_OR_RETURN(NodeId xmb, op(im, OpKind::kSub, {x, b}));
+  KILN_ASSIGN_OR_RETURN(NodeId inner, op(im, OpKind::kWhere, {above, xmb, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kWhere, {below, xpb, inner}));
+  return im.set_output(0, y);
+}
+
+Status trilu_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape& s = im.type(x).shape;
+  if (s.size() < 2 || s[s.size() - 2].is_symbolic() || s.back().is_symbolic()) {
+    return im.unsupported("Trilu needs static last two dims");
+  }
+  int64_t k = 0;
+  if (im.has_input(1)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> kv, im.input_ints(1, "k"));
+    if (kv.size() != 1) return im.error("k must be a scalar");
+    k = kv[0];
+  }
+  const bool upper = im.attr_int("upper", 1) != 0;
+  KILN_RETURN_IF_ERROR(check_import_size(im, Shape(s.end() - 2, s.end()), "the Trilu mask"));
+  const int64_t rows = s[s.size() - 2].size(), cols = s.back().size();
+  KILN_ASSIGN_OR_RETURN(ir::Tensor mask, ir::Tensor::zeros(ir::DType::kBool, {rows, cols}));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      mask.set_element_from_double(i * cols + j, (upper ? j - i >= k : j - i <= k) ? 1.0 : 0.0);
+    }
+  }
+  const NodeId m = im.add_constant(std::move(mask), "mask");
+  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kWhere, {m, x, zero}));
+  return im.set_output(0, y);
+}
+
+Status split_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const int64_t rank = im.type(x).rank();
+  Result<int64_t> axis = ir::normalize_axis(im.attr_int("axis", 0), rank);
+  if (!axis.is_ok()) return im.error(axis.status().message());
+  const Dim extent = im.type(x).shape[size_t(*axis)];
+  if (extent.is_symbolic()) return im.unsupported("Split along a dynamic dim");
+  std::vector<int64_t> sizes;
+  if (im.opset >= 13 && im.has_input(1)) {
+    KILN_ASSIGN_OR_RETURN(sizes, im.input_ints(1, "split"));
+  } else if (im.opset < 13) {
+    sizes = im.attr_ints("split").value_or(std::vector<int64_t>{});
+  }
+  const int64_t parts = im.current->output_size();
+  if (sizes.empty()) {
+    if (parts == 0 || extent.size() % parts != 0) return im.error("the axis does not split into equal parts");
+    sizes.assign(size_t(parts), extent.size() / parts);
+  }
+  if (int64_t(sizes.size()) != parts) return im.error("split sizes and outputs differ in number");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0 || size > extent.size() - total) return im.error("split sizes do not add up to the axis length");
+    total += size;
+  }
+  int64_t start = 0;
+  for (int64_t i = 0; i < parts; ++i) {
+    ir::SliceAttrs attrs{{start}, {start + sizes[size_t(i)]}, {*axis}, {1}};
+    start += sizes[size_t(i)];
+    KILN_ASSIGN_OR_RETURN(NodeId part, im.add(OpKind::kSlice, {x}, attrs));
+    KILN_RETURN_IF_ERROR(im.set_output(int(i), part));
+  }
+  if (start != extent.size()) return im.error("split sizes do not add up to the axis length");
+  return Status::ok();
+}
+
+// An int64 constant [1, .., n, .., 1] counting 0..n-1 along `axis`.
+Result<NodeId> iota_along(Importer& im, int64_t n, int64_t axis, int64_t rank) {
+  std::vector<int64_t> shape(size_t(rank), 1);
+  shape[size_t(axis)] = n;
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, shape));
+  for (int64_t i = 0; i < n; ++i) t.mutable_data_as<int64_t>()[i] = i;
+  return im.add_constant(std::move(t), "iota");
+}
+
+Status hardmax_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape in = im.type(x).shape;
+  int64_t axis;
+  NodeId v = x;
+  if (im.opset >= 13) {
+    Result<int64_t> a = ir::normalize_axis(im.attr_int("axis", -1), int64_t(in.size()));
+    if (!a.is_ok()) return im.error(a.status().message());
+    axis = *a;
+  } else {
+    // Before opset 13: coerced to 2-D at `axis` (default 1).
+    Result<int64_t> a = ir::normalize_axis(im.attr_int("axis", 1), int64_t(in.size()));
+    if (!a.is_ok()) return im.error(a.status().message());
+    const auto right = ir::static_num_elements(Shape(in.begin() + *a, in.end()));
+    if (!right) return im.unsupported("Hardmax over dynamic dims before opset 13");
+    KILN_ASSIGN_OR_RETURN(v, im.reshape(x, {Dim::of(-1), Dim::of(*right)}));
+    axis = 1;
+  }
+  const Dim n = im.type(v).shape[size_t(axis)];
+  if (n.is_symbolic()) return im.unsupported("Hardmax over a dynamic axis");
+  KILN_RETURN_IF_ERROR(check_import_size(im, {n}, "the Hardmax index pattern"));
+  KILN_ASSIGN_OR_RETURN(NodeId am, im.add(OpKind::kArgMax, {v}, ir::ArgMaxAttrs{axis, true}));
+  KILN_ASSIGN_OR_RETURN(NodeId iota, iota_along(im, n.size(), axis, im.type(v).rank()));
+  KILN_ASSIGN_OR_RETURN(NodeId hit, op(im, OpKind::kEqual, {am, iota}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {hit}, ir::CastAttrs{im.type(x).dtype}));
+  KILN_ASSIGN_OR_RETURN(y, im.reshape(y, in));
+  return im.set_output(0, y);
+}
+
+Status eyelike_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape& s = im.type(x).shape;
+  if (s.size() != 2) return im.unsupported("EyeLike needs a 2-D input");
+  KILN_RETURN_IF_ERROR(check_import_size(im, s, "EyeLike"));
+  ir::DType dtype = im.type(x).dtype;
+  if (im.attr("dtype")) {
+    const auto d = dtype_from_onnx(int32_t(im.attr_int("dtype", 1)));
+    if (!d) return im.unsupported("EyeLike dtype is not supported");
+    dtype = *d;
+  }
+  const int64_t k = im.attr_int("k", 0);
+  const int64_t rows = s[0].size(), cols = s[1].size();
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(dtype, {rows, cols}));
+  for (int64_t i = 0; i < rows; ++i) {
+    if (i + k >= 0 && i + k < cols) t.set_element_from_double(i * cols + i + k, 1.0);
+  }
+  return im.set_output(0, im.add_constant(std::move(t), "eye"));
+}
+
+Status tile_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, im.input_ints(1, "repeats"));
+  const Shape& s = im.type(x).shape;
+  if (repeats.size() != s.size()) return im.error("repeats must have one entry per dim");
+  if (!ir::is_static(s)) return im.unsupported("Tile of a tensor with dynamic dims");
+  // [d0, d1] -> [1, d0, 1, d1] -> broadcast [r0, d0, r1, d1] -> [r0*d0, r1*d1]
+  Shape interleaved, broadcast, out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (repeats[i] < 0 || repeats[i] > kMaxImportElements) return im.error("repeats must be in [0, 2^26]");
+    if (s[i].size() > kMaxImportElements) return im.unsupported("Tile of a dim above 2^26");
+    interleaved.insert(interleaved.end(), {Dim::of(1), s[i]});
+    broadcast.insert(broadcast.end(), {Dim::of(repeats[i]), s[i]});
+    out.push_back(Dim::of(repeats[i] * s[i].size()));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId r, im.reshape(x, interleaved));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.add(OpKind::kBroadcastTo, {r}, ir::BroadcastToAttrs{broadcast}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(b, out));
+  return im.set_output(0, y);
+}
+
+Status instance_norm(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId scale, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId bias, im.input(2));
+  const int64_t rank = im.type(x).rank();
+  if (rank < 3) return im.error("needs an input of rank 3 or more");
+  ir::ReduceAttrs attrs;
+  for (int64_t i = 2; i < rank; ++i) attrs.axes.push_back(i);
+  attrs.keepdims = true;
+  Shape param{im.type(x).shape[1]};
+  for (int64_t i = 2; i < rank; ++i) param.push_back(Dim::of(1));
+  KILN_ASSIGN_OR_RETURN(scale, im.reshape(scale, param));
+  KILN_ASSIGN_OR_RETURN(bias, im.reshape(bias, param));
+  KILN_ASSIGN_OR_RETURN(NodeId mean, im.add(OpKind::kReduceMean, {x}, attrs));
+  KILN_ASSIGN_OR_RETURN(NodeId c, op(im, OpKind::kSub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(NodeId sq, op(im, OpKind::kMul, {c, c}));
+  KILN_ASSIGN_OR_RETURN(NodeId var, im.add(OpKind::kReduceMean, {sq}, attrs));
+  KILN_ASSIGN_OR_RETURN(NodeId eps, like(im, x, im.attr_float("epsilon", 1e-5)));
+  KILN_ASSIGN_OR_RETURN(NodeId ve, op(im, OpKind::kAdd, {var, eps}));
+  KILN_ASSIGN_OR_RETURN(NodeId inv, op(im, OpKind::kRsqrt, {ve}));
+  KILN_ASSIGN_OR_RETURN(NodeId n, op(im, OpKind::kMul, {c, inv}));
+  KILN_ASSIGN_OR_RETURN(NodeId ns, op(im, OpKind::kMul, {n, scale}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kAdd, {ns, bias}));
+  return im.set_output(0, y);
+}
+
+Converter depth_space(bool to_space) {
+  return [to_space](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    const Shape& s = im.type(x).shape;
+    if (s.size() != 4 || s[1].is_symbolic() || s[2].is_symbolic() || s[3].is_symbolic()) {
+      return im.unsupported("needs an NCHW input with static C, H, W");
+    }
+    const int64_t b = im.attr_int("blocksize", 0);
+    if (b <= 0 || b > 4096) return im.error("blocksize must be in [1, 4096]");
+    if (s[1].size() > kMaxImportElements || s[2].size() > kMaxImportElements || s[3].size() > kMaxImportElements) {
+      return im.unsupported("dims above 2^26");
+    }
+    const Dim n = s[0];
+    const int64_t c = s[1].size(), h = s[2].size(), w = s[3].size();
+    Shape mid, out;
+    std::vector<int64_t> perm;
+    if (to_space) {
+      if (c % (b * b) != 0) return im.error("channels must be divisible by blocksize^2");
+      const int64_t co = c / (b * b);
+      if (im.attr_string("mode", "DCR") == "CRD") {
+        mid = {n, Dim::of(co), Dim::of(b), Dim::of(b), Dim::of(h), Dim::of(w)};
+        perm = {0, 1, 4, 2, 5, 3};
+      } else {
+        mid = {n, Dim::of(b), Dim::of(b), Dim::of(co), Dim::of(h), Dim::of(w)};
+        perm = {0, 3, 4, 1, 5, 2};
+      }
+      out = {n, Dim::of(co), Dim::of(h * b), Dim::of(w * b)};
+    } else {
+      if (h % b != 0 || w % b != 0) return im.error("H and W must be divisible by blocksize");
+      mid = {n, Dim::of(c), Dim::of(h / b), Dim::of(b), Dim::of(w / b), Dim::of(b)};
+      perm = {0, 3, 5, 1, 2, 4};
+      out = {n, Dim::of(c * b * b), Dim::of(h / b), Dim::of(w / b)};
+    }
+    KILN_ASSIGN_OR_RETURN(NodeId r, im.reshape(x, mid));
+    KILN_ASSIGN_OR_RETURN(NodeId t, im.add(OpKind::kTranspose, {r}, ir::TransposeAttrs{perm}));
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(t, out));
+    return im.set_output(0, y);
+  };
+}
+
+Status cast_like(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId target, im.input(1));
+  const ir::DType to = im.type(target).dtype;
+  if (im.type(x).dtype == to) return im.set_output(0, x);
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {x}, ir::CastAttrs{to}));
+  return im.set_output(0, y);
+}
+
+}  // namespace
+
+void register_extra_ops(std::map<std::string, Converter>& t) {
+  t["Tan"] = tan_op;
+  t["Sinh"] = hyperbolic(false);
+  t["Cosh"] = hyperbolic(true);
+  t["Asinh"] = inverse_hyperbolic(0);
+  t["Acosh"] = inverse_hyperbolic(1);
+  t["Atanh"] = inverse_hyperbolic(2);
+  t["IsNaN"] = isnan_op;
+  t["IsInf"] = isinf_op;
+  t["Shrink"] = shrink_op;
+  t["Trilu"] = trilu_op;
+  t["Split"] = split_op;
+  t["Hardmax"] = hardmax_op;
+  t["EyeLike"] = eyelike_op;
+  t["Tile"] = tile_op;
+  t["InstanceNormalization"] = instance_norm;
+  t["DepthToSpace"] = depth_space(true);
+  t["SpaceToDepth"] = depth_space(false);
+  t["CastLike"] = cast_like;
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,275 @@
+// Converters for ONNX neural-network operators: Conv, MaxPool, AveragePool (2-D, and 1-D as 2-D
+// with a unit height), the global pools, BatchNormalization (inference) and LayerNormalization.
+// auto_pad and ceil_mode are resolved here into Kiln's explicit (possibly asymmetric) pads.
+#include <algorithm>
+#include <cmath>
+
+#include "frontend/onnx/onnx_internal.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ir::Dim;
+using ir::NodeId;
+using ir::OpKind;
+using ir::Shape;
+
+// The spatial geometry of a window op, in ONNX order (one entry per spatial axis).
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+};
+
+// Reads strides / dilations / pads / auto_pad / ceil_mode for `spatial` axes of `x`.
+Result<Window> window_of(Importer& im, const Shape& x, std::vector<int64_t> kernel, bool allow_ceil) {
+  const size_t n = kernel.size();
+  Window w;
+  w.kernel = std::move(kernel);
+  w.strides = im.attr_ints("strides").value_or(std::vector<int64_t>(n, 1));
+  w.dilations = im.attr_ints("dilations").value_or(std::vector<int64_t>(n, 1));
+  std::vector<int64_t> pads = im.attr_ints("pads").value_or(std::vector<int64_t>(2 * n, 0));
+  if (w.strides.size() != n || w.dilations.size() != n || pads.size() != 2 * n) {
+    return im.error("strides, dilations and pads must match the kernel's " + std::to_string(n) + " spatial dims");
+  }
+  // Bounds that keep the window arithmetic below far from int64 overflow.
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  auto in_range = [&](const std::vector<int64_t>& v, int64_t lo) {
+    for (int64_t x : v) {
+      if (x < lo || x > kLimit) return false;
+    }
+    return true;
+  };
+  if (!in_range(w.kernel, 1) || !in_range(w.strides, 1) || !in_range(w.dilations, 1) || !in_range(pads, 0)) {
+    return im.error("kernel, strides and dilations must be in [1, 2^31] and pads in [0, 2^31]");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (x[2 + i].is_static() && x[2 + i].size() > kLimit) return im.error("spatial dims above 2^31 are not supported");
+  }
+  w.pads_begin.assign(pads.begin(), pads.begin() + int64_t(n));
+  w.pads_end.assign(pads.begin() + int64_t(n), pads.end());
+  const std::string auto_pad = im.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      const Dim& d = x[2 + i];
+      if (d.is_symbolic()) return im.unsupported("auto_pad=" + auto_pad + " over a dynamic spatial dim");
+      const int64_t in = d.size();
+      const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in);
+      const int64_t small = total / 2;
+      w.pads_begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      w.pads_end[i] = total - w.pads_begin[i];
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(w.pads_begin.begin(), w.pads_begin.end(), 0);
+    std::fill(w.pads_end.begin(), w.pads_end.end(), 0);
+  } else if (auto_pad != "NOTSET") {
+    return im.error("unknown auto_pad '" + auto_pad + "'");
+  }
+  if (im.attr_int("ceil_mode", 0) != 0) {
+    if (!allow_ceil) return im.unsupported("ceil_mode=1 is not supported here");
+    for (size_t i = 0; i < n; ++i) {
+      const Dim& d = x[2 + i];
+      if (d.is_symbolic()) return im.unsupported("ceil_mode=1 over a dynamic spatial dim");
+      const int64_t span = d.size() + w.pads_begin[i] + w.pads_end[i] - ((w.kernel[i] - 1) * w.dilations[i] + 1);
+      if (span < 0) continue;
+      int64_t out = (span + w.strides[i] - 1) / w.strides[i] + 1;
+      // A window that would start inside the end padding is dropped (as PyTorch does).
+      if ((out - 1) * w.strides[i] >= d.size() + w.pads_begin[i]) --out;
+      const int64_t needed = (out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1;
+      w.pads_end[i] += std::max<int64_t>(0, needed - (d.size() + w.pads_begin[i] + w.pads_end[i]));
+    }
+  }
+  return w;
+}
+
+// Lifts a 1-D window op (N, C, L) to 2-D (N, C, 1, L).
+void lift_1d(Window& w) {
+  w.kernel.insert(w.kernel.begin(), 1);
+  w.strides.insert(w.strides.begin(), 1);
+  w.dilations.insert(w.dilations.begin(), 1);
+  w.pads_begin.insert(w.pads_begin.begin(), 0);
+  w.pads_end.insert(w.pads_end.begin(), 0);
+}
+
+Shape with_unit_height(const Shape& s) {
+  Shape out = s;
+  out.insert(out.begin() + 2, Dim::of(1));
+  return out;
+}
+
+Status conv_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId w, im.input(1));
+  const Shape xs = im.type(x).shape;
+  const Shape ws = im.type(w).shape;
+  if (xs.size() != 3 && xs.size() != 4) return im.unsupported("only 1-D and 2-D convolutions are supported");
+  if (ws.size() != xs.size() || !ir::is_static(ws)) return im.error("the weight must be static with the input's rank");
+  std::vector<int64_t> kernel;
+  for (size_t i = 2; i < ws.size(); ++i) kernel.push_back(ws[i].size());
+  KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, kernel, /*allow_ceil=*/false));
+  const bool one_d = xs.size() == 3;
+  if (one_d) {
+    lift_1d(win);
+    KILN_ASSIGN_OR_RETURN(x, im.reshape(x, with_unit_height(xs)));
+    KILN_ASSIGN_OR_RETURN(w, im.reshape(w, with_unit_height(ws)));
+  }
+  ir::Conv2dAttrs attrs;
+  attrs.strides = {win.strides[0], win.strides[1]};
+  attrs.dilations = {win.dilations[0], win.dilations[1]};
+  attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
+  attrs.groups = im.attr_int("group", 1);
+  std::vector<NodeId> inputs = {x, w};
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(NodeId b, im.input(2));
+    inputs.push_back(b);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConv2d, inputs, attrs));
+  if (one_d) {
+    Shape ys = im.type(y).shape;
+    ys.erase(ys.begin() + 2);
+    KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
+  }
+  return im.set_output(0, y);
+}
+
+Converter pool(OpKind op) {
+  return [op](Importer& im) -> Status {
+    KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    const Shape xs = im.type(x).shape;
+    if (xs.size() != 3 && xs.size() != 4) return im.unsupported("only 1-D and 2-D pooling is supported");
+    const auto kernel = im.attr_ints("kernel_shape");
+    if (!kernel || kernel->size() != xs.size() - 2) return im.error("kernel_shape must list every spatial dim");
+    if (im.attr_int("storage_order", 0) != 0) return im.unsupported("storage_order=1 is not supported");
+    KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, *kernel, /*allow_ceil=*/true));
+    for (int64_t d : win.dilations) {
+      if (d != 1) return im.unsupported("pooling dilations other than 1 are not supported");
+    }
+    const bool count_include_pad = im.attr_int("count_include_pad", 0) != 0;
+    if (count_include_pad && im.attr_int("ceil_mode", 0) != 0) {
+      return im.unsupported("ceil_mode=1 with count_include_pad=1 is not supported");
+    }
+    const bool one_d = xs.size() == 3;
+    if (one_d) {
+      lift_1d(win);
+      KILN_ASSIGN_OR_RETURN(x, im.reshape(x, with_unit_height(xs)));
+    }
+    ir::Pool2dAttrs attrs;
+    attrs.kernel = {win.kernel[0], win.kernel[1]};
+    attrs.strides = {win.strides[0], win.strides[1]};
+    attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
+    attrs.count_include_pad = count_include_pad;
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {x}, attrs));
+    if (one_d) {
+      Shape ys = im.type(y).shape;
+      ys.erase(ys.begin() + 2);
+      KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
+    }
+    return im.set_output(0, y);
+  };
+}
+
+Converter global_pool(bool is_max) {
+  return [is_max](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    const int64_t rank = im.type(x).rank();
+    if (rank < 3) return im.error("needs an input of rank 3 or more");
+    NodeId y;
+    if (!is_max && rank == 4) {
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kGlobalAvgPool2d, {x}, ir::NoAttrs{}));
+    } else {
+      ir::ReduceAttrs attrs;
+      for (int64_t i = 2; i < rank; ++i) attrs.axes.push_back(i);
+      attrs.keepdims = true;
+      KILN_ASSIGN_OR_RETURN(y, im.add(is_max ? OpKind::kReduceMax : OpKind::kReduceMean, {x}, attrs));
+    }
+    return im.set_output(0, y);
+  };
+}
+
+Status batch_norm(Importer& im) {
+  if (im.attr_int("training_mode", 0) != 0) return im.unsupported("training_mode=1 is not supported");
+  if (im.attr_int("spatial", 1) != 1) return im.unsupported("spatial=0 is not supported");
+  KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const int64_t rank = im.type(x).rank();
+  if (rank < 2) return im.error("needs an input of rank 2 or more");
+  const Dim channels = im.type(x).shape[1];
+  Shape param_shape{channels};
+  for (int64_t i = 2; i < rank; ++i) param_shape.push_back(Dim::of(1));
+  NodeId p[4];
+  for (int i = 0; i < 4; ++i) {
+    KILN_ASSIGN_OR_RETURN(p[i], im.input(i + 1));
+    KILN_ASSIGN_OR_RETURN(p[i], im.reshape(p[i], param_shape));
+  }
+  // a = scale / sqrt(var + eps); b = bias - mean * a; y = x * a + b (folded when constant).
+  KILN_ASSIGN_OR_RETURN(NodeId eps, im.scalar(im.attr_float("epsilon", 1e-5), im.type(x).dtype));
+  KILN_ASSIGN_OR_RETURN(NodeId var_eps, im.add(OpKind::kAdd, {p[3], eps}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId inv, im.add(OpKind::kRsqrt, {var_eps}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.add(OpKind::kMul, {p[0], inv}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId ma, im.add(OpKind::kMul, {p[2], a}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.add(OpKind::kSub, {p[1], ma}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId xa, im.add(OpKind::kMul, {x, a}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kAdd, {xa, b}, ir::NoAttrs{}));
+  return im.set_output(0, y);
+}
+
+// LayerNormalization's optional Mean and InvStdDev outputs (keepdims over the normalized axes).
+Status layer_norm_statistics(Importer& im, NodeId x, int64_t axis, double epsilon) {
+  const bool want_mean = im.current->output_size() > 1 && !im.current->output(1).empty();
+  const bool want_inv = im.current->output_size() > 2 && !im.current->output(2).empty();
+  if (!want_mean && !want_inv) return Status::ok();
+  ir::ReduceAttrs attrs;
+  for (int64_t i = axis; i < im.type(x).rank(); ++i) attrs.axes.push_back(i);
+  attrs.keepdims = true;
+  KILN_ASSIGN_OR_RETURN(NodeId mean, im.add(OpKind::kReduceMean, {x}, attrs));
+  KILN_RETURN_IF_ERROR(im.set_output(1, mean));
+  if (!want_inv) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(NodeId centered, im.add(OpKind::kSub, {x, mean}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId squared, im.add(OpKind::kMul, {centered, centered}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId var, im.add(OpKind::kReduceMean, {squared}, attrs));
+  KILN_ASSIGN_OR_RETURN(NodeId eps, im.scalar(epsilon, im.type(x).dtype));
+  KILN_ASSIGN_OR_RETURN(NodeId var_eps, im.add(OpKind::kAdd, {var, eps}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId inv, im.add(OpKind::kRsqrt, {var_eps}, ir::NoAttrs{}));
+  return im.set_output(2, inv);
+}
+
+Status layer_norm(Importer& im) {
+  KILN_RETURN_IF_ERROR(im.only_first_outputs(3));
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const ir::TensorType xt = im.type(x);
+  Result<int64_t> axis = ir::normalize_axis(im.attr_int("axis", -1), xt.rank());
+  if (!axis.is_ok()) return im.error(axis.status().message());
+  const Shape trailing(xt.shape.begin() + *axis, xt.shape.end());
+  KILN_ASSIGN_OR_RETURN(NodeId scale, im.input(1));
+  NodeId bias;
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(bias, im.input(2));
+  } else {
+    KILN_RETURN_IF_ERROR(check_import_size(im, trailing, "the zero bias of LayerNormalization"));
+    KILN_ASSIGN_OR_RETURN(ir::Tensor zeros, ir::Tensor::zeros(xt.dtype, ir::static_sizes(trailing)));
+    bias = im.add_constant(std::move(zeros), "zero_bias");
+  }
+  // ONNX lets scale and bias broadcast to the normalized dims; Kiln wants them exactly.
+  for (NodeId* p : {&scale, &bias}) {
+    if (im.type(*p).shape == trailing) continue;
+    KILN_ASSIGN_OR_RETURN(*p, im.add(OpKind::kBroadcastTo, {*p}, ir::BroadcastToAttrs{trailing}));
+  }
+  ir::LayerNormAttrs attrs{*axis, im.attr_float("epsilon", 1e-5)};
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kLayerNorm, {x, scale, bias}, attrs));
+  KILN_RETURN_IF_ERROR(im.set_output(0, y));
+  return layer_norm_statistics(im, x, *axis, attrs.epsilon);
+}
+
+}  // namespace
+
+void register_nn_ops(std::map<std::string, Converter>& t) {
+  t["Conv"] = conv_op;
+  t["MaxPool"] = pool(OpKind::kMaxPool2d);
+  t["AveragePool"] = pool(OpKind::kAvgPool2d);
+  t["GlobalAveragePool"] = global_pool(false);
+  t["GlobalMaxPool"] = global_pool(true);
+  t["BatchNormalization"] = batch_norm;
+  t["LayerNormalization"] = layer_norm;
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,531 @@
+// Converters for ONNX shape and layout operators (Reshape, Transpose, Expand, Slice, Concat,
+// Gather, Squeeze, Unsqueeze, Flatten, Shape, Size, ConstantOfShape, Range, Constant) and for
+// reductions, ArgMax/ArgMin, Softmax/LogSoftmax, MatMul and Gemm.
+//
+// Shape arithmetic (Shape -> Gather -> Concat -> Reshape) works on import-time shape vectors
+// (Value::dims), so dynamic dims stay symbolic instead of becoming run-time tensors.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "frontend/onnx/onnx_importer.h"
+#include "frontend/onnx/onnx_internal.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+using ir::Dim;
+using ir::NodeId;
+using ir::OpKind;
+using ir::Shape;
+
+// Python-style slice of [0, n): the selected indices.
+std::vector<int64_t> slice_indices(int64_t n, int64_t start, int64_t end, int64_t step) {
+  std::vector<int64_t> out;
+  if (step == 0) return out;
+  auto clamp_index = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0) v = v < -n ? lo : v + n;
+    return std::clamp(v, lo, hi);
+  };
+  if (step > 0) {
+    const int64_t s = clamp_index(start, 0, n);
+    const int64_t e = clamp_index(end, 0, n);
+    for (int64_t i = s; i < e; i += step) out.push_back(i);
+  } else {
+    const int64_t s = clamp_index(start, -1, n - 1);
+    const int64_t e = clamp_index(end, -1, n - 1);
+    for (int64_t i = s; i > e; i += step) out.push_back(i);
+  }
+  return out;
+}
+
+Result<int64_t> axis_in(Importer& im, int64_t axis, int64_t rank) {
+  Result<int64_t> a = ir::normalize_axis(axis, rank);
+  if (!a.is_ok()) return im.error(a.status().message());
+  return *a;
+}
+
+// ---- shape and layout ---------------------------------------------------------------------
+
+Status reshape_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Shape target, im.input_dims(1, "the shape input"));
+  const bool allow_zero = im.attr_int("allowzero", 0) != 0;
+  const Shape& in = im.type(x).shape;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i].is_static() && target[i].size() == 0 && !allow_zero) {
+      if (i >= in.size()) return im.error("shape entry 0 at index " + std::to_string(i) + " has no input dim to copy");
+      target[i] = in[i];
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(x, target));
+  return im.set_output(0, y);
+}
+
+Status transpose_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  ir::TransposeAttrs attrs;
+  if (auto perm = im.attr_ints("perm")) attrs.perm = *perm;
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kTranspose, {x}, attrs));
+  return im.set_output(0, y);
+}
+
+Status expand_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(Shape target, im.input_dims(1, "the shape input"));
+  Result<Shape> out = ir::broadcast_shapes(im.type(x).shape, target);
+  if (!out.is_ok()) return im.error(out.status().message());
+  if (*out == im.type(x).shape) return im.set_output(0, x);
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kBroadcastTo, {x}, ir::BroadcastToAttrs{*out}));
+  return im.set_output(0, y);
+}
+
+Status slice_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (im.opset < 10) {
+    // Before opset 10 starts / ends / axes are attributes and there are no steps.
+    starts = im.attr_ints("starts").value_or(std::vector<int64_t>{});
+    ends = im.attr_ints("ends").value_or(std::vector<int64_t>{});
+    axes = im.attr_ints("axes").value_or(std::vector<int64_t>{});
+  } else {
+    KILN_ASSIGN_OR_RETURN(starts, im.input_ints(1, "starts"));
+    KILN_ASSIGN_OR_RETURN(ends, im.input_ints(2, "ends"));
+    if (im.has_input(3)) {
+      KILN_ASSIGN_OR_RETURN(axes, im.input_ints(3, "axes"));
+    }
+    if (im.has_input(4)) {
+      KILN_ASSIGN_OR_RETURN(steps, im.input_ints(4, "steps"));
+    }
+  }
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return im.error("starts, ends, axes and steps must have the same length");
+  }
+  for (int64_t s : steps) {
+    if (s == 0) return im.error("slice steps must not be 0");
+  }
+  if (xv.dims && !xv.dims_scalar) {
+    // Slicing an import-time shape vector.
+    const Shape& d = *xv.dims;
+    if (starts.size() != 1) return im.unsupported("slicing a shape vector needs exactly one axis");
+    KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, axes[0], 1));
+    (void)axis;
+    Shape out;
+    for (int64_t i : slice_indices(int64_t(d.size()), starts[0], ends[0], steps[0])) out.push_back(d[size_t(i)]);
+    return im.set_output_dims(0, out, false);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  ir::SliceAttrs attrs{starts, ends, axes, steps};
+  // Kiln clamps like Python; ONNX's INT64_MIN/MAX sentinels clamp the same way.
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kSlice, {x}, attrs));
+  return im.set_output(0, y);
+}
+
+Status concat_op(Importer& im) {
+  if (!im.attr("axis")) return im.error("needs the axis attribute");
+  const int64_t axis = im.attr_int("axis", 0);
+  bool any_dims = false;
+  for (int i = 0; i < im.num_inputs(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Value v, im.input_value(i));
+    any_dims = any_dims || v.dims.has_value();
+  }
+  if (any_dims) {
+    Shape out;
+    for (int i = 0; i < im.num_inputs(); ++i) {
+      KILN_ASSIGN_OR_RETURN(Shape part, im.input_dims(i, "a shape concat operand"));
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return im.set_output_dims(0, out, false);
+  }
+  std::vector<NodeId> inputs;
+  for (int i = 0; i < im.num_inputs(); ++i) {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(i));
+    inputs.push_back(x);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConcat, inputs, ir::AxisAttrs{axis}));
+  return im.set_output(0, y);
+}
+
+Status gather_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
+  const int64_t axis_attr = im.attr_int("axis", 0);
+  KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
+  if (xv.dims && !xv.dims_scalar) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> indices, im.const_ints(idx, "gather indices on a shape"));
+    const int64_t n = int64_t(xv.dims->size());
+    if (im.type(idx).rank() > 1) return im.unsupported("gather on a shape needs 0-d or 1-d indices");
+    Shape out;
+    for (int64_t i : indices) {
+      if (i < -n || i >= n) return im.error("gather index " + std::to_string(i) + " is out of range");
+      out.push_back((*xv.dims)[size_t(i < 0 ? i + n : i)]);
+    }
+    return im.set_output_dims(0, out, im.type(idx).rank() == 0);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, axis_attr, im.type(x).rank()));
+  // Negative indices count from the end; constant indices are normalized here.
+  if (const ir::Tensor* t = im.const_data(idx)) {
+    const Dim& d = im.type(x).shape[size_t(axis)];
+    bool negative = false;
+    for (int64_t i = 0; i < t->num_elements(); ++i) negative = negative || t->element_as_int(i) < 0;
+    if (negative && d.is_static()) {
+      ir::Tensor fixed = t->clone();
+      for (int64_t i = 0; i < fixed.num_elements(); ++i) {
+        const int64_t v = fixed.element_as_int(i);
+        if (v < 0) fixed.set_element_from_double(i, double(v + d.size()));
+      }
+      idx = im.add_constant(std::move(fixed), "indices");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGather, {x, idx}, ir::AxisAttrs{axis}));
+  return im.set_output(0, y);
+}
+
+// Axes from the attribute (before `input_from_opset`) or from input 1.
+Result<std::optional<std::vector<int64_t>>> axes_of(Importer& im, int64_t input_from_opset) {
+  if (im.opset >= input_from_opset) {
+    if (!im.has_input(1)) return std::optional<std::vector<int64_t>>();
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axes, im.input_ints(1, "axes"));
+    return std::optional<std::vector<int64_t>>(axes);
+  }
+  return im.attr_ints("axes");
+}
+
+Status squeeze_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
+  KILN_ASSIGN_OR_RETURN(auto axes_opt, axes_of(im, 13));
+  if (xv.dims) {
+    if (xv.dims->size() != 1) return im.unsupported("squeeze of a shape vector");
+    return im.set_output_dims(0, *xv.dims, true);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape& in = im.type(x).shape;
+  std::vector<bool> drop(in.size(), false);
+  if (axes_opt && !axes_opt->empty()) {
+    for (int64_t a : *axes_opt) {
+      KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, a, int64_t(in.size())));
+      if (!in[size_t(axis)].is_one()) return im.error("cannot squeeze axis " + std::to_string(a) + " of size " + in[size_t(axis)].to_string());
+      drop[size_t(axis)] = true;
+    }
+  } else {
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i].is_symbolic()) return im.unsupported("squeeze without axes of a dynamic dim");
+      drop[i] = in[i].is_one();
+    }
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!drop[i]) out.push_back(in[i]);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(x, out));
+  return im.set_output(0, y);
+}
+
+Status unsqueeze_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
+  KILN_ASSIGN_OR_RETURN(auto axes_opt, axes_of(im, 13));
+  if (!axes_opt || axes_opt->empty()) return im.error("needs axes");
+  if (xv.dims) {
+    if (!xv.dims_scalar || axes_opt->size() != 1) return im.unsupported("unsqueeze of a shape vector");
+    return im.set_output_dims(0, *xv.dims, false);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape& in = im.type(x).shape;
+  const int64_t out_rank = int64_t(in.size() + axes_opt->size());
+  std::vector<bool> inserted(size_t(out_rank), false);
+  for (int64_t a : *axes_opt) {
+    KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, a, out_rank));
+    if (inserted[size_t(axis)]) return im.error("axis " + std::to_string(a) + " appears twice");
+    inserted[size_t(axis)] = true;
+  }
+  Shape out;
+  size_t next = 0;
+  for (int64_t i = 0; i < out_rank; ++i) out.push_back(inserted[size_t(i)] ? Dim::of(1) : in[next++]);
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(x, out));
+  return im.set_output(0, y);
+}
+
+// Product of dims; nullopt when symbolic.
+std::optional<int64_t> product(const Shape& s, size_t from, size_t to) {
+  return ir::static_num_elements(Shape(s.begin() + from, s.begin() + to));
+}
+
+Status flatten_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape& in = im.type(x).shape;
+  const int64_t rank = int64_t(in.size());
+  int64_t axis = im.attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis > rank) return im.error("axis " + std::to_string(im.attr_int("axis", 1)) + " is out of range");
+  const auto left = product(in, 0, size_t(axis));
+  const auto right = product(in, size_t(axis), in.size());
+  Shape out;
+  if (left && right) {
+    out = {Dim::of(*left), Dim::of(*right)};
+  } else if (right) {
+    out = {axis == 1 ? in[0] : Dim::of(-1), Dim::of(*right)};
+  } else if (left) {
+    out = {Dim::of(*left), axis == rank - 1 ? in.back() : Dim::of(-1)};
+  } else {
+    return im.unsupported("flatten with dynamic dims on both sides of the axis");
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(x, out));
+  return im.set_output(0, y);
+}
+
+Status shape_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const Shape& in = im.type(x).shape;
+  const int64_t rank = int64_t(in.size());
+  int64_t start = im.attr_int("start", 0);
+  int64_t end = im.attr_int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  Shape out;
+  for (int64_t i = start; i < end; ++i) out.push_back(in[size_t(i)]);
+  return im.set_output_dims(0, out, false);
+}
+
+Status size_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const auto n = ir::static_num_elements(im.type(x).shape);
+  if (!n) return im.unsupported("Size of a tensor with dynamic dims");
+  return im.set_output_dims(0, {Dim::of(*n)}, true);
+}
+
+Status constant_of_shape(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Shape shape, im.input_dims(0, "the shape input"));
+  if (!ir::is_static(shape)) return im.unsupported("ConstantOfShape with a dynamic shape");
+  const std::optional<int64_t> numel = ir::static_num_elements(shape);
+  if (!numel || *numel > kMaxImportElements) return im.unsupported("ConstantOfShape of more than 2^26 elements");
+  ir::Tensor value;
+  if (const auto* a = im.attr("value")) {
+    KILN_ASSIGN_OR_RETURN(value, tensor_from_proto(a->t(), im.base_dir));
+    if (value.num_elements() != 1) return im.error("value must hold one element");
+  } else {
+    KILN_ASSIGN_OR_RETURN(value, ir::Tensor::zeros(ir::DType::kF32, {1}));
+  }
+  KILN_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::zeros(value.dtype(), ir::static_sizes(shape)));
+  const double v = value.element_as_double(0);
+  for (int64_t i = 0; i < out.num_elements(); ++i) out.set_element_from_double(i, v);
+  return im.set_output(0, im.add_constant(std::move(out)));
+}
+
+Status range_op(Importer& im) {
+  const ir::Tensor* args[3];
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(NodeId a, im.input(i));
+    args[i] = im.const_data(a);
+    if (args[i] == nullptr || args[i]->num_elements() != 1) {
+      return im.unsupported("start, limit and delta: each must be a constant scalar (computed at import)");
+    }
+  }
+  const ir::DType dtype = args[0]->dtype();
+  const double start = args[0]->element_as_double(0);
+  const double limit = args[1]->element_as_double(0);
+  const double delta = args[2]->element_as_double(0);
+  if (delta == 0) return im.error("delta must not be 0");
+  const double count_f = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (!(count_f <= double(kMaxImportElements))) return im.unsupported("a Range of more than 2^26 elements");
+  const int64_t count = int64_t(count_f);
+  KILN_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::zeros(dtype, {count}));
+  for (int64_t i = 0; i < count; ++i) {
+    if (ir::is_integer(dtype)) {
+      // Wrapping arithmetic: a hostile start/delta must not overflow (UB) here.
+      const uint64_t v = uint64_t(args[0]->element_as_int(0)) + uint64_t(i) * uint64_t(args[2]->element_as_int(0));
+      out.set_element_from_double(i, double(int64_t(v)));
+    } else {
+      out.set_element_from_double(i, start + double(i) * delta);
+    }
+  }
+  return im.set_output(0, im.add_constant(std::move(out)));
+}
+
+Status constant_op(Importer& im) {
+  const onnx::AttributeProto* a = nullptr;
+  if ((a = im.attr("value"))) {
+    KILN_ASSIGN_OR_RETURN(ir::Tensor t, tensor_from_proto(a->t(), im.base_dir));
+    return im.set_output(0, im.add_constant(std::move(t)));
+  }
+  if ((a = im.attr("value_float")) || (a = im.attr("value_int"))) {
+    const bool is_float = a->name() == "value_float";
+    KILN_ASSIGN_OR_RETURN(NodeId c, im.scalar(is_float ? double(a->f()) : double(a->i()),
+                                             is_float ? ir::DType::kF32 : ir::DType::kI64));
+    return im.set_output(0, c);
+  }
+  if ((a = im.attr("value_floats"))) {
+    KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kF32, {int64_t(a->floats_size())}));
+    for (int i = 0; i < a->floats_size(); ++i) t.mutable_data_as<float>()[i] = a->floats(i);
+    return im.set_output(0, im.add_constant(std::move(t)));
+  }
+  if ((a = im.attr("value_ints"))) {
+    KILN_ASSIGN_OR_RETURN(NodeId c, im.ints_constant(std::vector<int64_t>(a->ints().begin(), a->ints().end())));
+    return im.set_output(0, c);
+  }
+  return im.unsupported("only value, value_float(s) and value_int(s) constants are supported");
+}
+
+// ---- reductions -------------------------------------------------------------------------
+
+enum class ReduceForm { kPlain, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
+
+Converter reduce(OpKind op, ReduceForm form) {
+  return [op, form](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    // ReduceSum takes axes as an input from opset 13 (the others from 18, past Kiln's range).
+    KILN_ASSIGN_OR_RETURN(auto axes_opt, axes_of(im, op == OpKind::kReduceSum && form == ReduceForm::kPlain ? 13 : 18));
+    const bool keepdims = im.attr_int("keepdims", 1) != 0;
+    const bool no_axes = !axes_opt || axes_opt->empty();
+    if (no_axes && im.attr_int("noop_with_empty_axes", 0) != 0) return im.set_output(0, x);
+    NodeId pre = x;
+    if (form == ReduceForm::kL1) {
+      KILN_ASSIGN_OR_RETURN(pre, im.add(OpKind::kAbs, {x}, ir::NoAttrs{}));
+    } else if (form == ReduceForm::kL2 || form == ReduceForm::kSumSquare) {
+      KILN_ASSIGN_OR_RETURN(pre, im.add(OpKind::kMul, {x, x}, ir::NoAttrs{}));
+    } else if (form == ReduceForm::kLogSumExp) {
+      KILN_ASSIGN_OR_RETURN(pre, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
+    }
+    ir::ReduceAttrs attrs;
+    if (!no_axes) attrs.axes = *axes_opt;
+    attrs.keepdims = keepdims;
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {pre}, attrs));
+    if (form == ReduceForm::kL2) {
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kSqrt, {y}, ir::NoAttrs{}));
+    } else if (form == ReduceForm::kLogSum || form == ReduceForm::kLogSumExp) {
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kLog, {y}, ir::NoAttrs{}));
+    }
+    return im.set_output(0, y);
+  };
+}
+
+Converter arg_reduce(bool is_min) {
+  return [is_min](Importer& im) -> Status {
+    const bool last = im.attr_int("select_last_index", 0) != 0;
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), im.type(x).rank()));
+    const Dim extent = im.type(x).shape[size_t(axis)];
+    if (last) {
+      // The last maximum is the first one of the reversed axis: index n-1-i.
+      if (extent.is_symbolic()) return im.unsupported("select_last_index=1 over a dynamic axis is not supported");
+      ir::SliceAttrs rev{{-1}, {std::numeric_limits<int64_t>::min()}, {axis}, {-1}};
+      KILN_ASSIGN_OR_RETURN(x, im.add(OpKind::kSlice, {x}, rev));
+    }
+    if (is_min) {
+      if (!ir::is_float(im.type(x).dtype) && !ir::is_signed_integer(im.type(x).dtype)) {
+        return im.unsupported("ArgMin of an unsigned tensor");
+      }
+      KILN_ASSIGN_OR_RETURN(x, im.add(OpKind::kNeg, {x}, ir::NoAttrs{}));
+    }
+    ir::ArgMaxAttrs attrs{axis, im.attr_int("keepdims", 1) != 0};
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kArgMax, {x}, attrs));
+    if (last) {
+      KILN_ASSIGN_OR_RETURN(NodeId top, im.scalar(double(extent.size() - 1), ir::DType::kI64));
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kSub, {top, y}, ir::NoAttrs{}));
+    }
+    return im.set_output(0, y);
+  };
+}
+
+Converter softmax(OpKind op) {
+  return [op](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    const int64_t rank = im.type(x).rank();
+    if (im.opset >= 13) {
+      KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {x}, ir::AxisAttrs{im.attr_int("axis", -1)}));
+      return im.set_output(0, y);
+    }
+    // Before opset 13 the input is coerced to 2-D at `axis` (default 1) and normalized per row.
+    KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 1), rank));
+    const Shape& in = im.type(x).shape;
+    const auto right = product(in, size_t(axis), in.size());
+    if (axis == rank - 1) {
+      KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {x}, ir::AxisAttrs{axis}));
+      return im.set_output(0, y);
+    }
+    if (!right) return im.unsupported("softmax over dynamic trailing dims before opset 13");
+    KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(x, {Dim::of(-1), Dim::of(*right)}));
+    KILN_ASSIGN_OR_RETURN(NodeId s, im.add(op, {flat}, ir::AxisAttrs{1}));
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(s, in));
+    return im.set_output(0, y);
+  };
+}
+
+// ---- linear algebra -----------------------------------------------------------------------
+
+Status matmul_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kMatMul, {a, b}, ir::NoAttrs{}));
+  return im.set_output(0, y);
+}
+
+Status gemm_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
+  if (im.type(a).rank() != 2 || im.type(b).rank() != 2) return im.error("A and B must be matrices");
+  if (im.attr_int("transA", 0) != 0) {
+    KILN_ASSIGN_OR_RETURN(a, im.add(OpKind::kTranspose, {a}, ir::TransposeAttrs{{1, 0}}));
+  }
+  if (im.attr_int("transB", 0) != 0) {
+    KILN_ASSIGN_OR_RETURN(b, im.add(OpKind::kTranspose, {b}, ir::TransposeAttrs{{1, 0}}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kMatMul, {a, b}, ir::NoAttrs{}));
+  const double alpha = im.attr_float("alpha", 1.0);
+  const double beta = im.attr_float("beta", 1.0);
+  if (alpha != 1.0) {
+    KILN_ASSIGN_OR_RETURN(NodeId s, im.scalar(alpha, im.type(y).dtype));
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kMul, {y, s}, ir::NoAttrs{}));
+  }
+  if (im.has_input(2) && beta != 0.0) {
+    KILN_ASSIGN_OR_RETURN(NodeId c, im.input(2));
+    if (beta != 1.0) {
+      KILN_ASSIGN_OR_RETURN(NodeId s, im.scalar(beta, im.type(c).dtype));
+      KILN_ASSIGN_OR_RETURN(c, im.add(OpKind::kMul, {c, s}, ir::NoAttrs{}));
+    }
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kAdd, {y, c}, ir::NoAttrs{}));
+  }
+  return im.set_output(0, y);
+}
+
+}  // namespace
+
+void register_tensor_ops(std::map<std::string, Converter>& t) {
+  t["Reshape"] = reshape_op;
+  t["Transpose"] = transpose_op;
+  t["Expand"] = expand_op;
+  t["Slice"] = slice_op;
+  t["Concat"] = concat_op;
+  t["Gather"] = gather_op;
+  t["Squeeze"] = squeeze_op;
+  t["Unsqueeze"] = unsqueeze_op;
+  t["Flatten"] = flatten_op;
+  t["Shape"] = shape_op;
+  t["Size"] = size_op;
+  t["ConstantOfShape"] = constant_of_shape;
+  t["Range"] = range_op;
+  t["Constant"] = constant_op;
+  t["ReduceSum"] = reduce(OpKind::kReduceSum, ReduceForm::kPlain);
+  t["ReduceMean"] = reduce(OpKind::kReduceMean, ReduceForm::kPlain);
+  t["ReduceMax"] = reduce(OpKind::kReduceMax, ReduceForm::kPlain);
+  t["ReduceMin"] = reduce(OpKind::kReduceMin, ReduceForm::kPlain);
+  t["ReduceProd"] = reduce(OpKind::kReduceProd, ReduceForm::kPlain);
+  t["ReduceL1"] = reduce(OpKind::kReduceSum, ReduceForm::kL1);
+  t["ReduceL2"] = reduce(OpKind::kReduceSum, ReduceForm::kL2);
+  t["ReduceSumSquare"] = reduce(OpKind::kReduceSum, ReduceForm::kSumSquare);
+  t["ReduceLogSum"] = reduce(OpKind::kReduceSum, ReduceForm::kLogSum);
+  t["ReduceLogSumExp"] = reduce(OpKind::kReduceSum, ReduceForm::kLogSumExp);
+  t["ArgMax"] = arg_reduce(false);
+  t["ArgMin"] = arg_reduce(true);
+  t["Softmax"] = softmax(OpKind::kSoftmax);
+  t["LogSoftmax"] = softmax(OpKind::kLogSoftmax);
+  t["MatMul"] = matmul_op;
+  t["Gemm"] = gemm_op;
+}
+
+}  // namespace kiln::onnx_import

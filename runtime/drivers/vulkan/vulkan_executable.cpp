@@ -1,0 +1,159 @@
+#include "runtime/drivers/vulkan/vulkan_executable.h"
+
+#include <atomic>
+
+namespace kiln::runtime::vulkan {
+namespace {
+std::atomic<uint64_t> next_executable_serial{1};
+}
+
+VulkanExecutable::VulkanExecutable(std::shared_ptr<VulkanContext> context,
+                                   std::shared_ptr<const artifact::LoadedArtifact> artifact)
+    : context_(std::move(context)), artifact_(std::move(artifact)), serial_(next_executable_serial++) {}
+
+Result<std::unique_ptr<hal::Executable>> VulkanExecutable::create(
+    std::shared_ptr<VulkanContext> context, std::shared_ptr<const artifact::LoadedArtifact> artifact) {
+  if (!artifact) return invalid_argument("Vulkan device: no artifact to load");
+  std::unique_ptr<VulkanExecutable> exe(new VulkanExecutable(std::move(context), std::move(artifact)));
+  const artifact::LoadedArtifact& a = *exe->artifact_;
+
+  bool any = false;
+  for (const artifact::KernelBinary& k : a.kernels) {
+    if (k.target != "vulkan") continue;
+    any = true;
+    if (k.format != "spirv")
+      return unsupported("Vulkan device: kernel '" + k.kernel_name + "' has format '" + k.format +
+                         "', expected 'spirv'");
+    for (const std::string& feature : k.required_features) {
+      const std::string canonical = canonical_feature_name(feature);
+      if (canonical.empty())
+        return unsupported("Vulkan device: kernel '" + k.kernel_name + "' requires unknown feature '" +
+                           feature + "'");
+      if (!exe->context_->has_feature(canonical))
+        return unsupported("Vulkan device: kernel '" + k.kernel_name + "' requires feature '" + canonical +
+                           "', which this device lacks (it has: " + exe->context_->enabled_features() + ")");
+    }
+  }
+  if (!any) {
+    std::string targets;
+    for (const std::string& t : a.targets()) targets += (targets.empty() ? "" : ", ") + t;
+    return unsupported("the artifact has no kernels for target 'vulkan' (it has: " +
+                       (targets.empty() ? std::string("none; compile it with kilnc --target=vulkan") : targets) +
+                       ")");
+  }
+
+  for (const artifact::KernelBinary& k : a.kernels) {
+    if (k.target != "vulkan") continue;
+    if (k.kernel_index >= a.graph.kernels().size())
+      return corrupt("Vulkan kernel '" + k.kernel_name + "' refers to kernel " + std::to_string(k.kernel_index) +
+                     " of a graph with " + std::to_string(a.graph.kernels().size()));
+    if (exe->pipelines_.count(k.kernel_index))
+      return corrupt("the artifact has two Vulkan kernels for kernel " + std::to_string(k.kernel_index));
+    KernelPipeline& p = exe->pipelines_[k.kernel_index];
+    KILN_RETURN_IF_ERROR(exe->build_pipeline(k, p));
+  }
+  for (const ir::Launch& launch : a.plan.launches)
+    if (!exe->pipelines_.count(launch.kernel))
+      return corrupt("the artifact has no Vulkan kernel for launched kernel " + std::to_string(launch.kernel));
+  KILN_RETURN_IF_ERROR(exe->upload_constants());
+  return std::unique_ptr<hal::Executable>(std::move(exe));
+}
+
+Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& p) {
+  const DeviceFunctions& fn = context_->fn();
+  const VkDevice device = context_->device();
+  p.binary = &binary;
+  for (const artifact::KernelArg& arg : binary.args) {
+    if (arg.kind == artifact::KernelArg::Kind::kBuffer) {
+      if (!artifact_->plan.find_buffer(arg.value))
+        return corrupt("Vulkan kernel '" + binary.kernel_name + "' reads value " + std::to_string(arg.value) +
+                       ", which the plan does not place");
+      ++p.buffer_args;
+    } else {
+      ++p.symbol_args;
+    }
+  }
+  if (p.symbol_args * 4 > context_->limits().maxPushConstantsSize)
+    return unsupported("Vulkan kernel '" + binary.kernel_name + "' needs " + std::to_string(p.symbol_args * 4) +
+                       " bytes of push constants; the device allows " +
+                       std::to_string(context_->limits().maxPushConstantsSize));
+  if (binary.blob.empty() || binary.blob.size() % 4 != 0)
+    return corrupt("Vulkan kernel '" + binary.kernel_name + "' has a SPIR-V blob of " +
+                   std::to_string(binary.blob.size()) + " bytes (not a whole number of words)");
+
+  VkShaderModuleCreateInfo module_info{};
+  module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+  module_info.codeSize = binary.blob.size();
+  // KernelBinary blobs come from std::vector<uint8_t>, whose storage is suitably aligned for
+  // uint32_t (operator new alignment).
+  module_info.pCode = reinterpret_cast<const uint32_t*>(binary.blob.data());
+  VkResult r = fn.vkCreateShaderModule(device, &module_info, nullptr, &p.module);
+  if (r != VK_SUCCESS) return vk_error("vkCreateShaderModule for '" + binary.kernel_name + "'", r);
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(p.buffer_args);
+  for (uint32_t i = 0; i < p.buffer_args; ++i) {
+    bindings[i].binding = i;
+    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorCount = 1;
+    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo set_info{};
+  set_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+  set_info.bindingCount = p.buffer_args;
+  set_info.pBindings = bindings.data();
+  r = fn.vkCreateDescriptorSetLayout(device, &set_info, nullptr, &p.set_layout);
+  if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorSetLayout", r);
+
+  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, p.symbol_args * 4};
+  VkPipelineLayoutCreateInfo layout_info{};
+  layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &p.set_layout;
+  layout_info.pushConstantRangeCount = p.symbol_args > 0 ? 1 : 0;
+  layout_info.pPushConstantRanges = &push;
+  r = fn.vkCreatePipelineLayout(device, &layout_info, nullptr, &p.layout);
+  if (r != VK_SUCCESS) return vk_error("vkCreatePipelineLayout", r);
+
+  VkComputePipelineCreateInfo pipeline_info{};
+  pipeline_info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+  pipeline_info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  pipeline_info.stage.module = p.module;
+  pipeline_info.stage.pName = binary.entry_point.empty() ? "main" : binary.entry_point.c_str();
+  pipeline_info.layout = p.layout;
+  r = fn.vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &p.pipeline);
+  if (r != VK_SUCCESS) return vk_error("creating the compute pipeline of '" + binary.kernel_name + "'", r);
+  return Status::ok();
+}
+
+Status VulkanExecutable::upload_constants() {
+  const ir::Graph& graph = artifact_->graph;
+  for (const ir::BufferAssignment& b : artifact_->plan.buffers) {
+    if (b.storage != ir::Storage::kConstant) continue;
+    if (b.value >= graph.nodes().size() || graph.node(b.value).op != ir::OpKind::kConstant)
+      return corrupt("the plan stores value " + std::to_string(b.value) + " as a constant, but it is not one");
+    const ir::Tensor& t = graph.constant_of(b.value);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> buffer, VulkanBuffer::create(context_, t.size_bytes()));
+    KILN_RETURN_IF_ERROR(buffer->write(0, std::span<const std::byte>(t.data(), t.size_bytes())));
+    constants_[b.value] = std::move(buffer);
+  }
+  return Status::ok();
+}
+
+const VulkanBuffer* VulkanExecutable::constant_buffer(ir::NodeId value) const {
+  auto it = constants_.find(value);
+  return it == constants_.end() ? nullptr : static_cast<const VulkanBuffer*>(it->second.get());
+}
+
+VulkanExecutable::~VulkanExecutable() {
+  const DeviceFunctions& fn = context_->fn();
+  const VkDevice device = context_->device();
+  for (auto& [index, p] : pipelines_) {
+    if (p.pipeline) fn.vkDestroyPipeline(device, p.pipeline, nullptr);
+    if (p.layout) fn.vkDestroyPipelineLayout(device, p.layout, nullptr);
+    if (p.set_layout) fn.vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
+    if (p.module) fn.vkDestroyShaderModule(device, p.module, nullptr);
+  }
+}
+
+}  // namespace kiln::runtime::vulkan

@@ -1,0 +1,65 @@
+// VulkanExecutable: an artifact's "vulkan" kernels turned into compute pipelines, plus the
+// artifact's constants uploaded to device buffers once.
+//
+// Per kernel: a shader module (entry point from the KernelBinary, "main" by default), a
+// descriptor set layout (binding i = the i-th kBuffer arg, storage buffer, set 0), a
+// push-constant range (one uint32 per kSymbol arg, in arg order) and the pipeline.
+//
+// Ownership: created by VulkanDevice::load_executable; holds the artifact (shared, immutable)
+// and the VulkanContext. Thread-safety: immutable after creation; streams use it concurrently.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artifact/reader.h"
+#include "runtime/drivers/vulkan/vulkan_context.h"
+#include "runtime/hal/executable.h"
+
+namespace kiln::runtime::vulkan {
+
+struct KernelPipeline {
+  const artifact::KernelBinary* binary = nullptr;  // points into the shared artifact
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  uint32_t buffer_args = 0;
+  uint32_t symbol_args = 0;
+};
+
+class VulkanExecutable final : public hal::Executable {
+ public:
+  // kUnsupported when the artifact has no "vulkan" kernels (listing the targets it has) or a
+  // kernel needs a feature the device lacks (naming it); kCorrupt when a kernel's args or the
+  // plan are inconsistent.
+  static Result<std::unique_ptr<hal::Executable>> create(
+      std::shared_ptr<VulkanContext> context, std::shared_ptr<const artifact::LoadedArtifact> artifact);
+  ~VulkanExecutable() override;
+
+  const artifact::LoadedArtifact& artifact() const override { return *artifact_; }
+  bool uses_arena() const override { return true; }
+
+  const VulkanContext* context() const { return context_.get(); }
+  // The pipeline of Graph kernel `kernel_index` (every launched kernel has one).
+  const KernelPipeline& pipeline(uint32_t kernel_index) const { return pipelines_.at(kernel_index); }
+  // The device buffer holding constant `value`, or null.
+  const VulkanBuffer* constant_buffer(ir::NodeId value) const;
+  // Unique for the process lifetime (streams cache prepared work by it, not by address).
+  uint64_t serial() const { return serial_; }
+
+ private:
+  VulkanExecutable(std::shared_ptr<VulkanContext> context, std::shared_ptr<const artifact::LoadedArtifact> artifact);
+  Status build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& out);
+  Status upload_constants();
+
+  std::shared_ptr<VulkanContext> context_;
+  std::shared_ptr<const artifact::LoadedArtifact> artifact_;
+  std::map<uint32_t, KernelPipeline> pipelines_;
+  std::map<ir::NodeId, std::unique_ptr<hal::Buffer>> constants_;
+  uint64_t serial_;
+};
+
+}  // namespace kiln::runtime::vulkan

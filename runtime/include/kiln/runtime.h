@@ -1,0 +1,236 @@
+/* Kiln runtime: the public C API for embedding compiled Kiln artifacts (.kiln files).
+ *
+ * Plain C (C99 and later, also valid C++): no C++ types and no exceptions cross this API. Link
+ * the kiln_runtime library only; it never pulls in the compiler (frontend, passes, codegen).
+ *
+ * ERRORS. Every function that can fail returns a kiln_status. On failure it also stores a
+ * human-readable message in a per-thread slot, read with kiln_last_error_message(); the message
+ * names what was wrong (the input, what was expected and what was given, the device and why).
+ * The slot works like errno: it is overwritten by the next failing call on the same thread and
+ * left alone by successful calls. NULL handles, NULL out-pointers and bad arguments give
+ * KILN_INVALID_ARGUMENT, never a crash.
+ *
+ * OBJECTS AND LIFETIMES. All handles are opaque and created/destroyed by this API:
+ *  - kiln_artifact: a loaded artifact, immutable after loading. It may be shared by any number
+ *    of sessions on any threads. Sessions keep what they need alive, so an artifact may be
+ *    destroyed while sessions created from it are still in use.
+ *  - kiln_session: runs one artifact on one device. It owns its memory arena, its stream/queue
+ *    and its results. A session is NOT thread-safe for concurrent use (calls on one session are
+ *    serialized internally, but interleaving them from several threads is meaningless): use one
+ *    session per thread. Sessions on one artifact may run concurrently from many threads.
+ *  - kiln_buffer: device memory allocated on a session's device, usable as an input or output
+ *    binding of any session on that same device, in place (no copy). A buffer may be destroyed
+ *    while still bound: the memory lives until the binding is replaced or the session destroyed.
+ *  - kiln_event: an asynchronous run in flight; wait on it, then destroy it.
+ * Destroy functions accept NULL and do nothing.
+ *
+ * DEVICES. Ids look like "cuda:0", "vulkan:1", "opencl:0" or "reference" (the built-in reference
+ * interpreter). A NULL or "" id means the default device: the fastest available device whose
+ * driver the artifact has kernels for, in this order: a CUDA GPU, then a discrete Vulkan or
+ * OpenCL GPU, then an integrated GPU, then CPU implementations (lavapipe, PoCL), and the
+ * reference interpreter last. Drivers load their API at run time, so the library works on
+ * machines without CUDA, Vulkan or OpenCL and lists those drivers as unavailable (with why).
+ * If the environment variable KILN_REQUIRE_DRIVERS holds a comma list of driver names (e.g.
+ * "vulkan,opencl"), a listed driver without a usable device makes kiln_device_count and
+ * kiln_session_create fail with KILN_UNAVAILABLE naming the driver and the reason.
+ */
+#ifndef KILN_RUNTIME_H_
+#define KILN_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_RUNTIME_API_VERSION 1
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_INVALID_ARGUMENT = 1, /* a bad argument, handle, name, dtype or shape */
+  KILN_NOT_FOUND = 2,        /* a named thing (file, input, output, device) does not exist */
+  KILN_UNSUPPORTED = 3,      /* valid, but this device or build cannot do it */
+  KILN_CORRUPT = 4,          /* the artifact failed validation (corrupted, truncated, foreign) */
+  KILN_OUT_OF_MEMORY = 5,    /* host or device memory exhausted */
+  KILN_UNAVAILABLE = 6,      /* a driver or device is not present */
+  KILN_INTERNAL = 7          /* a bug in Kiln */
+} kiln_status;
+
+/* Element types, as spelled in the .graph format. bool is one byte (0 or 1). */
+typedef enum kiln_dtype {
+  KILN_DTYPE_F32 = 0,
+  KILN_DTYPE_F16 = 1,
+  KILN_DTYPE_BF16 = 2,
+  KILN_DTYPE_I64 = 3,
+  KILN_DTYPE_I32 = 4,
+  KILN_DTYPE_I8 = 5,
+  KILN_DTYPE_U8 = 6,
+  KILN_DTYPE_BOOL = 7
+} kiln_dtype;
+
+typedef enum kiln_device_type {
+  KILN_DEVICE_DISCRETE_GPU = 0,
+  KILN_DEVICE_INTEGRATED_GPU = 1,
+  KILN_DEVICE_CPU = 2
+} kiln_device_type;
+
+typedef struct kiln_artifact kiln_artifact;
+typedef struct kiln_session kiln_session;
+typedef struct kiln_buffer kiln_buffer;
+typedef struct kiln_event kiln_event;
+
+/* ---- Errors and versions ------------------------------------------------------------------ */
+
+/* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN" for a value outside the enum. Static storage. */
+const char* kiln_status_name(kiln_status status);
+/* The message of the last failing call on this thread ("" if none). Valid until the next
+ * failing call on this thread. */
+const char* kiln_last_error_message(void);
+/* The library version, e.g. "0.1.0". Static storage. */
+const char* kiln_runtime_version(void);
+/* "f32", "f16", ...; NULL for a value outside the enum. Static storage. */
+const char* kiln_dtype_name(kiln_dtype dtype);
+/* Bytes per element; 0 for a value outside the enum. */
+size_t kiln_dtype_size(kiln_dtype dtype);
+
+/* ---- Devices ------------------------------------------------------------------------------ */
+
+/* One device. The strings are owned by the library and valid until the process exits. */
+typedef struct kiln_device_info {
+  const char* id;          /* "vulkan:0", "reference", ... */
+  const char* driver;      /* "vulkan", "opencl", "cuda", "reference" */
+  kiln_device_type type;
+  const char* type_name;   /* "gpu", "integrated-gpu", "cpu" */
+  const char* description; /* e.g. "llvmpipe (LLVM 15.0.6, 256 bits)" */
+  int priority;            /* higher is preferred as the default device */
+} kiln_device_info;
+
+/* Devices are enumerated once per process (at the first call of any device or session
+ * function) and listed fastest first. kiln_device_count fails with KILN_UNAVAILABLE when a
+ * driver named in KILN_REQUIRE_DRIVERS has no usable device (checked at every call). */
+kiln_status kiln_device_count(size_t* count);
+kiln_status kiln_device_get_info(size_t index, kiln_device_info* info);
+/* Drivers built into the library, with the reason each one has no device ("" when usable).
+ * Strings valid until the process exits. */
+kiln_status kiln_driver_count(size_t* count);
+kiln_status kiln_driver_get_info(size_t index, const char** name, const char** unavailable_reason);
+
+/* ---- Artifacts ---------------------------------------------------------------------------- */
+
+/* Loads and fully validates an artifact. A corrupted, truncated or foreign file is
+ * KILN_CORRUPT, a newer format version KILN_INVALID_ARGUMENT, a missing file KILN_NOT_FOUND. */
+kiln_status kiln_artifact_load_file(const char* path, kiln_artifact** out);
+/* Same from memory. The bytes are COPIED: the caller may free `data` when this returns. */
+kiln_status kiln_artifact_load_memory(const void* data, size_t size, kiln_artifact** out);
+void kiln_artifact_destroy(kiln_artifact* artifact);
+
+/* One tensor of the artifact's signature. All pointers are owned by the artifact and valid
+ * until it is destroyed. dims[i] is the static size, or -1 when dimension i is symbolic, in
+ * which case dim_symbols[i] is its symbol name ("N"); dim_symbols[i] is NULL for static dims. */
+typedef struct kiln_tensor_info {
+  const char* name;
+  kiln_dtype dtype;
+  size_t rank;
+  const int64_t* dims;
+  const char* const* dim_symbols;
+} kiln_tensor_info;
+
+kiln_status kiln_artifact_input_count(const kiln_artifact* artifact, size_t* count);
+kiln_status kiln_artifact_input_info(const kiln_artifact* artifact, size_t index, kiln_tensor_info* info);
+kiln_status kiln_artifact_output_count(const kiln_artifact* artifact, size_t* count);
+kiln_status kiln_artifact_output_info(const kiln_artifact* artifact, size_t index, kiln_tensor_info* info);
+/* The targets the artifact has compiled kernels for ("vulkan", "opencl", "cuda"). The
+ * reference device needs none. Strings valid until the artifact is destroyed. */
+kiln_status kiln_artifact_target_count(const kiln_artifact* artifact, size_t* count);
+kiln_status kiln_artifact_target(const kiln_artifact* artifact, size_t index, const char** target);
+/* Whether `device_id` (NULL or "" = default) can run the artifact: writes 1 or 0 to `can_run`
+ * and, when 0, a reason into the thread's error message slot. Does not open the device. */
+kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const char* device_id,
+                                          int* can_run);
+
+/* ---- Sessions ----------------------------------------------------------------------------- */
+
+/* Creates a session of `artifact` on `device_id` (NULL or "" = the default device; see above).
+ * Fails with KILN_NOT_FOUND for an unknown id (listing the ids), KILN_UNSUPPORTED when the
+ * artifact has no kernels for the device's API or needs a feature the device lacks. */
+kiln_status kiln_session_create(kiln_artifact* artifact, const char* device_id, kiln_session** out);
+/* Waits for a run in flight, then frees the session (outstanding events stay valid). */
+void kiln_session_destroy(kiln_session* session);
+/* The id of the device the session runs on; valid while the session lives. */
+kiln_status kiln_session_device_id(const kiln_session* session, const char** id);
+
+/* Binds input `name` to host memory holding a `dtype` tensor of shape dims[0..rank) in C order;
+ * `bytes` must equal its size. The bytes are COPIED during this call. A wrong name is
+ * KILN_NOT_FOUND; a wrong dtype, rank, static dimension or byte count KILN_INVALID_ARGUMENT. */
+kiln_status kiln_session_set_input(kiln_session* session, const char* name, kiln_dtype dtype,
+                                   const int64_t* dims, size_t rank, const void* data, size_t bytes);
+/* Binds input `name` to a device buffer of this session's device, used in place by every run
+ * (the buffer must hold exactly the tensor's bytes). */
+kiln_status kiln_session_set_input_buffer(kiln_session* session, const char* name, kiln_dtype dtype,
+                                          const int64_t* dims, size_t rank, kiln_buffer* buffer);
+/* Each run writes output `name` into caller memory `data` (capacity checked at run). The memory
+ * is BORROWED: keep it valid until the binding is replaced or the session destroyed, and do not
+ * read it while an asynchronous run is in flight. */
+kiln_status kiln_session_set_output_host(kiln_session* session, const char* name, void* data,
+                                         size_t capacity);
+/* Each run writes output `name` in place into a device buffer of this session's device (of
+ * exactly the output's byte size). */
+kiln_status kiln_session_set_output_buffer(kiln_session* session, const char* name, kiln_buffer* buffer);
+/* Back to the default: the output is kept by the session (kiln_session_get_output). */
+kiln_status kiln_session_reset_output(kiln_session* session, const char* name);
+
+/* Runs once with the bound inputs and waits for it. */
+kiln_status kiln_session_run(kiln_session* session);
+/* Starts a run and returns at once with an event. Until kiln_event_wait returns, the session
+ * must not be used (calls on it fail with KILN_INVALID_ARGUMENT) and bound buffers and output
+ * memory must not be touched. Host inputs were already copied when this returns. */
+kiln_status kiln_session_run_async(kiln_session* session, kiln_event** event);
+/* Waits for the run; returns its status (again on later calls). */
+kiln_status kiln_event_wait(kiln_event* event);
+/* Waits if not yet waited, then frees the event. */
+void kiln_event_destroy(kiln_event* event);
+
+/* After a successful run: output `name`'s shape (rank written to *rank; dims written when
+ * max_rank >= rank, otherwise KILN_INVALID_ARGUMENT). */
+kiln_status kiln_session_output_shape(const kiln_session* session, const char* name, int64_t* dims,
+                                      size_t max_rank, size_t* rank);
+/* After a successful run: the bytes of an output with the default binding, owned by the
+ * session and valid until the next run, binding change or destroy. */
+kiln_status kiln_session_get_output(const kiln_session* session, const char* name, const void** data,
+                                    size_t* bytes);
+/* Copies an output with the default binding into `dst` (capacity must cover its bytes). */
+kiln_status kiln_session_read_output(const kiln_session* session, const char* name, void* dst,
+                                     size_t capacity);
+
+/* ---- Profiling ---------------------------------------------------------------------------- */
+
+typedef struct kiln_kernel_time {
+  const char* name;      /* provenance name, e.g. "fused_mul_add_tanh_3" */
+  const char* kind;      /* "elementwise", "reduction", ... */
+  uint32_t kernel_index; /* index into the artifact's kernels; UINT32_MAX for other work */
+  double seconds;
+} kiln_kernel_time;
+
+/* With profiling on, each run records per-kernel times (device timers where the API has them,
+ * else host wall time; kiln_session_profile_clock says which). Strings valid until next run. */
+kiln_status kiln_session_set_profiling(kiln_session* session, int enabled);
+kiln_status kiln_session_profile_count(const kiln_session* session, size_t* count);
+kiln_status kiln_session_profile_entry(const kiln_session* session, size_t index, kiln_kernel_time* out);
+kiln_status kiln_session_profile_clock(const kiln_session* session, const char** clock);
+
+/* ---- Device buffers ----------------------------------------------------------------------- */
+
+/* Allocates `bytes` on the session's device (KILN_OUT_OF_MEMORY when it cannot). */
+kiln_status kiln_buffer_create(kiln_session* session, size_t bytes, kiln_buffer** out);
+void kiln_buffer_destroy(kiln_buffer* buffer);
+kiln_status kiln_buffer_size(const kiln_buffer* buffer, size_t* bytes);
+/* Synchronous copies; [offset, offset + bytes) must lie inside the buffer. */
+kiln_status kiln_buffer_write(kiln_buffer* buffer, size_t offset, const void* data, size_t bytes);
+kiln_status kiln_buffer_read(const kiln_buffer* buffer, size_t offset, void* data, size_t bytes);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* KILN_RUNTIME_H_ */

@@ -1,0 +1,12 @@
+# Generates the ONNX node test data (once per build tree) and runs the conformance runner.
+if(NOT EXISTS ${DATA_DIR}/node)
+  file(REMOVE_RECURSE ${DATA_DIR})
+  execute_process(COMMAND ${PYTHON} ${GENERATOR} ${DATA_DIR} RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "generating the ONNX node tests failed (is python3-onnx installed?)")
+  endif()
+endif()
+execute_process(COMMAND ${RUNNER} ${DATA_DIR}/node --expected ${EXPECTED} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ONNX conformance regressed (see REGRESSION lines above)")
+endif()

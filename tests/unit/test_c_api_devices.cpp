@@ -1,0 +1,198 @@
+// The C API on every listed device with an artifact that carries real kernels: a small graph
+// (matmul, broadcast add, softmax, row reduction; symbolic batch N) is compiled here for every
+// codegen target this build has, then run through the C API on each device:
+//  - N threads x M runs, each thread with its own session on the one shared artifact, give
+//    results byte-identical to a single-threaded run on that device, and close to the
+//    reference device's;
+//  - device buffers bound in place (input and output) and an asynchronous run with its event.
+// Devices whose driver has no kernels in the artifact are skipped with the reason printed.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "artifact/writer.h"
+#include "codegen/target.h"
+#include "frontend/parser.h"
+#include "kiln/runtime.h"
+#include "passes/pipeline.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr const char* kGraph = R"(
+graph probe(x: f32[N, 24], w: f32[24, 7], b: f32[7]) -> (p: f32[N, 7], t: f32[N]) {
+  h = add(matmul(x, w), b)
+  p = softmax(h, axis=-1)
+  t = reduce_sum(mul(h, h), axes=[1])
+}
+)";
+
+std::vector<uint8_t> compile_for_every_target() {
+  Diagnostics diags;
+  Result<ir::Graph> parsed = frontend::parse_graph_text(kGraph, "probe.graph", ".", diags);
+  INFO(diags.to_string());
+  REQUIRE(parsed.is_ok());
+  ir::Graph graph = std::move(parsed).value();
+  passes::PipelineOptions options;
+  Result<ir::ExecutionPlan> plan = passes::run_pipeline(graph, options);
+  REQUIRE(plan.is_ok());
+  artifact::WriteOptions write;
+  for (const std::string& name : codegen::available_targets()) {
+    Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
+    REQUIRE(target.is_ok());
+    Result<codegen::CompiledKernels> compiled = (*target)->compile(graph, *plan, codegen::TargetOptions{});
+    INFO(name << ": " << (compiled.is_ok() ? std::string() : compiled.status().message()));
+    REQUIRE(compiled.is_ok());
+    for (artifact::KernelBinary& k : compiled->kernels) write.kernels.push_back(std::move(k));
+  }
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(graph, *plan, write);
+  REQUIRE(bytes.is_ok());
+  return std::move(bytes).value();
+}
+
+constexpr int64_t kRows = 19;  // odd on purpose
+
+struct Outputs {
+  kiln_status status = KILN_OK;
+  std::string error;
+  std::vector<float> p, t;
+};
+
+std::vector<float> pattern(size_t n, int salt) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float(int((i * 13 + size_t(salt) * 7) % 17) - 8) * 0.0625f;
+  return v;
+}
+
+Outputs run_probe(kiln_session* session) {
+  Outputs out;
+  auto fail = [&](kiln_status st) {
+    out.status = st;
+    out.error = kiln_last_error_message();
+    return out;
+  };
+  const std::vector<float> x = pattern(size_t(kRows) * 24, 1), w = pattern(24 * 7, 2), b = pattern(7, 3);
+  const int64_t xd[2] = {kRows, 24}, wd[2] = {24, 7}, bd[1] = {7};
+  kiln_status st;
+  if ((st = kiln_session_set_input(session, "x", KILN_DTYPE_F32, xd, 2, x.data(), x.size() * 4)) != KILN_OK) return fail(st);
+  if ((st = kiln_session_set_input(session, "w", KILN_DTYPE_F32, wd, 2, w.data(), w.size() * 4)) != KILN_OK) return fail(st);
+  if ((st = kiln_session_set_input(session, "b", KILN_DTYPE_F32, bd, 1, b.data(), b.size() * 4)) != KILN_OK) return fail(st);
+  if ((st = kiln_session_run(session)) != KILN_OK) return fail(st);
+  out.p.resize(size_t(kRows) * 7);
+  out.t.resize(size_t(kRows));
+  if ((st = kiln_session_read_output(session, "p", out.p.data(), out.p.size() * 4)) != KILN_OK) return fail(st);
+  if ((st = kiln_session_read_output(session, "t", out.t.data(), out.t.size() * 4)) != KILN_OK) return fail(st);
+  return out;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(std::fabs(got[i] - want[i]) <= 1e-4f + 1e-4f * std::fabs(want[i]));
+}
+
+}  // namespace
+
+TEST_CASE("c_api devices: threads, device buffers and async runs on every listed device") {
+  std::vector<uint8_t> bytes = compile_for_every_target();
+  kiln_artifact* artifact = nullptr;
+  REQUIRE(kiln_artifact_load_memory(bytes.data(), bytes.size(), &artifact) == KILN_OK);
+
+  kiln_session* ref = nullptr;
+  REQUIRE(kiln_session_create(artifact, "reference", &ref) == KILN_OK);
+  const Outputs reference = run_probe(ref);
+  REQUIRE_MESSAGE(reference.status == KILN_OK, reference.error);
+  kiln_session_destroy(ref);
+
+  size_t devices = 0;
+  REQUIRE(kiln_device_count(&devices) == KILN_OK);
+  for (size_t d = 0; d < devices; ++d) {
+    kiln_device_info info;
+    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
+    const std::string id = info.id;
+    CAPTURE(id);
+    int can_run = 0;
+    REQUIRE(kiln_artifact_supports_device(artifact, id.c_str(), &can_run) == KILN_OK);
+    if (!can_run) {
+      MESSAGE("c_api devices: skipping device " << id << ": " << std::string(kiln_last_error_message()));
+      continue;
+    }
+
+    // One thread first, then 3 threads x 4 runs: byte-identical.
+    kiln_session* session = nullptr;
+    REQUIRE_MESSAGE(kiln_session_create(artifact, id.c_str(), &session) == KILN_OK,
+                    std::string(kiln_last_error_message()));
+    const Outputs single = run_probe(session);
+    REQUIRE_MESSAGE(single.status == KILN_OK, single.error);
+    check_close(single.p, reference.p);
+    check_close(single.t, reference.t);
+    std::vector<std::vector<Outputs>> results(3);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {
+        kiln_session* own = nullptr;
+        if (kiln_session_create(artifact, id.c_str(), &own) != KILN_OK) {
+          results[t].push_back(Outputs{KILN_INTERNAL, kiln_last_error_message(), {}, {}});
+          return;
+        }
+        for (int r = 0; r < 4; ++r) results[t].push_back(run_probe(own));
+        kiln_session_destroy(own);
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (const auto& per_thread : results) {
+      REQUIRE(per_thread.size() == 4);
+      for (const Outputs& o : per_thread) {
+        REQUIRE_MESSAGE(o.status == KILN_OK, o.error);
+        CHECK(std::memcmp(o.p.data(), single.p.data(), o.p.size() * 4) == 0);
+        CHECK(std::memcmp(o.t.data(), single.t.data(), o.t.size() * 4) == 0);
+      }
+    }
+
+    // Device buffers in place: x as an input buffer, p into an output buffer; async + event.
+    const std::vector<float> x = pattern(size_t(kRows) * 24, 1);
+    kiln_buffer* xb = nullptr;
+    kiln_buffer* pb = nullptr;
+    REQUIRE(kiln_buffer_create(session, x.size() * 4, &xb) == KILN_OK);
+    REQUIRE(kiln_buffer_create(session, size_t(kRows) * 7 * 4, &pb) == KILN_OK);
+    REQUIRE(kiln_buffer_write(xb, 0, x.data(), x.size() * 4) == KILN_OK);
+    std::vector<float> back(x.size());
+    REQUIRE(kiln_buffer_read(xb, 0, back.data(), back.size() * 4) == KILN_OK);
+    CHECK(back == x);
+    const int64_t xd[2] = {kRows, 24};
+    REQUIRE(kiln_session_set_input_buffer(session, "x", KILN_DTYPE_F32, xd, 2, xb) == KILN_OK);
+    REQUIRE(kiln_session_set_output_buffer(session, "p", pb) == KILN_OK);
+    kiln_event* event = nullptr;
+    REQUIRE_MESSAGE(kiln_session_run_async(session, &event) == KILN_OK, std::string(kiln_last_error_message()));
+    REQUIRE(kiln_event_wait(event) == KILN_OK);
+    kiln_event_destroy(event);
+    std::vector<float> p(static_cast<size_t>(kRows) * 7);
+    REQUIRE(kiln_buffer_read(pb, 0, p.data(), p.size() * 4) == KILN_OK);
+    CHECK(std::memcmp(p.data(), single.p.data(), p.size() * 4) == 0);
+    std::vector<float> t(static_cast<size_t>(kRows));
+    REQUIRE(kiln_session_read_output(session, "t", t.data(), t.size() * 4) == KILN_OK);
+    CHECK(std::memcmp(t.data(), single.t.data(), t.size() * 4) == 0);
+
+    // Profiling names the artifact's kernels.
+    REQUIRE(kiln_session_set_profiling(session, 1) == KILN_OK);
+    REQUIRE(kiln_session_run(session) == KILN_OK);
+    size_t kernels = 0;
+    REQUIRE(kiln_session_profile_count(session, &kernels) == KILN_OK);
+    CHECK(kernels >= 1);
+    for (size_t k = 0; k < kernels; ++k) {
+      kiln_kernel_time time;
+      REQUIRE(kiln_session_profile_entry(session, k, &time) == KILN_OK);
+      CHECK(std::strlen(time.name) > 0);
+      CHECK(time.seconds >= 0);
+    }
+    kiln_buffer_destroy(xb);
+    kiln_buffer_destroy(pb);
+    kiln_session_destroy(session);
+  }
+  kiln_artifact_destroy(artifact);
+}

@@ -1,0 +1,346 @@
+// Unit tests for the ONNX importer (frontend/onnx): models are built here with the ONNX protobuf
+// classes, serialized and imported from bytes. Compiled only when the build has kiln_onnx.
+#ifdef KILN_HAVE_ONNX
+
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "frontend/onnx/onnx_importer.h"
+#include "frontend/parser.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+
+namespace {
+
+using namespace kiln;
+
+struct ModelBuilder {
+  onnx::ModelProto model;
+  onnx::GraphProto* graph;
+
+  explicit ModelBuilder(int64_t opset = 13) {
+    model.set_ir_version(8);
+    auto* op = model.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    graph = model.mutable_graph();
+    graph->set_name("test");
+  }
+  // dims: a number is static, "" an unnamed dynamic dim, anything else a dim_param.
+  void input(const std::string& name, const std::vector<std::string>& dims,
+             int elem = onnx::TensorProto::FLOAT) {
+    auto* vi = graph->add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else if (!d.empty()) dim->set_dim_param(d);
+    }
+  }
+  void output(const std::string& name) { graph->add_output()->set_name(name); }
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
+                        const std::string& name = "") {
+    auto* n = graph->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(o);
+    return n;
+  }
+  onnx::TensorProto* init_floats(const std::string& name, std::vector<int64_t> dims, std::vector<float> v,
+                                 bool raw = false) {
+    auto* t = graph->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    if (raw) {
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    } else {
+      for (float f : v) t->add_float_data(f);
+    }
+    return t;
+  }
+  void init_ints(const std::string& name, std::vector<int64_t> v) {
+    auto* t = graph->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (auto x : v) t->add_int64_data(x);
+  }
+  std::string bytes() const { return model.SerializeAsString(); }
+};
+
+void set_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+Result<ir::Graph> import(const std::string& bytes, Diagnostics& diags, const std::string& base_dir = "") {
+  return onnx_import::import_onnx_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), "model.onnx",
+                                        base_dir, diags);
+}
+
+ir::Tensor floats(std::vector<int64_t> shape, std::vector<float> v) {
+  auto t = ir::Tensor::zeros(ir::DType::kF32, shape);
+  REQUIRE(t.is_ok());
+  for (size_t i = 0; i < v.size(); ++i) t->mutable_data_as<float>()[i] = v[i];
+  return *t;
+}
+
+int count_ops(const ir::Graph& g, ir::OpKind op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += !node.erased && node.op == op;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("onnx: malformed and truncated files are clean errors") {
+  Diagnostics diags;
+  auto r = import(std::string("\x0a\xff\xff\xff\xff\x0f garbage", 16), diags);
+  CHECK_FALSE(r.is_ok());
+  REQUIRE(diags.has_errors());
+  CHECK(diags.to_string().find("model.onnx: error: ") == 0);
+
+  ModelBuilder m;
+  m.input("x", {"2"});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  const std::string full = m.bytes();
+  int errors = 0;
+  for (size_t cut = 1; cut < full.size(); ++cut) {
+    Diagnostics d;
+    auto t = import(full.substr(0, cut), d);
+    if (!t.is_ok()) {
+      CHECK(d.has_errors());
+      ++errors;
+    }
+  }
+  CHECK(errors > 0);
+  Diagnostics ok;
+  CHECK(import(full, ok).is_ok());
+}
+
+TEST_CASE("onnx: every unsupported node is reported in one run") {
+  ModelBuilder m(13);
+  m.input("x", {"2", "3"});
+  m.node("TopK", {"x", "k"}, {"a", "b"}, "first");
+  m.node("Relu", {"x"}, {"r"});
+  m.node("NonZero", {"r"}, {"c"}, "second");
+  set_int(m.node("Cast", {"r"}, {"d"}, "third"), "to", onnx::TensorProto::DOUBLE);
+  m.output("d");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  CHECK_FALSE(r.is_ok());
+  const std::string text = diags.to_string();
+  CHECK(diags.error_count() == 3);
+  CHECK(text.find("node 'first' (TopK, opset 13): unsupported operator") != std::string::npos);
+  CHECK(text.find("node 'second' (NonZero, opset 13)") != std::string::npos);
+  CHECK(text.find("node 'third' (Cast, opset 13): cast to DOUBLE is not supported") != std::string::npos);
+}
+
+TEST_CASE("onnx: Shape -> Gather -> Concat -> Reshape keeps a dynamic batch symbolic") {
+  ModelBuilder m(13);
+  m.input("x", {"batch", "4", "6"});
+  m.init_ints("idx", {0});
+  m.init_ints("rest", {2, 12});
+  m.node("Shape", {"x"}, {"s"});
+  m.node("Gather", {"s", "idx"}, {"b"});
+  set_int(m.node("Concat", {"b", "rest"}, {"target"}), "axis", 0);
+  m.node("Reshape", {"x", "target"}, {"y"});
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(count_ops(*r, ir::OpKind::kReshape) == 1);
+  CHECK(count_ops(*r, ir::OpKind::kGather) == 0);
+  CHECK(count_ops(*r, ir::OpKind::kConcat) == 0);
+  CHECK(r->outputs().at(0).declared.to_string() == "f32[batch, 2, 12]");
+}
+
+TEST_CASE("onnx: unnamed dynamic dims get generated symbols; names become Kiln identifiers") {
+  ModelBuilder m(13);
+  m.input("in/put:0", {"", "3"});
+  m.node("Neg", {"in/put:0"}, {"1out"});
+  m.output("1out");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  const ir::Node& in = r->node(r->inputs().at(0));
+  CHECK(in.name == "in_put_0");
+  CHECK(in.type.shape.at(0).is_symbolic());
+  CHECK(r->outputs().at(0).name == "v_1out");
+}
+
+TEST_CASE("onnx: initializers from typed fields, raw_data and external data") {
+  const auto dir = std::filesystem::temp_directory_path() / "kiln_onnx_unit_external";
+  std::filesystem::create_directories(dir);
+  const std::vector<float> ext = {5, 6};
+  {
+    std::ofstream f(dir / "w.bin", std::ios::binary);
+    f.write("pad!", 4);
+    f.write(reinterpret_cast<const char*>(ext.data()), 8);
+  }
+  ModelBuilder m(13);
+  m.input("x", {"2"});
+  m.init_floats("a", {2}, {1, 2});
+  m.init_floats("b", {2}, {3, 4}, /*raw=*/true);
+  auto* c = m.graph->add_initializer();
+  c->set_name("c");
+  c->set_data_type(onnx::TensorProto::FLOAT);
+  c->add_dims(2);
+  c->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair{"location", "w.bin"}, {"offset", "4"}, {"length", "8"}}) {
+    auto* e = c->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  m.node("Add", {"x", "a"}, {"t1"});
+  m.node("Add", {"t1", "b"}, {"t2"});
+  m.node("Add", {"t2", "c"}, {"y"});
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags, dir.string());
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  const ir::Tensor x = floats({2}, {10, 20});
+  auto out = ir::interpret(*r, std::span(&x, 1));
+  REQUIRE(out.is_ok());
+  CHECK((*out)[0].data_as<float>()[0] == 10 + 1 + 3 + 5);
+  CHECK((*out)[0].data_as<float>()[1] == 20 + 2 + 4 + 6);
+
+  // A location that leaves the model's directory, and a size that disagrees, are refused.
+  c->mutable_external_data(0)->set_value("../w.bin");
+  Diagnostics escape;
+  CHECK_FALSE(import(m.bytes(), escape, dir.string()).is_ok());
+  CHECK(escape.to_string().find("leaves the model's directory") != std::string::npos);
+  c->mutable_external_data(0)->set_value("w.bin");
+  c->mutable_external_data(2)->set_value("12");
+  Diagnostics bad_size;
+  CHECK_FALSE(import(m.bytes(), bad_size, dir.string()).is_ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("onnx: a raw_data size that disagrees with the dims is an error") {
+  ModelBuilder m(13);
+  m.input("x", {"4"});
+  auto* t = m.init_floats("w", {4}, {1, 2, 3, 4}, true);
+  t->set_raw_data(t->raw_data().substr(0, 7));
+  m.node("Mul", {"x", "w"}, {"y"});
+  m.output("y");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("initializer 'w'") != std::string::npos);
+}
+
+TEST_CASE("onnx: Gemm with transB, alpha and beta; BatchNormalization folds into mul/add") {
+  ModelBuilder m(13);
+  m.input("a", {"1", "2"});
+  m.init_floats("b", {3, 2}, {1, 0, 0, 1, 1, 1});  // B^T = [[1,0,1],[0,1,1]]
+  m.init_floats("c", {3}, {1, 2, 3});
+  auto* g = m.node("Gemm", {"a", "b", "c"}, {"y"});
+  set_int(g, "transB", 1);
+  auto* alpha = g->add_attribute();
+  alpha->set_name("alpha");
+  alpha->set_type(onnx::AttributeProto::FLOAT);
+  alpha->set_f(2.0f);
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  const ir::Tensor a = floats({1, 2}, {3, 4});
+  auto out = ir::interpret(*r, std::span(&a, 1));
+  REQUIRE(out.is_ok());
+  // 2 * [3, 4, 7] + [1, 2, 3]
+  CHECK((*out)[0].data_as<float>()[0] == 7);
+  CHECK((*out)[0].data_as<float>()[1] == 10);
+  CHECK((*out)[0].data_as<float>()[2] == 17);
+
+  ModelBuilder bn(13);
+  bn.input("x", {"1", "2", "1", "1"});
+  bn.init_floats("s", {2}, {2, 1});
+  bn.init_floats("bias", {2}, {1, 0});
+  bn.init_floats("mean", {2}, {1, 1});
+  bn.init_floats("var", {2}, {3, 0});
+  bn.node("BatchNormalization", {"x", "s", "bias", "mean", "var"}, {"y"});
+  bn.output("y");
+  Diagnostics d2;
+  auto r2 = import(bn.bytes(), d2);
+  REQUIRE_MESSAGE(r2.is_ok(), d2.to_string());
+  CHECK(count_ops(*r2, ir::OpKind::kRsqrt) == 0);  // scale and shift folded at import
+  const ir::Tensor x = floats({1, 2, 1, 1}, {5, 5});
+  auto y = ir::interpret(*r2, std::span(&x, 1));
+  REQUIRE(y.is_ok());
+  CHECK((*y)[0].data_as<float>()[0] == doctest::Approx((5 - 1) / std::sqrt(3 + 1e-5) * 2 + 1));
+}
+
+TEST_CASE("onnx: MaxPool ceil_mode and SAME_UPPER become explicit pads") {
+  ModelBuilder m(12);
+  m.input("x", {"1", "1", "4", "4"});
+  auto* p = m.node("MaxPool", {"x"}, {"y"});
+  set_ints(p, "kernel_shape", {3, 3});
+  set_ints(p, "strides", {2, 2});
+  set_int(p, "ceil_mode", 1);
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(r->outputs().at(0).declared.to_string() == "f32[1, 1, 2, 2]");
+  const auto& attrs = std::get<ir::Pool2dAttrs>(r->node(r->outputs()[0].node).attrs);
+  CHECK(attrs.pads == std::array<int64_t, 4>{0, 0, 1, 1});
+}
+
+TEST_CASE("onnx: the imported graph prints as .graph text that parses back") {
+  ModelBuilder m(13);
+  m.input("x", {"N", "2"});
+  m.init_floats("w", {2, 2}, {1, 2, 3, 4});
+  m.node("MatMul", {"x", "w"}, {"h"});
+  m.node("Tanh", {"h"}, {"y"});
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  const std::string text = ir::print_graph(*r);
+  Diagnostics reparse;
+  auto back = frontend::parse_graph_text(text, "printed.graph", "", reparse);
+  const std::string why = reparse.to_string() + text;
+  REQUIRE_MESSAGE(back.is_ok(), why);
+  CHECK(ir::print_graph(*back) == text);
+}
+
+TEST_CASE("onnx: TensorProto .pb files decode, and bad ones are errors") {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(3);
+  for (int64_t v : {7, -1, 9}) t.add_int64_data(v);
+  const std::string bytes = t.SerializeAsString();
+  auto r = onnx_import::parse_tensor_proto(std::as_bytes(std::span(bytes.data(), bytes.size())), "t.pb");
+  REQUIRE(r.is_ok());
+  CHECK(r->element_as_int(1) == -1);
+  t.add_dims(1000000000);  // claims far more values than it holds
+  const std::string lying = t.SerializeAsString();
+  auto bad = onnx_import::parse_tensor_proto(std::as_bytes(std::span(lying.data(), lying.size())), "t.pb");
+  CHECK_FALSE(bad.is_ok());
+  t.set_data_type(onnx::TensorProto::DOUBLE);
+  const std::string dbl = t.SerializeAsString();
+  auto unsupported = onnx_import::parse_tensor_proto(std::as_bytes(std::span(dbl.data(), dbl.size())), "t.pb");
+  CHECK(unsupported.status().code() == ErrorCode::kUnsupported);
+}
+
+#endif  // KILN_HAVE_ONNX
