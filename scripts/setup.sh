@@ -33,10 +33,12 @@ fi
 # onnxruntime (CPU, pinned) from PyPI in .venv (gitignored): the second oracle beside NumPy for
 # the ONNX example models (tests/onnx/check_examples.py). Offline, the check is skipped.
 ORT_VERSION=1.16.3
+# onnxruntime 1.16 is built against NumPy 1.x; an unpinned install pulls NumPy 2 and fails to import.
+NUMPY_VERSION=1.26.4
 VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv"
 if ! "$VENV/bin/python" -c "import onnxruntime" >/dev/null 2>&1; then
   echo "setup: installing onnxruntime==$ORT_VERSION into $VENV"
   (python3 -m venv --system-site-packages "$VENV" &&
-   "$VENV/bin/python" -m pip install -q "onnxruntime==$ORT_VERSION") ||
+   "$VENV/bin/python" -m pip install -q "onnxruntime==$ORT_VERSION" "numpy==$NUMPY_VERSION") ||
     echo "setup: warning: could not install onnxruntime (offline?); its check will be skipped"
 fi
