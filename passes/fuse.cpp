@@ -44,24 +44,16 @@ constexpr int kNoGroup = -1;
 constexpr int kAliasGroup = -2;  // a reshape view: in no kernel
 constexpr size_t kMaxRecomputeKernels = 4;
 
+// Reductions (argmax included) and normalizations take an elementwise prologue on the operand
+// they reduce or normalize.
+bool takes_prologue(OpKind op) {
+  const ir::OpFamily family = ir::op_info(op).family;
+  return family == ir::OpFamily::kReduce || family == ir::OpFamily::kNormalize;
+}
+
 // Ops a kernel can be built around, taking elementwise prologues and/or epilogues.
 bool is_anchor_op(OpKind op) {
-  switch (op) {
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kArgMax:
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-    case OpKind::kLayerNorm:
-    case OpKind::kMatMul:
-    case OpKind::kConv2d:
-      return true;
-    default:
-      return false;
-  }
+  return takes_prologue(op) || op == OpKind::kMatMul || op == OpKind::kConv2d;
 }
 
 bool is_elementwise_op(OpKind op) { return !is_source(op) && ir::is_elementwise(op); }
@@ -169,24 +161,13 @@ class Fuser {
     const ir::Shape& shape = graph_.node(producer).type.shape;
     if (is_elementwise_op(u.op)) return u.type.shape == shape;
     if (user != group.anchor) return false;
-    switch (u.op) {
-      case OpKind::kReduceSum:
-      case OpKind::kReduceMean:
-      case OpKind::kReduceMax:
-      case OpKind::kReduceMin:
-      case OpKind::kReduceProd:
-      case OpKind::kArgMax:
-      case OpKind::kSoftmax:
-      case OpKind::kLogSoftmax:
-      case OpKind::kLayerNorm:
-        // A prologue: only the normalized/reduced operand (not layer_norm's scale or bias).
-        for (size_t j = 1; j < u.inputs.size(); ++j) {
-          if (u.inputs[j] == producer) return false;
-        }
-        return u.inputs[0] == producer && graph_.node(u.inputs[0]).type.shape == shape;
-      default:
-        return false;  // matmul, conv, pooling and layout ops read their operands from memory
+    // matmul, conv, pooling and layout ops read their operands from memory.
+    if (!takes_prologue(u.op)) return false;
+    // A prologue: only the normalized/reduced operand (not layer_norm's scale or bias).
+    for (size_t j = 1; j < u.inputs.size(); ++j) {
+      if (u.inputs[j] == producer) return false;
     }
+    return u.inputs[0] == producer && graph_.node(u.inputs[0]).type.shape == shape;
   }
 
   // Can `producer`, all of whose in-kernel readers are in group `gid`, be computed there?
