@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,44 @@ struct KernelDispatch {
   bool operator==(const KernelDispatch&) const = default;
 };
 
+// A matmul kernel that a driver may run through a vendor GEMM library (CUDA: cuBLASLt) instead
+// of its generated code, which stays in the artifact as the fallback. Codegen records it only
+// when the whole kernel is exactly
+//   out[b] = epilogue(a[b] @ w[b] + bias)       (row-major, bias optional, broadcast over rows)
+// with one dtype for a, w, bias and out (f32, f16 or bf16) and f32 accumulation.
+struct GemmCall {
+  enum class Epilogue : uint8_t {
+    kNone = 0,
+    kRelu = 1,
+    kGeluTanh = 2,  // 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))), the form cuBLASLt implements
+  };
+  // Indices into KernelBinary::args (each a kBuffer arg).
+  uint32_t a_arg = 0;        // [batch?, m, k]
+  uint32_t b_arg = 0;        // [batch?, k, n]
+  uint32_t out_arg = 0;      // [batch?, m, n]
+  int32_t bias_arg = -1;     // [n], or -1 for none
+  ir::DType dtype = ir::DType::kF32;
+  ir::SizeExpr batch;        // 1 for a plain matrix product
+  ir::SizeExpr m, n, k;
+  bool a_batched = true;     // false: one a matrix is shared by every batch entry
+  bool b_batched = false;    // false: one b matrix (weights) is shared by every batch entry
+  Epilogue epilogue = Epilogue::kNone;
+  bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
+  bool operator==(const GemmCall&) const = default;
+};
+
+// A compiled module holding the code of several kernels of one target. CUDA: all kernels of a
+// graph go through one NVRTC program, so the target stores one "ptx" module (always, for JIT on
+// newer GPUs) and one "cubin:sm_XX" module per --gpu-arch; its KernelBinary records have format
+// "module" and an empty blob, and name their function in the module by entry_point. A driver
+// picks the cubin of its device's architecture, else the PTX.
+struct ModuleBinary {
+  std::string target;  // "cuda"
+  std::string format;  // "ptx", "cubin:sm_90", ...
+  std::vector<uint8_t> blob;
+  bool operator==(const ModuleBinary&) const = default;
+};
+
 // A compiled kernel for one target (PTX, cubin, SPIR-V, OpenCL C, ...), as produced by codegen
 // and stored per target. The blob is opaque to the artifact layer; `format` tells the driver
 // how to load it.
@@ -57,6 +96,7 @@ struct KernelBinary {
   std::vector<std::string> required_features;
   std::vector<KernelArg> args;  // the entry point's parameters, in order
   KernelDispatch dispatch;
+  std::optional<GemmCall> gemm;  // set when a vendor GEMM library may run this kernel
 
   bool operator==(const KernelBinary&) const = default;
 };

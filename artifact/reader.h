@@ -33,7 +33,8 @@ struct LoadedArtifact {
   std::string producer;
   ir::Graph graph;  // the optimized graph with its kernels and constants
   ir::ExecutionPlan plan;
-  std::vector<KernelBinary> kernels;  // every target's compiled kernels (empty for now)
+  std::vector<KernelBinary> kernels;  // every target's compiled kernels
+  std::vector<ModuleBinary> modules;  // every target's shared modules (CUDA: PTX, cubins)
   std::shared_ptr<const std::vector<uint8_t>> bytes;  // the file; constant views point into it
 
   // Names of the targets that have compiled kernels, in file order.

@@ -19,6 +19,7 @@ namespace kiln::artifact {
 struct WriteOptions {
   std::string producer = "kiln";       // recorded in the file, e.g. "kilnc 0.1.0"
   std::vector<KernelBinary> kernels;   // compiled kernels for every target (may be empty)
+  std::vector<ModuleBinary> modules;   // shared modules for every target (may be empty)
 };
 
 // The graph must be compacted (no erased nodes). Fails with kInvalidArgument if the graph or

@@ -23,7 +23,8 @@ namespace kiln::codegen {
 
 struct TargetOptions {
   int opt_level = 2;
-  std::vector<std::string> gpu_archs;  // CUDA only
+  std::vector<std::string> gpu_archs;  // CUDA only: cubin architectures ("sm_80"); PTX always
+  bool allow_tf32 = false;             // CUDA only: f32 GEMMs may use TF32 tensor cores
 };
 
 // A source file that `kilnc -S` writes: file name suffix (".cl", ".comp", ".spvasm", ".cu",
@@ -36,6 +37,7 @@ struct SourceFile {
 
 struct CompiledKernels {
   std::vector<artifact::KernelBinary> kernels;  // one per Graph kernel, in kernel order
+  std::vector<artifact::ModuleBinary> modules;  // shared modules (CUDA), see artifact.h
   std::vector<SourceFile> sources;              // what -S writes
 };
 
