@@ -203,6 +203,7 @@ Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<Vul
 VulkanContext::~VulkanContext() {
   if (device_ == VK_NULL_HANDLE) return;
   if (fn_.vkDeviceWaitIdle) fn_.vkDeviceWaitIdle(device_);
+  release(staging_);
   if (transfer_fence_) fn_.vkDestroyFence(device_, transfer_fence_, nullptr);
   if (transfer_pool_) fn_.vkDestroyCommandPool(device_, transfer_pool_, nullptr);
   if (fn_.vkDestroyDevice) fn_.vkDestroyDevice(device_, nullptr);
@@ -224,6 +225,7 @@ Result<BufferAllocation> VulkanContext::allocate(size_t bytes, bool staging) {
   // Vulkan forbids empty buffers; a 0-byte hal::Buffer still gets a small VkBuffer to bind.
   const VkDeviceSize vk_bytes = std::max<VkDeviceSize>(bytes, 16);
   BufferAllocation a;
+  a.size = bytes;
   VkBufferCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   info.size = vk_bytes;
@@ -295,9 +297,32 @@ Status VulkanContext::submit(VkCommandBuffer command_buffer, VkFence fence) {
   return r == VK_SUCCESS ? Status::ok() : vk_error("vkQueueSubmit", r);
 }
 
-Status VulkanContext::copy_and_wait(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset,
-                                    size_t bytes) {
+Result<BufferAllocation*> VulkanContext::staging_locked(size_t bytes) {
+  if (staging_.buffer && staging_.size >= bytes) return &staging_;
+  // Grow geometrically so a sequence of growing transfers allocates O(log n) times.
+  const size_t capacity = std::max<size_t>(bytes, 2 * staging_.size);
+  release(staging_);
+  KILN_ASSIGN_OR_RETURN(staging_, allocate(capacity, /*staging=*/true));
+  return &staging_;
+}
+
+Status VulkanContext::upload(VkBuffer dst, size_t dst_offset, std::span<const std::byte> data) {
   std::lock_guard<std::mutex> lock(transfer_mutex_);
+  KILN_ASSIGN_OR_RETURN(BufferAllocation* staging, staging_locked(data.size()));
+  std::memcpy(staging->mapped, data.data(), data.size());
+  return copy_and_wait_locked(staging->buffer, 0, dst, dst_offset, data.size());
+}
+
+Status VulkanContext::download(VkBuffer src, size_t src_offset, std::span<std::byte> out) {
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  KILN_ASSIGN_OR_RETURN(BufferAllocation* staging, staging_locked(out.size()));
+  KILN_RETURN_IF_ERROR(copy_and_wait_locked(src, src_offset, staging->buffer, 0, out.size()));
+  std::memcpy(out.data(), staging->mapped, out.size());
+  return Status::ok();
+}
+
+Status VulkanContext::copy_and_wait_locked(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset,
+                                           size_t bytes) {
   fn_.vkResetCommandBuffer(transfer_commands_, 0);
   VkCommandBufferBeginInfo begin{};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
@@ -363,11 +388,7 @@ Status VulkanBuffer::write(size_t offset, std::span<const std::byte> data) {
     }
     return Status::ok();
   }
-  KILN_ASSIGN_OR_RETURN(BufferAllocation staging, context_->allocate(data.size(), /*staging=*/true));
-  std::memcpy(staging.mapped, data.data(), data.size());
-  Status s = context_->copy_and_wait(staging.buffer, 0, allocation_.buffer, offset, data.size());
-  context_->release(staging);
-  return s;
+  return context_->upload(allocation_.buffer, offset, data);
 }
 
 Status VulkanBuffer::read(size_t offset, std::span<std::byte> out) const {
@@ -383,12 +404,7 @@ Status VulkanBuffer::read(size_t offset, std::span<std::byte> out) const {
     std::memcpy(out.data(), allocation_.mapped + offset, out.size());
     return Status::ok();
   }
-  VulkanContext& ctx = *context_;  // thread-safe; shared, so usable from a const buffer
-  KILN_ASSIGN_OR_RETURN(BufferAllocation staging, ctx.allocate(out.size(), /*staging=*/true));
-  Status s = ctx.copy_and_wait(allocation_.buffer, offset, staging.buffer, 0, out.size());
-  if (s.is_ok()) std::memcpy(out.data(), staging.mapped, out.size());
-  ctx.release(staging);
-  return s;
+  return context_->download(allocation_.buffer, offset, out);  // thread-safe, so fine when const
 }
 
 }  // namespace kiln::runtime::vulkan

@@ -45,6 +45,7 @@ struct BufferAllocation {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   std::byte* mapped = nullptr;  // non-null when the memory is host-visible (kept mapped)
   bool coherent = false;
+  size_t size = 0;  // the bytes asked for
 };
 
 class VulkanContext {
@@ -71,8 +72,11 @@ class VulkanContext {
   Result<BufferAllocation> allocate(size_t bytes, bool staging);
   void release(BufferAllocation& allocation);
 
-  // Copies `bytes` between buffers on the queue and waits for it.
-  Status copy_and_wait(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t bytes);
+  // Synchronous host <-> device-local transfers through the context's staging buffer, which is
+  // kept (and grown to the largest transfer so far) so that a run's uploads and downloads cost
+  // no memory allocation: allocating host-visible memory takes milliseconds on some drivers.
+  Status upload(VkBuffer dst, size_t dst_offset, std::span<const std::byte> data);
+  Status download(VkBuffer src, size_t src_offset, std::span<std::byte> out);
   // Submits one command buffer on the shared queue.
   Status submit(VkCommandBuffer command_buffer, VkFence fence);
 
@@ -91,7 +95,13 @@ class VulkanContext {
   std::map<std::string, bool> features_;
 
   std::mutex queue_mutex_;
+  // Copies `bytes` between buffers on the queue and waits; transfer_mutex_ must be held.
+  Status copy_and_wait_locked(VkBuffer src, size_t src_offset, VkBuffer dst, size_t dst_offset, size_t bytes);
+  // The staging buffer with room for `bytes`; transfer_mutex_ must be held.
+  Result<BufferAllocation*> staging_locked(size_t bytes);
+
   std::mutex transfer_mutex_;
+  BufferAllocation staging_;  // guarded by transfer_mutex_
   VkCommandPool transfer_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer transfer_commands_ = VK_NULL_HANDLE;
   VkFence transfer_fence_ = VK_NULL_HANDLE;
