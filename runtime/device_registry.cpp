@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/drivers/opencl/opencl_driver.h"
 #include "runtime/drivers/reference/reference_driver.h"
 #include "runtime/drivers/vulkan/vulkan_driver.h"
@@ -13,6 +14,7 @@ DeviceRegistry::DeviceRegistry() {
   add_driver(reference::create_reference_driver());
   add_driver(opencl::create_opencl_driver());
   add_driver(vulkan::create_vulkan_driver());
+  add_driver(cuda::create_cuda_driver());
 }
 
 void DeviceRegistry::add_driver(std::unique_ptr<hal::Driver> driver) {

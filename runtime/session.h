@@ -120,6 +120,10 @@ class Session {
   const ir::SymbolBindings& bindings() const { return bindings_; }
   // Per-kernel times of the last run() with profiling on.
   const hal::Profile& last_profile() const { return profile_; }
+  // Device time of the last run (device timers), when the device's stream measures it (CUDA).
+  std::optional<double> last_device_seconds() const {
+    return stream_ ? stream_->last_execution_device_seconds() : std::nullopt;
+  }
 
  private:
   struct InputBinding {

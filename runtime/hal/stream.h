@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -48,6 +49,9 @@ class Stream {
   virtual Status execute(const Executable& executable, const ExecuteArgs& args) = 0;
   // Waits for all enqueued work; returns the first execution error, if any.
   virtual Status synchronize() = 0;
+  // Device time of the last execution that synchronize() waited for, measured with device
+  // timers (CUDA events); nullopt when this stream does not measure it.
+  virtual std::optional<double> last_execution_device_seconds() const { return std::nullopt; }
 
  protected:
   Stream() = default;

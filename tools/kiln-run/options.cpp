@@ -23,6 +23,8 @@ options:
                           max abs / rel error and PASS/FAIL per output; exit 1 on FAIL
   --bench=N               N timed runs after a warm-up: p50/p90/p99 latency and runs/s
   --profile               per-kernel times for one run, slowest first, with source nodes
+  --no-cuda-graph         on a CUDA device, launch the kernels one by one at every run
+                          instead of replaying a captured CUDA graph (for comparison)
   --help                  show this help
   --version               show the version
 
@@ -73,6 +75,7 @@ Result<Options> parse_options(int argc, char** argv) {
     if (arg == "--list-devices") { opts.list_devices = true; continue; }
     if (arg == "--check") { opts.check = true; continue; }
     if (arg == "--profile") { opts.profile = true; continue; }
+    if (arg == "--no-cuda-graph") { opts.cuda_graphs = false; continue; }
     if (auto v = value_of("--device")) {
       KILN_ASSIGN_OR_RETURN(opts.device, std::move(*v));
       if (opts.device.empty()) return invalid_argument("--device needs a device id");

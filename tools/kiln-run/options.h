@@ -24,6 +24,7 @@ struct Options {
   bool check = false;
   std::optional<int64_t> bench;  // number of timed runs
   bool profile = false;
+  bool cuda_graphs = true;  // --no-cuda-graph: CUDA devices launch kernel by kernel
 };
 
 extern const char* const kUsage;

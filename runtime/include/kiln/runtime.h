@@ -33,6 +33,14 @@
  * If the environment variable KILN_REQUIRE_DRIVERS holds a comma list of driver names (e.g.
  * "vulkan,opencl"), a listed driver without a usable device makes kiln_device_count and
  * kiln_session_create fail with KILN_UNAVAILABLE naming the driver and the reason.
+ *
+ * CUDA. A CUDA session captures its whole launch sequence into a CUDA graph (on its second run
+ * with the same bound buffers and symbol sizes) and replays it on later runs; binding other
+ * buffers or sizes re-captures it. The environment variable KILN_CUDA_GRAPHS=0, set before the
+ * device is first opened by a session, turns graphs off (kernels are launched one by one).
+ * Matrix products run through cuBLASLt when libcublasLt.so.13 or .12 is installed, else as
+ * generated kernels; KILN_CUBLASLT=0 (set before the first run) forces the generated kernels.
+ * CUDA errors carry the CUDA error name (e.g. CUDA_ERROR_OUT_OF_MEMORY, as KILN_OUT_OF_MEMORY).
  */
 #ifndef KILN_RUNTIME_H_
 #define KILN_RUNTIME_H_

@@ -1,0 +1,173 @@
+// CudaProgram: loads the artifact's CUDA module on one device (the cubin of the device's exact
+// architecture, else the PTX through the driver's JIT), looks up every kernel's function, sizes
+// its grid from the occupancy API, and uploads the constants once.
+#include <algorithm>
+#include <atomic>
+
+#include "runtime/drivers/cuda/cuda_internal.h"
+
+namespace kiln::runtime::cuda {
+namespace {
+
+constexpr const char* kTarget = "cuda";
+constexpr const char* kKernelFormat = "module";
+
+std::atomic<uint64_t> next_program_serial{1};
+
+// cuModuleLoadDataEx with the JIT's error log captured for the message.
+CUresult load_module_image(const CudaApi& api, const void* image, CUmodule* module, std::string& log) {
+  std::vector<char> buffer(16384, '\0');
+  int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {buffer.data(), reinterpret_cast<void*>(uintptr_t(buffer.size() - 1))};
+  const CUresult r = api.cuModuleLoadDataEx(module, image, 2, options, values);
+  log = std::string(buffer.data());
+  while (!log.empty() && (log.back() == '\n' || log.back() == '\0')) log.pop_back();
+  return r;
+}
+
+}  // namespace
+
+CudaProgram::CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::LoadedArtifact> artifact)
+    : device_(device), artifact_(std::move(artifact)), serial_(next_program_serial++) {}
+
+CudaProgram::~CudaProgram() {
+  ScopedContext current(device_.api(), device_.context());
+  constants_.clear();
+  if (module_) device_.api().cuModuleUnload(module_);
+}
+
+Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
+                                                       std::shared_ptr<const artifact::LoadedArtifact> artifact) {
+  std::shared_ptr<CudaProgram> program(new CudaProgram(device, std::move(artifact)));
+  const artifact::LoadedArtifact& art = *program->artifact_;
+  for (const artifact::KernelBinary& binary : art.kernels) {
+    if (binary.target != kTarget) continue;
+    if (binary.format != kKernelFormat)
+      return unsupported("CUDA kernel '" + binary.kernel_name + "' has format '" + binary.format +
+                         "'; this runtime loads only '" + kKernelFormat + "' kernels (functions of a shared module)");
+    if (binary.kernel_index >= art.graph.kernels().size())
+      return corrupt("CUDA kernel '" + binary.kernel_name + "' refers to graph kernel " +
+                     std::to_string(binary.kernel_index) + " of " + std::to_string(art.graph.kernels().size()));
+    if (binary.entry_point.empty())
+      return corrupt("CUDA kernel '" + binary.kernel_name + "' has no entry point");
+    program->kernels_[binary.kernel_index].binary = &binary;
+  }
+  if (program->kernels_.empty()) {
+    std::string targets;
+    for (const std::string& t : art.targets()) targets += (targets.empty() ? "" : ", ") + t;
+    return unsupported("the artifact has no kernels for target 'cuda' (it has kernels for: " +
+                       (targets.empty() ? std::string("none") : targets) + "); compile it with kilnc --target=cuda");
+  }
+  for (const ir::Launch& launch : art.plan.launches)
+    if (!program->kernels_.count(launch.kernel))
+      return unsupported("the artifact's CUDA kernels do not include graph kernel " + std::to_string(launch.kernel) +
+                         " that its plan launches");
+  ScopedContext current(device.api(), device.context());
+  KILN_RETURN_IF_ERROR(current.status());
+  KILN_RETURN_IF_ERROR(program->load_module());
+  KILN_RETURN_IF_ERROR(program->load_functions());
+  KILN_RETURN_IF_ERROR(program->upload_constants());
+  return program;
+}
+
+Status CudaProgram::load_module() {
+  const CudaApi& api = device_.api();
+  const artifact::LoadedArtifact& art = *artifact_;
+  const std::string wanted_cubin = "cubin:sm_" + std::to_string(device_.record().sm);
+  const artifact::ModuleBinary* cubin = nullptr;
+  const artifact::ModuleBinary* ptx = nullptr;
+  std::string formats;
+  for (const artifact::ModuleBinary& m : art.modules) {
+    if (m.target != kTarget) continue;
+    formats += (formats.empty() ? "" : ", ") + m.format;
+    if (m.format == wanted_cubin && !m.blob.empty()) cubin = &m;
+    if (m.format == "ptx" && !m.blob.empty()) ptx = &m;
+  }
+  if (!cubin && !ptx)
+    return unsupported("the artifact's CUDA module has neither a " + wanted_cubin + " cubin for " + device_.name() +
+                       " nor PTX (it has: " + (formats.empty() ? std::string("no CUDA module") : formats) + ")");
+  std::string cubin_failure;
+  if (cubin) {
+    std::string log;
+    const CUresult r = load_module_image(api, cubin->blob.data(), &module_, log);
+    if (r == CUDA_SUCCESS) {
+      module_format_ = cubin->format;
+      return Status::ok();
+    }
+    module_ = nullptr;
+    cubin_failure = "the " + cubin->format + " cubin was rejected (" + cu_error_name(r) + (log.empty() ? "" : ": " + log) + ")";
+    if (!ptx) return cu_status(r, device_.name() + ": loading the artifact's " + cubin->format + " cubin" +
+                                      (log.empty() ? "" : " (" + log + ")"));
+  }
+  // The JIT needs NUL-terminated PTX text; the blob need not end with one.
+  std::string text(ptx->blob.begin(), ptx->blob.end());
+  std::string log;
+  const CUresult r = load_module_image(api, text.c_str(), &module_, log);
+  if (r != CUDA_SUCCESS) {
+    module_ = nullptr;
+    std::string hint;
+    if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+      hint = "; the PTX is newer than this NVIDIA driver supports: update the driver or compile with "
+             "kilnc --gpu-arch=" + wanted_cubin.substr(6);
+    return cu_status(r, device_.name() + ": JIT-compiling the artifact's PTX" + (log.empty() ? "" : " (" + log + ")") +
+                            (cubin_failure.empty() ? "" : " after " + cubin_failure) + hint);
+  }
+  module_format_ = "ptx";
+  return Status::ok();
+}
+
+Status CudaProgram::load_functions() {
+  const CudaApi& api = device_.api();
+  const DeviceRecord& record = device_.record();
+  for (auto& [index, kernel] : kernels_) {
+    const artifact::KernelBinary& binary = *kernel.binary;
+    CUresult r = api.cuModuleGetFunction(&kernel.function, module_, binary.entry_point.c_str());
+    if (r != CUDA_SUCCESS)
+      return Status(ErrorCode::kCorrupt, "CUDA kernel '" + binary.kernel_name + "': the module (" + module_format_ +
+                                             ") has no function '" + binary.entry_point + "': " + cu_error_name(r));
+    int max_threads = 0;
+    r = api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function);
+    if (r != CUDA_SUCCESS) max_threads = record.max_threads_per_block;
+    const uint32_t block = binary.dispatch.workgroup_size;
+    if (block == 0 || int64_t(block) > int64_t(max_threads))
+      return unsupported("CUDA kernel '" + binary.kernel_name + "' needs blocks of " + std::to_string(block) +
+                         " threads, but " + device_.name() + " allows at most " + std::to_string(max_threads) +
+                         " for it");
+    int per_sm = 0;
+    r = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel.function, int(block), 0);
+    if (r != CUDA_SUCCESS) return cu_status(r, "CUDA kernel '" + binary.kernel_name + "': cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (per_sm <= 0)
+      return unsupported("CUDA kernel '" + binary.kernel_name + "' cannot run blocks of " + std::to_string(block) +
+                         " threads on " + device_.name() + " (its occupancy is zero)");
+    kernel.max_blocks = std::min<uint64_t>(uint64_t(per_sm) * uint64_t(record.sm_count), uint64_t(record.max_grid_x));
+  }
+  return Status::ok();
+}
+
+Status CudaProgram::upload_constants() {
+  const ir::Graph& graph = artifact_->graph;
+  for (const ir::BufferAssignment& buffer : artifact_->plan.buffers) {
+    if (buffer.storage != ir::Storage::kConstant) continue;
+    if (buffer.value >= graph.num_nodes() || graph.node(buffer.value).op != ir::OpKind::kConstant)
+      return corrupt("the plan's constant buffer refers to value " + std::to_string(buffer.value) +
+                     ", which is not a constant");
+    const ir::Tensor& data = graph.constant_of(buffer.value);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaBuffer> uploaded, CudaBuffer::create(device_, data.size_bytes()));
+    if (data.size_bytes() > 0)
+      KILN_RETURN_IF_ERROR(uploaded->write(0, std::span<const std::byte>(data.data(), data.size_bytes())));
+    constants_[buffer.value] = std::move(uploaded);
+  }
+  return Status::ok();
+}
+
+const LoadedKernel* CudaProgram::kernel(uint32_t kernel_index) const {
+  auto it = kernels_.find(kernel_index);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+CUdeviceptr CudaProgram::constant(ir::NodeId value) const {
+  auto it = constants_.find(value);
+  return it == constants_.end() ? 0 : it->second->pointer();
+}
+
+}  // namespace kiln::runtime::cuda

@@ -1,0 +1,194 @@
+// Internal to the CUDA driver: the device record, the Device, Buffer and Executable classes and
+// the pinned staging pool shared by cuda_driver.cpp, cuda_executable.cpp and cuda_stream.cpp.
+// Nothing outside runtime/drivers/cuda/ includes this header.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "artifact/reader.h"
+#include "runtime/drivers/cuda/cuda_api.h"
+#include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/hal/device.h"
+
+namespace kiln::runtime::cuda {
+
+// What the driver learns about one CUDA device when it enumerates them. Immutable.
+struct DeviceRecord {
+  hal::DeviceInfo info;
+  int ordinal = 0;
+  CUdevice device = 0;
+  int sm = 0;  // compute capability major * 10 + minor (90 for an H100)
+  int sm_count = 0;
+  int max_threads_per_block = 0;
+  int max_grid_x = 0;
+  size_t total_memory = 0;
+};
+
+class CudaDevice;
+
+// Pinned host memory for host <-> device copies. A copy borrows a lane (two pinned halves, two
+// events and a non-blocking stream of its own) and streams the bytes through it in chunks,
+// double-buffered, so the host-side memcpy of one chunk overlaps the DMA of the other. Lanes
+// are created on demand and kept (one per thread copying at the same time), so concurrent
+// sessions never wait for each other's copies and steady-state runs allocate no pinned memory.
+// Thread-safety: acquire/release lock `mutex_`; a borrowed lane is used by one thread.
+class StagingPool {
+ public:
+  struct Lane {
+    std::byte* pinned = nullptr;  // 2 * kHalfBytes
+    CUstream stream = nullptr;
+    CUevent half_done[2] = {nullptr, nullptr};
+  };
+  static constexpr size_t kHalfBytes = size_t(4) << 20;
+
+  explicit StagingPool(const CudaApi& api) : api_(api) {}
+  ~StagingPool();  // frees every lane; the device's context must be current
+  Result<Lane*> acquire();
+  void release(Lane* lane);
+
+ private:
+  const CudaApi& api_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Lane>> all_;
+  std::vector<Lane*> free_;
+};
+
+// Settings read when the device is opened; see cuda_driver.h.
+struct DeviceOptions {
+  std::atomic<bool> graphs{true};
+};
+
+class CudaProgram;
+
+// An opened device: the device's primary context (retained while open), the staging pool and
+// the cache of loaded programs. Thread-safety: every method may be called concurrently.
+class CudaDevice final : public hal::Device {
+ public:
+  static Result<std::unique_ptr<CudaDevice>> open(const CudaApi& api, const DeviceRecord& record);
+  ~CudaDevice() override;
+
+  const hal::DeviceInfo& info() const override { return record_.info; }
+  bool has_device_timers() const override { return true; }
+  Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) override;
+  Result<std::unique_ptr<hal::Executable>> load_executable(
+      std::shared_ptr<const artifact::LoadedArtifact> artifact) override;
+  Result<std::unique_ptr<hal::Stream>> create_stream() override;
+
+  const CudaApi& api() const { return api_; }
+  const DeviceRecord& record() const { return record_; }
+  CUcontext context() const { return context_; }
+  DeviceOptions& options() { return options_; }
+  // "CUDA device cuda:0 (NVIDIA H100 ...)" for messages.
+  std::string name() const { return "CUDA device " + record_.info.id + " (" + record_.info.description + ")"; }
+
+  // Synchronous copies through the staging pool (the caller makes the context current).
+  Status copy_to_device(CUdeviceptr dst, std::span<const std::byte> src);
+  Status copy_from_device(std::span<std::byte> dst, CUdeviceptr src);
+
+ private:
+  CudaDevice(const CudaApi& api, DeviceRecord record) : api_(api), record_(std::move(record)),
+        staging_(std::make_unique<StagingPool>(api)) {}
+
+  const CudaApi& api_;
+  DeviceRecord record_;
+  CUcontext context_ = nullptr;
+  bool retained_ = false;
+  DeviceOptions options_;
+  std::unique_ptr<StagingPool> staging_;  // reset in the destructor, under the context
+  // Loaded programs by artifact; the program holds the artifact, so a live entry's key is that
+  // artifact's address. Guarded by programs_mutex_.
+  std::mutex programs_mutex_;
+  std::map<const artifact::LoadedArtifact*, std::weak_ptr<CudaProgram>> programs_;
+};
+
+// Device memory of one CudaDevice (at least one byte is allocated, so every buffer has its own
+// address). read()/write() are synchronous copies through the device's staging pool.
+class CudaBuffer final : public hal::Buffer {
+ public:
+  static Result<std::unique_ptr<CudaBuffer>> create(CudaDevice& device, size_t bytes);
+  ~CudaBuffer() override;
+
+  size_t size() const override { return size_; }
+  std::byte* host_data() override { return nullptr; }
+  Status write(size_t offset, std::span<const std::byte> data) override;
+  Status read(size_t offset, std::span<std::byte> out) const override;
+
+  CUdeviceptr pointer() const { return pointer_; }
+  const CudaDevice& device() const { return device_; }
+
+ private:
+  CudaBuffer(CudaDevice& device, CUdeviceptr pointer, size_t size)
+      : device_(device), pointer_(pointer), size_(size) {}
+  Status check_range(size_t offset, size_t count) const;
+  CudaDevice& device_;
+  CUdeviceptr pointer_;
+  size_t size_;
+};
+
+// One kernel of the loaded module.
+struct LoadedKernel {
+  const artifact::KernelBinary* binary = nullptr;  // points into the shared artifact
+  CUfunction function = nullptr;
+  // At most this many blocks are launched: SMs x resident blocks per SM for the kernel's block
+  // size (one full wave; kernels are grid-stride), and the device's grid limit.
+  uint64_t max_blocks = 1;
+};
+
+// The artifact's CUDA module loaded on one device (the cubin for the device's architecture, else
+// the PTX, JIT-compiled by the driver), its functions looked up, and its constants uploaded.
+// Shared by every session of the artifact on the device (CudaDevice::programs_), so constants
+// are uploaded and the PTX compiled once per device. Immutable after creation; thread-safe.
+class CudaProgram {
+ public:
+  static Result<std::shared_ptr<CudaProgram>> load(CudaDevice& device,
+                                                   std::shared_ptr<const artifact::LoadedArtifact> artifact);
+  ~CudaProgram();
+  CudaProgram(const CudaProgram&) = delete;
+  CudaProgram& operator=(const CudaProgram&) = delete;
+
+  const artifact::LoadedArtifact& artifact() const { return *artifact_; }
+  CudaDevice& device() const { return device_; }
+  const LoadedKernel* kernel(uint32_t kernel_index) const;
+  // The device pointer of a constant value, or 0.
+  CUdeviceptr constant(ir::NodeId value) const;
+  const std::string& module_format() const { return module_format_; }  // "cubin:sm_90" or "ptx"
+  uint64_t serial() const { return serial_; }  // unique per process; streams key prepared work by it
+
+ private:
+  CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::LoadedArtifact> artifact);
+  Status load_module();
+  Status load_functions();
+  Status upload_constants();
+
+  CudaDevice& device_;
+  std::shared_ptr<const artifact::LoadedArtifact> artifact_;
+  CUmodule module_ = nullptr;
+  std::string module_format_;
+  std::map<uint32_t, LoadedKernel> kernels_;                  // by graph kernel index
+  std::map<ir::NodeId, std::unique_ptr<CudaBuffer>> constants_;
+  uint64_t serial_;
+};
+
+// The hal::Executable handed to a session: a shared CudaProgram.
+class CudaExecutable final : public hal::Executable {
+ public:
+  explicit CudaExecutable(std::shared_ptr<CudaProgram> program) : program_(std::move(program)) {}
+  const artifact::LoadedArtifact& artifact() const override { return program_->artifact(); }
+  bool uses_arena() const override { return true; }
+  const CudaProgram& program() const { return *program_; }
+
+ private:
+  std::shared_ptr<CudaProgram> program_;
+};
+
+// Defined in cuda_stream.cpp.
+Result<std::unique_ptr<hal::Stream>> create_cuda_stream(CudaDevice& device, bool use_graphs);
+
+}  // namespace kiln::runtime::cuda
