@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The cross-backend suite: every op case of tests/interp/gen_cases.py plus the fused patterns in
 tests/backends/patterns/, compiled with `kilnc --target=<every GPU target>` and run with
-`kiln-run --device=<each available opencl/vulkan device> --check` against the reference
+`kiln-run --device=<each available cuda/opencl/vulkan device> --check` against the reference
 interpreter (kiln-run's per-dtype tolerances: f32 rtol 1e-4 atol 1e-5, f16 1e-2/1e-3,
 bf16 2e-2/1e-2, integers and bool exact).
 
@@ -20,7 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
-DRIVERS = ("opencl", "vulkan")
+DRIVERS = ("cuda", "opencl", "vulkan")
 
 
 def run(cmd, timeout=120):
@@ -35,7 +35,7 @@ def list_devices(kiln_run):
     _, out = run([kiln_run, "--list-devices"])
     devices = {}
     for line in out.splitlines():
-        m = re.match(r"\s*((opencl|vulkan):\d+)\b", line)
+        m = re.match(r"\s*((cuda|opencl|vulkan):\d+)\b", line)
         if m and m.group(2) not in devices:
             devices[m.group(2)] = m.group(1)
     return devices

@@ -7,6 +7,10 @@
    library (kiln_frontend, kiln_passes, kiln_codegen*, shaderc, nvrtc, SPIRV-Tools).
 3. The embed binary, which links only kiln_runtime, holds no symbol of the compiler's
    namespaces (kiln::frontend, kiln::passes, kiln::codegen) or of shaderc/NVRTC.
+4. The GPU APIs are loaded at run time only: kiln_runtime includes no CUDA/cuBLAS header and
+   links no CUDA library (driver, runtime, cuBLAS, NVRTC); the embed binary needs no GPU
+   library (DT_NEEDED: libcuda, libcudart, libcublas*, libnvrtc, libOpenCL, libvulkan) and
+   imports no cu*/cublas*/nvrtc* symbol, and it does contain the CUDA driver (dlopen'ed).
 Exit status 0 when all hold; 1 with every violation printed otherwise.
 """
 import argparse
@@ -16,10 +20,13 @@ import subprocess
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
-FORBIDDEN_INCLUDE = re.compile(r'^(frontend|passes|codegen)/|^shaderc/|nvrtc|^spirv-tools/|^glslang/')
-FORBIDDEN_LINK = re.compile(r'kiln_frontend|kiln_passes|kiln_codegen|shaderc|nvrtc|SPIRV-Tools|glslang',
-                            re.I)
+FORBIDDEN_INCLUDE = re.compile(r'^(frontend|passes|codegen)/|^shaderc/|nvrtc|^spirv-tools/|^glslang/'
+                               r'|(^|/)cuda(_runtime|_runtime_api)?\.h$|cublas|^cudart')
+FORBIDDEN_LINK = re.compile(r'kiln_frontend|kiln_passes|kiln_codegen|shaderc|nvrtc|SPIRV-Tools|glslang'
+                            r'|CUDA::|cublas|cudart|libcuda\.|(^|[/ ])-?l?cuda$', re.I)
 FORBIDDEN_SYMBOL = re.compile(r'kiln::(frontend|passes|codegen)::|\bshaderc_|\bnvrtc')
+FORBIDDEN_NEEDED = re.compile(r'libcuda\.|libcudart|libcublas|libnvrtc|libOpenCL|libvulkan')
+FORBIDDEN_IMPORT = re.compile(r'^(cu[A-Z]\w*|cublas\w*|nvrtc\w*)$')
 
 
 def main():
@@ -61,12 +68,32 @@ def main():
         for s in symbols[:20]:
             problems.append(f'{args.binary} contains compiler code: {s}')
 
+    # 4. GPU libraries are dlopen'ed, never linked.
+    readelf = subprocess.run(['readelf', '-d', args.binary], capture_output=True, text=True)
+    if readelf.returncode != 0:
+        problems.append(f'readelf -d {args.binary} failed: {readelf.stderr.strip()}')
+    else:
+        for lib in re.findall(r'\(NEEDED\)\s+Shared library: \[([^\]]+)\]', readelf.stdout):
+            if FORBIDDEN_NEEDED.search(lib):
+                problems.append(f'{args.binary} is linked against GPU library {lib} (it must be dlopen\'ed)')
+    imports = subprocess.run(['nm', '-D', '--undefined-only', args.binary], capture_output=True, text=True)
+    if imports.returncode != 0:
+        problems.append(f'nm -D {args.binary} failed: {imports.stderr.strip()}')
+    else:
+        for line in imports.stdout.splitlines():
+            name = line.split()[-1].split('@')[0] if line.split() else ''
+            if FORBIDDEN_IMPORT.match(name):
+                problems.append(f'{args.binary} imports GPU API symbol {name} (it must be dlsym\'ed)')
+    if nm.returncode == 0 and 'kiln::runtime::cuda::create_cuda_driver' not in nm.stdout:
+        problems.append(f'{args.binary} does not contain the CUDA driver (kiln::runtime::cuda::create_cuda_driver)')
+
     for p in problems:
         print('error:', p)
     if problems:
         return 1
-    print(f'ok: {checked} runtime sources include no compiler header; links: {args.links}; '
-          f'{os.path.basename(args.binary)} holds no compiler symbol')
+    print(f'ok: {checked} runtime sources include no compiler or GPU API header; links: {args.links}; '
+          f'{os.path.basename(args.binary)} holds no compiler symbol, links no GPU library and '
+          f'holds the CUDA driver')
     return 0
 
 

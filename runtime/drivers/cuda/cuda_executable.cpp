@@ -50,7 +50,10 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
                      std::to_string(binary.kernel_index) + " of " + std::to_string(art.graph.kernels().size()));
     if (binary.entry_point.empty())
       return corrupt("CUDA kernel '" + binary.kernel_name + "' has no entry point");
-    program->kernels_[binary.kernel_index].binary = &binary;
+    // Several binaries of one kernel are variants, preferred first (artifact.h); CUDA devices
+    // need no feature-specific variant, so the first one runs.
+    LoadedKernel& entry = program->kernels_[binary.kernel_index];
+    if (!entry.binary) entry.binary = &binary;
   }
   if (program->kernels_.empty()) {
     std::string targets;

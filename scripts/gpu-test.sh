@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Runs Kiln's GPU checks ON the GPU machine, from the repository root, with the bundle that
+# scripts/make-gpu-bundle.sh packed here (carry it with the device tool: carry ["gpu-bundle"]).
+#
+#   1. sets up the NVIDIA OpenCL ICD and the Vulkan loader (per gpu-machine.md) and makes
+#      cuBLASLt and NVRTC findable;
+#   2. kiln-run --list-devices;
+#   3. the CUDA unit tests (kiln-unit-tests -tc='cuda*');
+#   4. tests/cuda/run_cuda_checks.py on cuda:0 (graph replay vs direct launches, re-capture,
+#      cuBLASLt vs generated GEMM kernels, 8 threads x 12 runs with graphs on and off);
+#   5. the cross-backend suite tests/backends/run_backends.py (cuda:0 and the NVIDIA Vulkan and
+#      OpenCL devices, each against the reference interpreter);
+#   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
+#   7. bench/gpu_bench.py, when present.
+# Each step's log goes to $OUT (the device tool brings it back; at most 8 files): devices.txt,
+# unit.txt, cuda_checks.txt, backends.txt, examples.txt, bench.txt, summary.txt. Exit status 1
+# when a step failed (the summary says which).
+#
+# Environment: BUNDLE (default gpu-bundle), OUT (default gpu-test-out), STEPS (default
+# "unit cuda backends examples bench": a subset runs only those), BACKENDS_ARGS (extra
+# run_backends.py arguments, e.g. "--filter matmul").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUNDLE=${BUNDLE:-gpu-bundle}
+OUT=${OUT:-gpu-test-out}
+STEPS=${STEPS:-unit cuda backends examples bench}
+BIN="$PWD/$BUNDLE/bin"
+WORK=/tmp/kiln-gpu-test
+mkdir -p "$OUT" "$WORK"
+export PYTHONUNBUFFERED=1
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+failed=0
+note() { echo "$*" | tee -a "$SUMMARY"; }
+wants() { [[ " $STEPS " == *" $1 "* ]]; }
+step() {  # step NAME LOG COMMAND...: runs COMMAND, logs to LOG, records pass/fail/skip
+  local name=$1 log=$2
+  shift 2
+  local start=$SECONDS
+  "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then note "PASS $name ($((SECONDS - start)) s)"
+  elif [ "$rc" -eq 77 ]; then note "SKIP $name"
+  else note "FAIL $name (exit $rc, $((SECONDS - start)) s)"; failed=1; fi
+}
+
+if [ ! -x "$BIN/kiln-run" ]; then
+  echo "gpu-test: $BIN/kiln-run not found: run scripts/make-gpu-bundle.sh here and carry $BUNDLE" >&2
+  exit 1
+fi
+
+# ---- 1. setup ----
+if [ -f /usr/local/nvidia/lib64/libnvidia-opencl.so.1 ]; then
+  mkdir -p /etc/OpenCL/vendors
+  echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd
+fi
+if ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+  for deb in "$BUNDLE"/debs/*.deb; do [ -f "$deb" ] && dpkg -x "$deb" /; done
+  ldconfig
+fi
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+# cuBLASLt and NVRTC live under /usr/local/cuda there, which need not be in the loader's cache.
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$dir" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+done
+if ldconfig -p | grep -q 'libcublasLt\.so\.1[23]' ||
+   ls /usr/local/cuda/lib64/libcublasLt.so.1[23]* >/dev/null 2>&1; then
+  export KILN_EXPECT_CUBLASLT=1
+fi
+export KILN_REQUIRE_DRIVERS=cuda  # a missing CUDA device is a failure here, not a skip
+{
+  echo "== $(date -u) on $(hostname)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} KILN_EXPECT_CUBLASLT=${KILN_EXPECT_CUBLASLT:-0}"
+  "$BIN/kilnc" --version
+} 2>&1 | tee -a "$OUT/devices.txt"
+
+# ---- 2. devices ----
+step "kiln-run --list-devices" "$OUT/devices.txt" "$BIN/kiln-run" --list-devices
+
+# ---- 3. unit tests ----
+if wants unit && [ -x "$BIN/kiln-unit-tests" ]; then
+  step "unit tests (cuda*)" "$OUT/unit.txt" "$BIN/kiln-unit-tests" -tc='cuda*'
+  step "unit tests (c_api*)" "$OUT/unit.txt" "$BIN/kiln-unit-tests" -tc='c_api*'
+fi
+
+# ---- 4. CUDA checks ----
+if wants cuda; then
+  step "tests/cuda/run_cuda_checks.py" "$OUT/cuda_checks.txt" python3 tests/cuda/run_cuda_checks.py \
+    --bin-dir "$BIN" --graph-check "$BIN/kiln-cuda-graph-check" --work "$WORK/cuda"
+fi
+
+# ---- 5. cross-backend suite ----
+if wants backends; then
+  # shellcheck disable=SC2086
+  step "tests/backends/run_backends.py" "$OUT/backends.txt" python3 tests/backends/run_backends.py \
+    --kilnc "$BIN/kilnc" --kiln-run "$BIN/kiln-run" --work "$WORK/backends" -j 8 ${BACKENDS_ARGS:-}
+fi
+
+# ---- 6. examples ----
+run_example() {  # run_example GRAPH DIMS...
+  local graph=$1
+  shift
+  local name art
+  name=$(basename "$graph" .graph)
+  art="$WORK/examples/$name.kiln"
+  mkdir -p "$WORK/examples"
+  "$BIN/kilnc" "$graph" --target=cuda -o "$art" || return 1
+  "$BIN/kiln-run" "$art" --device=cuda:0 "$@" --check --profile || return 1
+  "$BIN/kiln-run" "$art" --device=cuda:0 "$@" --bench=500 | grep -A3 '^bench' || return 1
+  "$BIN/kiln-run" "$art" --device=cuda:0 "$@" --bench=500 --no-cuda-graph | grep -A3 '^bench' || return 1
+}
+if wants examples; then
+  step "example mlp (N=64)" "$OUT/examples.txt" run_example examples/mlp.graph --dim N=64
+  step "example ew_chain (N=4096)" "$OUT/examples.txt" run_example examples/ew_chain.graph --dim N=4096
+  step "example encoder_block (B=8 S=128)" "$OUT/examples.txt" run_example examples/encoder_block.graph \
+    --dim B=8 --dim S=128
+fi
+
+# ---- 7. benchmarks ----
+if wants bench && [ -f bench/gpu_bench.py ]; then
+  step "bench/gpu_bench.py" "$OUT/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT"
+fi
+
+echo "== summary"
+cat "$SUMMARY"
+exit $failed

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds Kiln on this (GPU-less) machine and packs gpu-bundle/ for a run on the GPU machine
+# (docs: /work/shared/guide/gpu-machine.md; the device tool carries the folder, 64 MiB at most):
+#
+#   gpu-bundle/bin/   kilnc, kiln-run, kiln-embed, kiln-cuda-graph-check, kiln-unit-tests and
+#                     kiln-bench when built; debug info stripped; RPATH $ORIGIN/../lib
+#   gpu-bundle/lib/   every shared library ldd names that the GPU machine lacks (fmt, shaderc,
+#                     protobuf, onnx, SPIRV-Tools, flatbuffers, ...): not glibc/libstdc++/libgcc,
+#                     which are newer there, and not the GPU APIs (libcuda, NVRTC, cuBLAS,
+#                     OpenCL, Vulkan), which are there or are loaded with dlopen
+#   gpu-bundle/debs/  Debian's libvulkan1 (the GPU machine has no Vulkan loader)
+#
+# Then, with the device tool: carry ["gpu-bundle"] and run `scripts/gpu-test.sh` from the
+# repository root (it writes its logs to $OUT).
+#
+# Environment: BUILD_DIR (default build-gpu-bundle), BUNDLE (default gpu-bundle), JOBS.
+# gpu-bundle/ is ignored by git (.gitignore).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build-gpu-bundle}
+BUNDLE=${BUNDLE:-gpu-bundle}
+JOBS=${JOBS:-$(nproc)}
+LIMIT_BYTES=$((60 * 1024 * 1024))  # the device tool carries 64 MiB with the working tree
+
+# $ORIGIN stays literal: the loader expands it to the binary's folder at run time. An old-style
+# DT_RPATH (--disable-new-dtags), unlike DT_RUNPATH, also serves the libraries' own dependencies
+# (libonnx needs libprotobuf, ...), so lib/ needs no run path of its own.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
+  -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags
+TARGETS=(kilnc kiln-run kiln-embed kiln-cuda-graph-check kiln-unit-tests)
+if grep -q 'kiln-bench' "$BUILD_DIR/build.ninja" 2>/dev/null; then TARGETS+=(kiln-bench); fi
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
+
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/debs"
+for name in "${TARGETS[@]}"; do
+  objcopy --strip-debug "$BUILD_DIR/bin/$name" "$BUNDLE/bin/$name"
+  if ! readelf -d "$BUNDLE/bin/$name" | grep -q '(RPATH).*\$ORIGIN/../lib'; then
+    echo "make-gpu-bundle: $name has no \$ORIGIN/../lib run path" >&2
+    exit 1
+  fi
+done
+
+# Libraries the loader finds here; the system ones (same ABI, newer there) and GPU APIs stay.
+SYSTEM='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s)\.so'
+GPU_API='^(libcuda|libnvrtc|libnvJitLink|libcublas|libcublasLt|libcudart|libOpenCL|libvulkan|libnvidia)'
+for name in "${TARGETS[@]}"; do
+  ldd "$BUILD_DIR/bin/$name" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
+done | sort -u | while read -r soname path; do
+  if [[ $soname =~ $SYSTEM || $soname =~ $GPU_API ]]; then continue; fi
+  objcopy --strip-debug "$path" "$BUNDLE/lib/$soname"
+done
+# The Vulkan loader, unpacked on the GPU machine by gpu-test.sh.
+if ! (cd "$BUNDLE/debs" && apt-get download libvulkan1 >/dev/null 2>&1); then
+  echo "make-gpu-bundle: warning: could not download libvulkan1 (Vulkan will be unavailable there)" >&2
+fi
+
+size=$(du -sb "$BUNDLE" | cut -f1)
+echo "make-gpu-bundle: $BUNDLE is $((size / 1024 / 1024)) MiB:"
+ls -la "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/debs" | sed 's/^/  /'
+if [ "$size" -gt "$LIMIT_BYTES" ]; then
+  echo "make-gpu-bundle: error: the bundle is larger than $((LIMIT_BYTES / 1024 / 1024)) MiB" >&2
+  exit 1
+fi
