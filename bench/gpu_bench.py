@@ -9,7 +9,8 @@ For every case in CASES it: compiles bench/graphs/NAME.graph with kilnc (wall ti
 profile), checks Kiln's output against a float64 NumPy reference on the same inputs, times the
 same math in PyTorch eager and torch.compile on the same inputs, and relates everything to two
 limits measured in the same run: device-to-device copy bandwidth and torch.matmul's f16 TFLOP/s.
-It writes DIR/results.json (everything) and DIR/results.md (tables), plus logs under DIR/logs.
+It writes DIR/results.json (everything, every command's output included) and DIR/results.md
+(the tables, also printed on stdout): two files, as the device tool brings back at most eight.
 bench/README.md describes the method; each case's byte and FLOP formula is in CASES below and
 in results.json.
 
@@ -239,13 +240,18 @@ def dims_label(dims):
     return ", ".join(f"{k}={v}" for k, v in dims.items())
 
 
-def run_command(argv, log_path, env=None):
-    """Runs argv, saving its output; returns (wall seconds, completed process)."""
+# Every command's output, kept for results.json: the device tool brings back at most 8 files, so
+# the suite writes two (results.json, results.md) rather than a folder of logs.
+COMMAND_LOG = []
+
+
+def run_command(argv, env=None):
+    """Runs argv; returns (wall seconds, completed process). The output goes to COMMAND_LOG."""
     start = time.perf_counter()
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     wall = time.perf_counter() - start
-    with open(log_path, "a") as f:
-        f.write(f"$ {' '.join(argv)}\n{proc.stdout}\n[exit {proc.returncode}, {wall:.3f} s]\n\n")
+    COMMAND_LOG.append({"argv": argv, "exit": proc.returncode, "wall_s": round(wall, 4),
+                        "output": proc.stdout[-6000:]})
     return wall, proc
 
 
@@ -271,6 +277,11 @@ def fmt(value, digits=3):
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     return f"{value:.{digits}f}"
+
+
+def fmt_rate(value):
+    """Rates to three significant digits: 2950, 41.2, 0.0123."""
+    return "—" if value is None else f"{value:.3g}"
 
 
 def fmt_ratio(value):
@@ -378,15 +389,14 @@ def measure_limits(args, torch_device, timer):
 
 # ---- One case ---------------------------------------------------------------------------------
 
-def compile_graph(args, case, work, logs):
+def compile_graph(args, case, work):
     """kilnc wall time, median of --compile-repeats runs; returns (artifact path, record)."""
     graph = os.path.join(work, "graphs", case["graph"])
     artifact = os.path.join(work, "artifacts", case["name"] + ".kiln")
     argv = [args.kilnc, graph, "-o", artifact, f"--target={args.target}"] + args.kilnc_arg
-    log_path = os.path.join(logs, f"kilnc_{case['name']}.log")
     walls, error = [], None
     for _ in range(args.compile_repeats):
-        wall, proc = run_command(argv, log_path)
+        wall, proc = run_command(argv)
         if proc.returncode != 0:
             error = f"kilnc exit {proc.returncode}: {proc.stdout.strip()[-2000:]}"
             break
@@ -395,13 +405,13 @@ def compile_graph(args, case, work, logs):
               "median_s": statistics.median(walls) if walls else None,
               "artifact_bytes": os.path.getsize(artifact) if not error else None}
     if not error:  # one more run for the per-stage breakdown (not timed here)
-        _, proc = run_command(argv + ["-ftime-report"], log_path)
+        _, proc = run_command(argv + ["-ftime-report"])
         record["time_report"] = proc.stdout[-4000:]
     return artifact, record
 
 
-def run_kiln(args, artifact, dims, logs, tag, dump_dir=None, extra_env=()):
-    json_path = os.path.join(logs, f"kiln_{tag}.json")
+def run_kiln(args, artifact, dims, work, tag, dump_dir=None, profile=False, extra_env=()):
+    json_path = os.path.join(work, f"kiln_{tag}.json")
     argv = [args.kiln_bench, artifact, f"--device={args.device}", f"--json={json_path}"]
     for symbol, size in dims.items():
         argv += ["--dim", f"{symbol}={size}"]
@@ -412,10 +422,12 @@ def run_kiln(args, artifact, dims, logs, tag, dump_dir=None, extra_env=()):
     else:
         argv += [f"--reps={args.reps}"]
     if dump_dir:
-        argv += [f"--dump-dir={dump_dir}", f"--profile={args.profile_runs}"]
+        argv += [f"--dump-dir={dump_dir}"]
+    if profile and args.profile_runs > 0:
+        argv += [f"--profile={args.profile_runs}"]
     if os.path.exists(json_path):
         os.remove(json_path)
-    wall, proc = run_command(argv, os.path.join(logs, f"kiln_{tag}.log"))
+    wall, proc = run_command(argv, env=args.kiln_process_env)
     if proc.returncode != 0 or not os.path.exists(json_path):
         return {"error": f"kiln-bench exit {proc.returncode}: {proc.stdout.strip()[-2000:]}", "argv": argv}
     with open(json_path) as f:
@@ -432,6 +444,7 @@ def load_dump(dump_dir, names):
 def run_torch(case, host_inputs, host_weights, torch_device, timer, modes, reference):
     """Eager and each torch.compile mode on the same inputs; each timed and checked."""
     results = {}
+    torch.set_grad_enabled(False)  # inference: no autograd bookkeeping in any mode
     inputs = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_device) for k, v in host_inputs.items()}
     weights = {k: torch.from_numpy(np.ascontiguousarray(v)).to(torch_device) for k, v in host_weights.items()}
     eager = case["torch_fn"](inputs, weights)
@@ -464,7 +477,7 @@ def run_torch(case, host_inputs, host_weights, torch_device, timer, modes, refer
     return results
 
 
-def run_case_variant(args, case, dims, artifact, work, logs, torch_device, timer, limits):
+def run_case_variant(args, case, dims, artifact, work, torch_device, timer, limits):
     tag = f"{case['name']}_{'_'.join(f'{k}{v}' for k, v in dims.items())}"
     log(f"{tag}: kiln-bench on {args.device}")
     dump_dir = os.path.join(work, "dump", tag)
@@ -472,7 +485,8 @@ def run_case_variant(args, case, dims, artifact, work, logs, torch_device, timer
            "bytes": case["bytes"](dims), "bytes_formula": case["bytes_formula"],
            "flops": case["flops"](dims), "flops_formula": case["flops_formula"]}
     checking = not args.no_check
-    row["kiln"] = run_kiln(args, artifact, dims, logs, tag, dump_dir=dump_dir if checking else None)
+    row["kiln"] = run_kiln(args, artifact, dims, work, tag, dump_dir=dump_dir if checking else None,
+                           profile=True)
     kiln_ok = "error" not in row["kiln"]
     weights_file = case.get("weights")
     host_weights = make_bench_weights.weight_tensors(weights_file) if weights_file else {}
@@ -494,7 +508,7 @@ def run_case_variant(args, case, dims, artifact, work, logs, torch_device, timer
 
     if case["kind"] == "latency" and args.kiln_no_graphs_env:
         log(f"{tag}: kiln-bench with {args.kiln_no_graphs_env}")
-        row["kiln_no_graphs"] = run_kiln(args, artifact, dims, logs, tag + "_nographs",
+        row["kiln_no_graphs"] = run_kiln(args, artifact, dims, work, tag + "_nographs",
                                          extra_env=[args.kiln_no_graphs_env])
 
     if torch_device is not None and kiln_ok:
@@ -567,13 +581,13 @@ def check_cell(check):
     return f"{check['rel_l2']:.1e} {'ok' if check['pass'] else 'FAIL'}"
 
 
-def write_markdown(path, results):
+def render_markdown(results):
     lim = results["limits"]
     lines = [f"# Kiln benchmark results ({results['mode']})", "",
              f"- device: {results['device']} — {results.get('device_description', '?')}",
              f"- PyTorch: {results['torch']}",
              f"- copy limit: **{fmt(lim['copy']['gb_per_s'], 1)} GB/s** ({lim['copy']['source']})",
-             f"- matmul limit: **{fmt(lim['matmul']['tflop_per_s'], 1)} TFLOP/s** ({lim['matmul']['source']})",
+             f"- matmul limit: **{lim['matmul']['tflop_per_s']:.4g} TFLOP/s** ({lim['matmul']['source']})",
              f"- Kiln timing: {results['kiln_timing']}",
              f"- PyTorch timing: {results['torch_timing']}",
              f"- started {results['started']}, total wall {fmt(results.get('total_wall_s'), 1)} s", ""]
@@ -595,7 +609,7 @@ def write_markdown(path, results):
             lines.append("| " + " | ".join([
                 r["case"], dims_label(r["dims"]), fmt(r["bytes"] / 1e6, 1),
                 fmt(m["kiln_wall_ms"], 4), fmt(m["kiln_kernel_ms"], 4),
-                f"{fmt(m['kiln_gb_per_s'], 0)} / {fmt(m['kiln_gb_per_s_kernel'], 0)}",
+                f"{fmt_rate(m['kiln_gb_per_s'])} / {fmt_rate(m['kiln_gb_per_s_kernel'])}",
                 f"{fmt_pct(m['ratio_to_copy_bw'])} / {fmt_pct(m['ratio_to_copy_bw_kernel'])}",
                 torch_cell(r, "eager"), torch_cell(r, compile_label) if compile_label else "—",
                 fmt_ratio(m.get("speedup_vs_eager")),
@@ -615,7 +629,7 @@ def write_markdown(path, results):
             lines.append("| " + " | ".join([
                 r["case"], dims_label(r["dims"]) + ", K=N=4096", fmt(r["flops"] / 1e9, 1),
                 f"{fmt(m['kiln_wall_ms'], 4)} / {fmt(m['kiln_kernel_ms'], 4)}",
-                f"{fmt(m['kiln_tflop_per_s'], 1)} / {fmt(m['kiln_tflop_per_s_kernel'], 1)}",
+                f"{fmt_rate(m['kiln_tflop_per_s'])} / {fmt_rate(m['kiln_tflop_per_s_kernel'])}",
                 f"{fmt_pct(m['ratio_to_torch_matmul'])} / {fmt_pct(m['ratio_to_torch_matmul_kernel'])}",
                 torch_cell(r, "eager"), torch_cell(r, compile_label) if compile_label else "—",
                 fmt_ratio(m.get("speedup_vs_eager")),
@@ -630,14 +644,15 @@ def write_markdown(path, results):
                   "torch events = device time per call when calls queue back to back.", ""]
         labels = sorted({lbl for r in lat for lbl in (r.get("torch") or {}) if lbl != "skipped"},
                         key=lambda s: (s != "eager", s))
-        head(["case", "shape", "TFLOP/s", "Kiln", "Kiln kernels", "Kiln, no graphs"] + labels +
-             [f"{lbl} events" for lbl in labels] + [f"Kiln vs {lbl}" for lbl in labels] + ["check (Kiln / torch)"])
+        head(["case", "shape", "Kiln TFLOP/s", "Kiln", "Kiln kernels", "Kiln, no graphs"] +
+             [f"{lbl} (sync / events)" for lbl in labels] + [f"Kiln vs {lbl}" for lbl in labels] +
+             ["check (Kiln / torch)"])
         for r in lat:
             m = r["metrics"]
             lines.append("| " + " | ".join(
-                [r["case"], dims_label(r["dims"]), fmt(m["kiln_tflop_per_s"], 2), fmt(m["kiln_wall_ms"], 4),
+                [r["case"], dims_label(r["dims"]), fmt_rate(m["kiln_tflop_per_s"]), fmt(m["kiln_wall_ms"], 4),
                  fmt(m["kiln_kernel_ms"], 4), fmt(m["kiln_no_graphs_wall_ms"], 4)] +
-                [torch_cell(r, lbl) for lbl in labels] + [torch_cell(r, lbl, "event_ms") for lbl in labels] +
+                [f"{torch_cell(r, lbl)} / {torch_cell(r, lbl, 'event_ms')}" for lbl in labels] +
                 [fmt_ratio(m.get(f"speedup_vs_{lbl}")) for lbl in labels] +
                 [f"{check_cell(r['kiln'].get('check'))} / {check_cell(torch_check(r, 'eager'))}"]) + " |")
         lines.append("")
@@ -666,8 +681,7 @@ def write_markdown(path, results):
     errors += [f"- kilnc {name}: {rec['error']}" for name, rec in results["compile"].items() if rec.get("error")]
     if errors:
         lines += ["## Errors", ""] + [e.replace("\n", " ")[:600] for e in errors] + [""]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    return "\n".join(lines)
 
 
 def fmt_pct(value):
@@ -687,7 +701,7 @@ def print_summary(results):
         comp = next((t for lbl, t in (r.get("torch") or {}).items() if lbl.startswith("compile")), {})
         check = r["kiln"].get("check")
         print(f"{r['case']:<22} {dims_label(r['dims']):<14} {fmt(m['kiln_wall_ms'], 4):>10} "
-              f"{fmt(m['kiln_kernel_ms'], 4):>10} {fmt(m['kiln_gb_per_s'], 1):>8} {fmt(m['kiln_tflop_per_s'], 2):>8} "
+              f"{fmt(m['kiln_kernel_ms'], 4):>10} {fmt_rate(m['kiln_gb_per_s']):>8} {fmt_rate(m['kiln_tflop_per_s']):>8} "
               f"{torch_cell(r, 'eager'):>10} {fmt(comp.get('sync_ms'), 4) if isinstance(comp, dict) else '—':>11} "
               f"{('—' if not check else ('ok' if check['pass'] else 'FAIL')):>10}")
 
@@ -700,10 +714,13 @@ TORCH_SKIP_REASON = TORCH_IMPORT_ERROR
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kilnc", required=True, help="path to kilnc")
-    p.add_argument("--kiln-bench", required=True, help="path to kiln-bench (bench/kiln_bench.cpp)")
+    p.add_argument("--bin-dir", help="folder holding kilnc and kiln-bench (instead of the two paths)")
+    p.add_argument("--kilnc", help="path to kilnc")
+    p.add_argument("--kiln-bench", help="path to kiln-bench (bench/kiln_bench.cpp)")
     p.add_argument("--device", default="cuda:0", help="Kiln device id (default cuda:0)")
-    p.add_argument("--out", required=True, help="directory for results.json, results.md and logs")
+    p.add_argument("--out", required=True, help="directory for results.json and results.md")
+    p.add_argument("--no-markdown-file", action="store_true",
+                   help="write only results.json (the tables are printed to stdout anyway)")
     p.add_argument("--work-dir", help="scratch for graphs, weights, artifacts, dumps (default: a temp dir)")
     p.add_argument("--target", help="kilnc --target (default: the device's driver, e.g. cuda)")
     p.add_argument("--kilnc-arg", action="append", default=[], help="extra kilnc argument (repeatable)")
@@ -724,6 +741,22 @@ def parse_args(argv):
     p.add_argument("--latency-compile-modes", default="default,reduce-overhead",
                    help="torch.compile modes for the latency cases, comma list ('' for none)")
     args = p.parse_args(argv)
+    for tool, attr in (("kilnc", "kilnc"), ("kiln-bench", "kiln_bench")):
+        if getattr(args, attr) is None:
+            if args.bin_dir is None:
+                p.error(f"give --{tool} PATH or --bin-dir DIR")
+            setattr(args, attr, os.path.join(args.bin_dir, tool))
+        if not os.access(getattr(args, attr), os.X_OK):
+            p.error(f"{getattr(args, attr)} is not an executable")
+    # cuBLASLt and NVRTC live under /usr/local/cuda on the GPU machine, which need not be in the
+    # loader's cache; the runtime dlopens them, so kiln-bench gets that folder on its path.
+    args.kiln_process_env = dict(os.environ)
+    if args.device.startswith("cuda"):
+        extra = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
+                 if os.path.isdir(d) and d not in args.kiln_process_env.get("LD_LIBRARY_PATH", "")]
+        if extra:
+            args.kiln_process_env["LD_LIBRARY_PATH"] = ":".join(
+                [p for p in [args.kiln_process_env.get("LD_LIBRARY_PATH")] if p] + extra)
     args.compile_modes = [m for m in args.compile_modes.split(",") if m]
     args.latency_compile_modes = [m for m in args.latency_compile_modes.split(",") if m]
     if args.target is None:
@@ -751,8 +784,6 @@ def main(argv=None):
     args = parse_args(argv)
     started = time.time()
     os.makedirs(args.out, exist_ok=True)
-    logs = os.path.join(args.out, "logs")
-    os.makedirs(logs, exist_ok=True)
     work = args.work_dir or tempfile.mkdtemp(prefix="kiln_gpu_bench_")
     for sub in ("graphs", "artifacts", "dump"):
         os.makedirs(os.path.join(work, sub), exist_ok=True)
@@ -787,7 +818,7 @@ def main(argv=None):
                        "kernel times (median of runs)",
         "torch_timing": "same inputs; 'sync' = host wall time of call + torch.cuda.synchronize per run "
                         "(the Kiln clock), 'events' = CUDA events around K back-to-back calls; medians",
-        "compile": {}, "cases": [],
+        "compile": {}, "cases": [], "commands": COMMAND_LOG,
     }
     if torch_device is not None:
         results["torch_device_name"] = torch.cuda.get_device_name(torch_device)
@@ -799,7 +830,7 @@ def main(argv=None):
     results_path = os.path.join(args.out, "results.json")
     for case in cases:
         log(f"{case['name']}: kilnc --target={args.target}")
-        artifact, record = compile_graph(args, case, work, logs)
+        artifact, record = compile_graph(args, case, work)
         results["compile"][case["name"]] = record
         if record["error"]:
             log(f"  kilnc failed: {record['error'][:300]}")
@@ -808,7 +839,7 @@ def main(argv=None):
         variants = case.get("small_variants" if args.small else "variants") or \
             [case["small_dims"] if args.small else case["dims"]]
         for dims in variants:
-            row = run_case_variant(args, case, dims, artifact, work, logs, torch_device, timer, results["limits"])
+            row = run_case_variant(args, case, dims, artifact, work, torch_device, timer, results["limits"])
             if "device_description" in row["kiln"]:
                 results["device_description"] = row["kiln"]["device_description"]
             results["cases"].append(row)
@@ -817,7 +848,11 @@ def main(argv=None):
     results["total_wall_s"] = time.time() - started
     with open(results_path, "w") as f:
         json.dump(results, f, indent=1, default=str)
-    write_markdown(os.path.join(args.out, "results.md"), results)
+    markdown = render_markdown(results)
+    if not args.no_markdown_file:
+        with open(os.path.join(args.out, "results.md"), "w") as f:
+            f.write(markdown)
+    print(markdown)
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
     print_summary(results)

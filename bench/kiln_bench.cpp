@@ -440,7 +440,7 @@ std::vector<int64_t> resolve_dims(const kiln_tensor_info& info,
     const auto it = symbols.find(info.dim_symbols[d]);
     if (it == symbols.end())
       throw BenchError(std::string("'") + info.name + "' has symbolic dim '" + info.dim_symbols[d] +
-                       "': give its size with --dim " + info.dim_symbols[d] + "=N");
+                       "': give its size with --dim " + info.dim_symbols[d] + "=SIZE");
     dims.push_back(it->second);
   }
   return dims;
