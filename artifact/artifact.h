@@ -85,7 +85,10 @@ struct ModuleBinary {
 
 // A compiled kernel for one target (PTX, cubin, SPIR-V, OpenCL C, ...), as produced by codegen
 // and stored per target. The blob is opaque to the artifact layer; `format` tells the driver
-// how to load it.
+// how to load it. One kernel may have several binaries for a target, its variants for devices
+// with different features (Vulkan: 8/16-bit storage, or the 32-bit-word fallback): they differ in
+// required_features (the reader rejects two with the same set), and a driver runs the first, in
+// file order, whose features its device has.
 struct KernelBinary {
   std::string target;        // "cuda", "vulkan", "opencl"
   std::string kernel_name;   // the Graph kernel it implements (provenance name)

@@ -11,10 +11,12 @@
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <set>
 #include <span>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "artifact/enum_map.h"
 #include "artifact/reader_internal.h"
@@ -361,6 +363,9 @@ Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target
                                                   const ir::Graph& graph) {
   std::vector<KernelBinary> out;
   if (!targets) return out;
+  // A kernel may have several binaries per target (variants for devices with different
+  // features); a driver picks by required_features, so two with the same set are ambiguous.
+  std::set<std::tuple<std::string, uint32_t, std::vector<std::string>>> variants;
   for (const fb::Target* t : *targets) {
     const std::string target = str(t->name());
     if (target.empty()) return bad("a target has no name");
@@ -411,6 +416,12 @@ Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target
         if (binary.dispatch.items_per_group == 0 || binary.dispatch.workgroup_size == 0)
           return bad(where + " has a zero dispatch size");
       }
+      std::vector<std::string> features = binary.required_features;
+      std::sort(features.begin(), features.end());
+      features.erase(std::unique(features.begin(), features.end()), features.end());
+      if (!variants.emplace(target, binary.kernel_index, std::move(features)).second)
+        return bad(where + " has two binaries for kernel " + std::to_string(binary.kernel_index) +
+                   " with the same required features");
       out.push_back(std::move(binary));
     }
   }

@@ -107,6 +107,7 @@ std::string Emitter::broadcast_offset(const ir::Shape& shape, const std::vector<
 }
 
 std::string Emitter::load(int buffer, const std::string& offset) const {
+  if (word_buffer(buffer)) return load_word(buffer, offset);  // GLSL fallback variant
   const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
   const std::string at = b + "[" + offset + "]";
   switch (m_.buffers[size_t(buffer)].dtype) {
@@ -119,6 +120,7 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
 }
 
 void Emitter::store(int buffer, const std::string& offset, const std::string& v) {
+  if (word_buffer(buffer)) return store_word(buffer, offset, v);  // GLSL fallback variant
   const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
   const std::string at = b + "[" + offset + "]";
   switch (m_.buffers[size_t(buffer)].dtype) {
@@ -391,6 +393,7 @@ Result<RenderedKernel> Emitter::render() {
   if (glsl()) {
     std::set<std::string> exts;
     for (const ModelBuffer& b : m_.buffers) {
+      if (word_storage_ && ir::dtype_size(b.dtype) < 4) continue;  // uint words: no 8/16-bit feature
       if (ir::dtype_size(b.dtype) == 2) {
         exts.insert("GL_EXT_shader_16bit_storage");
         if (b.dtype == DType::kF16) {
@@ -420,7 +423,8 @@ Result<RenderedKernel> Emitter::render() {
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       src += "layout(std430, set = 0, binding = " + std::to_string(b) + ") " +
              (m_.buffers[b].written ? "" : "readonly ") + "buffer B" + std::to_string(b) + " { " +
-             glsl_storage_type(m_.buffers[b].dtype) + " d[]; } b" + std::to_string(b) + ";\n";
+             (word_buffer(int(b)) ? std::string("uint") : glsl_storage_type(m_.buffers[b].dtype)) + " d[]; } b" +
+             std::to_string(b) + ";\n";
     }
     if (!m_.symbols.empty()) {
       src += "layout(push_constant) uniform PushConstants {";
@@ -428,6 +432,7 @@ Result<RenderedKernel> Emitter::render() {
       src += " } pc;\n";
     }
     src += prelude(d_, uses_i64_);
+    if (word_storage_) src += word_storage_prelude();
     src += shared_decls_;
     src += "void main() {\n";
     for (size_t i = 0; i < m_.symbols.size(); ++i)

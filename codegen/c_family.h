@@ -30,4 +30,10 @@ struct RenderedKernel {
 
 Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect);
 
+// GLSL only: the same kernel with every 1- and 2-byte buffer (f16, bf16, i8, u8, bool) declared
+// as 32-bit words (`uint d[]`), read by bit extraction and written with word atomics
+// (codegen/c_family_glsl_words.cpp). It needs no 8/16-bit storage or arithmetic feature, so its
+// required_features hold at most "shader_int64": the Vulkan target's fallback variant.
+Result<RenderedKernel> render_glsl_word_storage(const KernelModel& model);
+
 }  // namespace kiln::codegen

@@ -59,6 +59,12 @@ class Emitter {
 
   std::string load(int buffer, const std::string& offset) const;  // an expression of num_of(dtype)
   void store(int buffer, const std::string& offset, const std::string& value);
+  // GLSL word storage (c_family_glsl_words.cpp, render_glsl_word_storage): whether buffer
+  // `buffer` is a 1- or 2-byte dtype accessed as uint words; its load/store and the helpers.
+  bool word_buffer(int buffer) const;
+  std::string load_word(int buffer, const std::string& offset) const;
+  void store_word(int buffer, const std::string& offset, const std::string& value);
+  static std::string word_storage_prelude();
   // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
   std::string convert(const std::string& e, Num from, ir::DType to) const;
   // Wrap-safe integer arithmetic helpers by kind: "k_add_i" / "k_add_l".
@@ -87,6 +93,7 @@ class Emitter {
   bool uses_i64_ = false;
   std::set<std::string> features_;
   Status error_ = Status::ok();
+  bool word_storage_ = false;  // GLSL: 1- and 2-byte buffers as uint words (the fallback variant)
 
  private:
   std::string elementwise_expr(const ir::Node& n, const std::vector<std::string>& a,

@@ -36,7 +36,9 @@ struct SourceFile {
 };
 
 struct CompiledKernels {
-  std::vector<artifact::KernelBinary> kernels;  // one per Graph kernel, in kernel order
+  // At least one per Graph kernel, in kernel order; a kernel's variants (Vulkan: a fallback
+  // for devices lacking features, see vulkan/vulkan_target.cpp) follow each other, preferred first.
+  std::vector<artifact::KernelBinary> kernels;
   std::vector<artifact::ModuleBinary> modules;  // shared modules (CUDA), see artifact.h
   std::vector<SourceFile> sources;              // what -S writes
 };

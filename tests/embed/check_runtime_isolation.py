@@ -21,7 +21,7 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 FORBIDDEN_INCLUDE = re.compile(r'^(frontend|passes|codegen)/|^shaderc/|nvrtc|^spirv-tools/|^glslang/'
-                               r'|(^|/)cuda(_runtime|_runtime_api)?\.h$|cublas|^cudart')
+                               r'|(^|/)(cuda|cuda_runtime|cuda_runtime_api|cublas|cublas_v2|cublas_api|cublasLt)\.h$')
 FORBIDDEN_LINK = re.compile(r'kiln_frontend|kiln_passes|kiln_codegen|shaderc|nvrtc|SPIRV-Tools|glslang'
                             r'|CUDA::|cublas|cudart|libcuda\.|(^|[/ ])-?l?cuda$', re.I)
 FORBIDDEN_SYMBOL = re.compile(r'kiln::(frontend|passes|codegen)::|\bshaderc_|\bnvrtc')
