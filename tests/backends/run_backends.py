@@ -6,6 +6,12 @@ interpreter (kiln-run's per-dtype tolerances: f32 rtol 1e-4 atol 1e-5, f16 1e-2/
 bf16 2e-2/1e-2, integers and bool exact).
 
 Usage: run_backends.py --kilnc KILNC --kiln-run KILN_RUN --work DIR [--filter REGEX] [-j N]
+                       [--all] [--drivers LIST]
+
+--drivers vulkan (a comma list) runs on those drivers' devices only; with it, finding none of
+them (and none required) exits with status 77, which CMake reports as a skipped test. The
+environment reaches kilnc and kiln-run unchanged, so e.g. KILN_VULKAN_HIDE_FEATURES (see
+runtime/drivers/vulkan/vulkan_context.h) makes the Vulkan device run its fallback kernels.
 
 A driver listed in the environment variable KILN_REQUIRE_DRIVERS (e.g. "vulkan,opencl") must
 have a device: when it has none, that is a failure rather than a skip. Prints one line per
@@ -118,14 +124,21 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--all", action="store_true", help="every generated case (also KILN_BACKENDS_ALL=1)")
+    ap.add_argument("--drivers", default="", help="comma list: run on these drivers only (default: %s)"
+                    % ",".join(DRIVERS))
     args = ap.parse_args()
     os.makedirs(os.path.join(args.work, "artifacts"), exist_ok=True)
 
     required = [d.strip() for d in os.environ.get("KILN_REQUIRE_DRIVERS", "").split(",") if d.strip()]
+    drivers = [d.strip() for d in args.drivers.split(",") if d.strip()] or list(DRIVERS)
+    unknown = [d for d in drivers if d not in DRIVERS]
+    if unknown:
+        sys.exit("run_backends.py: unknown driver(s) %s (known: %s)" % (", ".join(unknown), ", ".join(DRIVERS)))
+    required = [d for d in required if d in drivers]
     targets = [t for t in build_targets(args.kilnc) if t in DRIVERS]
     found = list_devices(args.kiln_run)
     devices, failed, skipped = [], 0, []
-    for driver in DRIVERS:
+    for driver in drivers:
         if driver in found and driver in targets:
             devices.append(found[driver])
         elif driver in required:
@@ -139,6 +152,9 @@ def main():
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c[0])]
     print("backends: devices %s; %d cases" % (", ".join(devices) or "none", len(cases)))
+    if args.drivers and not devices and not failed:
+        print("skipped: no device of %s (set KILN_REQUIRE_DRIVERS to make this fail)" % ", ".join(drivers))
+        return 77
 
     passed = 0
     per_device = {d: [0, 0] for d in devices}

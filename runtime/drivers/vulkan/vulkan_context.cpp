@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 namespace kiln::runtime::vulkan {
@@ -88,9 +89,35 @@ std::string canonical_feature_name(const std::string& name) {
   return it == kNames.end() ? std::string() : it->second;
 }
 
+Result<std::set<std::string>> parse_feature_list(std::string_view list) {
+  std::set<std::string> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    size_t end = list.find(',', begin);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view item = list.substr(begin, end - begin);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) {
+      const std::string canonical = canonical_feature_name(std::string(item));
+      if (canonical.empty())
+        return invalid_argument(std::string(kHideFeaturesEnv) + ": unknown Vulkan feature '" + std::string(item) +
+                                "' (known: shaderFloat16, shaderInt8, shaderInt16, shaderInt64, "
+                                "storageBuffer16BitAccess, storageBuffer8BitAccess, or codegen's names "
+                                "such as storage_buffer_16bit)");
+      out.insert(canonical);
+    }
+    begin = end + 1;
+  }
+  return out;
+}
+
 Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<VulkanInstance> vk,
                                                              const PhysicalDeviceEntry& entry) {
   std::shared_ptr<VulkanContext> ctx(new VulkanContext());
+  if (const char* hide = std::getenv(kHideFeaturesEnv)) {
+    KILN_ASSIGN_OR_RETURN(ctx->hidden_, parse_feature_list(hide));
+  }
   ctx->vk_ = vk;
   ctx->queue_family_ = entry.queue_family;
   VkPhysicalDeviceProperties props;
@@ -144,11 +171,19 @@ Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<Vul
   storage16.storagePushConstant16 = VK_FALSE;
   storage8.uniformAndStorageBuffer8BitAccess = VK_FALSE;
   storage8.storagePushConstant8 = VK_FALSE;
+  // Hidden features (the testing knob) are treated as absent: not enabled, not reported.
+  auto hidden = [&](const char* name) { return ctx->hidden_.count(name) > 0; };
+  if (hidden("shaderFloat16")) f16i8.shaderFloat16 = VK_FALSE;
+  if (hidden("shaderInt8")) f16i8.shaderInt8 = VK_FALSE;
+  if (hidden("shaderInt16")) enable.features.shaderInt16 = VK_FALSE;
+  if (hidden("shaderInt64")) enable.features.shaderInt64 = VK_FALSE;
+  if (hidden("storageBuffer16BitAccess")) storage16.storageBuffer16BitAccess = VK_FALSE;
+  if (hidden("storageBuffer8BitAccess")) storage8.storageBuffer8BitAccess = VK_FALSE;
   ctx->features_ = {
       {"shaderFloat16", f16i8.shaderFloat16 == VK_TRUE},
       {"shaderInt8", f16i8.shaderInt8 == VK_TRUE},
-      {"shaderInt16", features2.features.shaderInt16 == VK_TRUE},
-      {"shaderInt64", features2.features.shaderInt64 == VK_TRUE},
+      {"shaderInt16", enable.features.shaderInt16 == VK_TRUE},
+      {"shaderInt64", enable.features.shaderInt64 == VK_TRUE},
       {"storageBuffer16BitAccess", storage16.storageBuffer16BitAccess == VK_TRUE},
       {"storageBuffer8BitAccess", storage8.storageBuffer8BitAccess == VK_TRUE},
   };
@@ -221,9 +256,20 @@ std::string VulkanContext::enabled_features() const {
   return out.empty() ? "none" : out;
 }
 
+std::string VulkanContext::hidden_features() const {
+  std::string out;
+  for (const std::string& name : hidden_) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 Result<BufferAllocation> VulkanContext::allocate(size_t bytes, bool staging) {
   // Vulkan forbids empty buffers; a 0-byte hal::Buffer still gets a small VkBuffer to bind.
-  const VkDeviceSize vk_bytes = std::max<VkDeviceSize>(bytes, 16);
+  // The VkBuffer is a whole number of 32-bit words so that kernels reading 8/16-bit data as
+  // words (codegen's word-storage variants) never touch memory outside it; `size` (what the
+  // hal::Buffer reports and checks) stays the bytes asked for.
+  if (uint64_t(bytes) > UINT64_MAX - 3)
+    return Status(ErrorCode::kOutOfMemory, "Vulkan: cannot create a buffer of " + std::to_string(bytes) + " bytes");
+  const VkDeviceSize vk_bytes = std::max<VkDeviceSize>((VkDeviceSize(bytes) + 3) & ~VkDeviceSize(3), 16);
   BufferAllocation a;
   a.size = bytes;
   VkBufferCreateInfo info{};

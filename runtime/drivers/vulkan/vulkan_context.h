@@ -12,8 +12,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/drivers/vulkan/vulkan_api.h"
@@ -38,6 +40,17 @@ std::vector<PhysicalDeviceEntry> enumerate_physical_devices(const VulkanInstance
 // storage_buffer_16bit, storage_buffer_8bit, shader_float16, shader_int8, shader_int16) are
 // accepted too.
 std::string canonical_feature_name(const std::string& name);  // "" when unknown
+
+// Testing knob: the environment variable KILN_VULKAN_HIDE_FEATURES, a comma list of feature
+// names in any of the spellings above (e.g. "storage_buffer_16bit,storage_buffer_8bit,
+// shader_int64"), makes every device opened afterwards treat those features as absent: they are
+// neither enabled on the VkDevice nor reported by has_feature(), so kernels fall back to the
+// variants that do without them (or fail to load, naming the feature). It exists so that the
+// fallback paths can be tested on a device that has every feature (lavapipe); it is read when a
+// device is opened. An unknown name makes opening the device fail (kInvalidArgument).
+inline constexpr const char* kHideFeaturesEnv = "KILN_VULKAN_HIDE_FEATURES";
+// Parses such a list into canonical names; kInvalidArgument naming an unknown entry.
+Result<std::set<std::string>> parse_feature_list(std::string_view list);
 
 // A VkBuffer with its memory.
 struct BufferAllocation {
@@ -66,6 +79,8 @@ class VulkanContext {
   // Whether the device enabled a feature (canonical name).
   bool has_feature(const std::string& canonical_name) const;
   std::string enabled_features() const;  // "shaderInt64, ..." for messages
+  // The features KILN_VULKAN_HIDE_FEATURES hid ("shaderInt64, ..."), "" when none: for messages.
+  std::string hidden_features() const;
 
   // A storage buffer (device-local when possible; mapped when host-visible) or a host-visible
   // staging buffer. kOutOfMemory when the memory cannot be had.
@@ -92,7 +107,8 @@ class VulkanContext {
   VkPhysicalDeviceMemoryProperties memory_{};
   double timestamp_period_ns_ = 1;
   uint32_t timestamp_valid_bits_ = 0;
-  std::map<std::string, bool> features_;
+  std::map<std::string, bool> features_;  // canonical name -> enabled (false when hidden)
+  std::set<std::string> hidden_;          // canonical names hidden by KILN_VULKAN_HIDE_FEATURES
 
   std::mutex queue_mutex_;
   // Copies `bytes` between buffers on the queue and waits; transfer_mutex_ must be held.

@@ -17,46 +17,72 @@ Result<std::unique_ptr<hal::Executable>> VulkanExecutable::create(
   std::unique_ptr<VulkanExecutable> exe(new VulkanExecutable(std::move(context), std::move(artifact)));
   const artifact::LoadedArtifact& a = *exe->artifact_;
 
-  bool any = false;
+  // The variants of each kernel, in artifact order (codegen writes the preferred one first).
+  std::map<uint32_t, std::vector<const artifact::KernelBinary*>> variants;
   for (const artifact::KernelBinary& k : a.kernels) {
     if (k.target != "vulkan") continue;
-    any = true;
     if (k.format != "spirv")
       return unsupported("Vulkan device: kernel '" + k.kernel_name + "' has format '" + k.format +
                          "', expected 'spirv'");
-    for (const std::string& feature : k.required_features) {
-      const std::string canonical = canonical_feature_name(feature);
-      if (canonical.empty())
-        return unsupported("Vulkan device: kernel '" + k.kernel_name + "' requires unknown feature '" +
-                           feature + "'");
-      if (!exe->context_->has_feature(canonical))
-        return unsupported("Vulkan device: kernel '" + k.kernel_name + "' requires feature '" + canonical +
-                           "', which this device lacks (it has: " + exe->context_->enabled_features() + ")");
-    }
+    if (k.kernel_index >= a.graph.kernels().size())
+      return corrupt("Vulkan kernel '" + k.kernel_name + "' refers to kernel " + std::to_string(k.kernel_index) +
+                     " of a graph with " + std::to_string(a.graph.kernels().size()));
+    variants[k.kernel_index].push_back(&k);
   }
-  if (!any) {
+  if (variants.empty()) {
     std::string targets;
     for (const std::string& t : a.targets()) targets += (targets.empty() ? "" : ", ") + t;
     return unsupported("the artifact has no kernels for target 'vulkan' (it has: " +
                        (targets.empty() ? std::string("none; compile it with kilnc --target=vulkan") : targets) +
                        ")");
   }
-
-  for (const artifact::KernelBinary& k : a.kernels) {
-    if (k.target != "vulkan") continue;
-    if (k.kernel_index >= a.graph.kernels().size())
-      return corrupt("Vulkan kernel '" + k.kernel_name + "' refers to kernel " + std::to_string(k.kernel_index) +
-                     " of a graph with " + std::to_string(a.graph.kernels().size()));
-    if (exe->pipelines_.count(k.kernel_index))
-      return corrupt("the artifact has two Vulkan kernels for kernel " + std::to_string(k.kernel_index));
-    KernelPipeline& p = exe->pipelines_[k.kernel_index];
-    KILN_RETURN_IF_ERROR(exe->build_pipeline(k, p));
+  // Choose every kernel's variant before building any pipeline, so that a kernel the device
+  // cannot run is reported without compiling the others first.
+  std::map<uint32_t, const artifact::KernelBinary*> chosen;
+  for (const auto& [index, list] : variants) {
+    KILN_ASSIGN_OR_RETURN(chosen[index], exe->choose_variant(list));
+  }
+  for (const auto& [index, binary] : chosen) {
+    KILN_RETURN_IF_ERROR(exe->build_pipeline(*binary, exe->pipelines_[index]));
   }
   for (const ir::Launch& launch : a.plan.launches)
     if (!exe->pipelines_.count(launch.kernel))
       return corrupt("the artifact has no Vulkan kernel for launched kernel " + std::to_string(launch.kernel));
   KILN_RETURN_IF_ERROR(exe->upload_constants());
   return std::unique_ptr<hal::Executable>(std::move(exe));
+}
+
+Result<const artifact::KernelBinary*> VulkanExecutable::choose_variant(
+    const std::vector<const artifact::KernelBinary*>& variants) const {
+  // Per variant, what it needs that the device lacks ("'shaderInt64'", "unknown feature 'x'").
+  std::vector<std::vector<std::string>> missing(variants.size());
+  for (size_t v = 0; v < variants.size(); ++v) {
+    for (const std::string& feature : variants[v]->required_features) {
+      const std::string canonical = canonical_feature_name(feature);
+      if (canonical.empty())
+        missing[v].push_back("unknown feature '" + feature + "'");
+      else if (!context_->has_feature(canonical))
+        missing[v].push_back("'" + canonical + "'");
+    }
+    if (missing[v].empty()) return variants[v];
+  }
+  const std::string& name = variants.front()->kernel_name;
+  std::string needs;
+  if (variants.size() == 1) {
+    for (size_t i = 0; i < missing[0].size(); ++i)
+      needs += std::string(i == 0 ? "" : ", ") + (missing[0][i].rfind("unknown", 0) == 0 ? "" : "feature ") +
+               missing[0][i];
+  } else {
+    for (size_t v = 0; v < variants.size(); ++v) {
+      needs += std::string(v == 0 ? "" : "; ") + "variant " + std::to_string(v + 1) + " of " +
+               std::to_string(variants.size()) + " needs ";
+      for (size_t i = 0; i < missing[v].size(); ++i) needs += (i == 0 ? "" : ", ") + missing[v][i];
+    }
+  }
+  const std::string hidden = context_->hidden_features();
+  return unsupported("Vulkan device: kernel '" + name + "' requires " + needs +
+                     ", which this device lacks (it has: " + context_->enabled_features() +
+                     (hidden.empty() ? "" : "; hidden by " + std::string(kHideFeaturesEnv) + ": " + hidden) + ")");
 }
 
 Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& p) {

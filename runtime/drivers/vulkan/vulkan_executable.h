@@ -32,9 +32,12 @@ struct KernelPipeline {
 
 class VulkanExecutable final : public hal::Executable {
  public:
-  // kUnsupported when the artifact has no "vulkan" kernels (listing the targets it has) or a
-  // kernel needs a feature the device lacks (naming it); kCorrupt when a kernel's args or the
-  // plan are inconsistent.
+  // A kernel may have several "vulkan" binaries (variants, see codegen/vulkan/vulkan_target.cpp);
+  // each kernel runs the first one, in artifact order, whose required features the device has
+  // (VulkanContext::has_feature, which honours KILN_VULKAN_HIDE_FEATURES).
+  // kUnsupported when the artifact has no "vulkan" kernels (listing the targets it has) or no
+  // variant of a kernel fits the device (naming the kernel and, per variant, the missing
+  // features); kCorrupt when a kernel's args or the plan are inconsistent.
   static Result<std::unique_ptr<hal::Executable>> create(
       std::shared_ptr<VulkanContext> context, std::shared_ptr<const artifact::LoadedArtifact> artifact);
   ~VulkanExecutable() override;
@@ -52,6 +55,9 @@ class VulkanExecutable final : public hal::Executable {
 
  private:
   VulkanExecutable(std::shared_ptr<VulkanContext> context, std::shared_ptr<const artifact::LoadedArtifact> artifact);
+  // The first of one kernel's variants that the device can run, else kUnsupported.
+  Result<const artifact::KernelBinary*> choose_variant(
+      const std::vector<const artifact::KernelBinary*>& variants) const;
   Status build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& out);
   Status upload_constants();
 

@@ -108,12 +108,17 @@ Result<VulkanStream::BoundRange> VulkanStream::resolve(const VulkanExecutable& e
         return internal_error("Vulkan: arena slice [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
                               ") of value " + std::to_string(value) + " is outside the " +
                               std::to_string(arena->size()) + "-byte arena");
-      const VkDeviceSize align = std::max<VkDeviceSize>(context_->limits().minStorageBufferOffsetAlignment, 1);
+      // Slices start on a word and span whole words: word-storage kernels read and write 8/16-bit
+      // data as 32-bit words, and the arena's VkBuffer is itself a whole number of words
+      // (VulkanContext::allocate), so the rounded range stays inside it. kilnc aligns slots to 64
+      // bytes, so the rounding never reaches into the next slot.
+      const VkDeviceSize align = std::max<VkDeviceSize>(context_->limits().minStorageBufferOffsetAlignment, 4);
       if (uint64_t(offset) % align != 0)
-        return unsupported("Vulkan: arena offset " + std::to_string(offset) + " is not a multiple of the device's "
-                           "storage buffer offset alignment " + std::to_string(align));
+        return unsupported("Vulkan: arena offset " + std::to_string(offset) + " is not a multiple of the "
+                           "storage buffer offset alignment " + std::to_string(align) + " the device needs");
       if (bytes == 0) return BoundRange{arena->handle(), VkDeviceSize(offset), VK_WHOLE_SIZE, VkDeviceSize(offset)};
-      return BoundRange{arena->handle(), VkDeviceSize(offset), VkDeviceSize(bytes), VkDeviceSize(offset + bytes)};
+      const VkDeviceSize words = (VkDeviceSize(bytes) + 3) & ~VkDeviceSize(3);
+      return BoundRange{arena->handle(), VkDeviceSize(offset), words, VkDeviceSize(offset) + words};
     }
     case ir::Storage::kAlias:
       if (depth >= kMaxAliasDepth) return corrupt("the plan's aliases form a cycle at value " + std::to_string(value));
