@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/plan.h"
+#include "support/status.h"
 
 namespace kiln::artifact {
 
@@ -103,6 +104,18 @@ struct KernelBinary {
 
   bool operator==(const KernelBinary&) const = default;
 };
+
+// Format strings the writer and reader accept. A kernel: "opencl-c", "spirv", "ptx",
+// "cubin:sm_<digits>" or "module" (a function of its target's shared module: empty blob,
+// non-empty entry_point, and the target must have a module). A module: "ptx" (text without a
+// terminating NUL) or "cubin:sm_<digits>", non-empty, at most one of each format per target.
+inline constexpr const char* kModuleFormat = "module";
+bool is_kernel_format(const std::string& format);
+bool is_module_format(const std::string& format);
+
+// Checks a GemmCall against the args of its kernel: a, b, out (and bias unless -1) index
+// kBuffer args, a float dtype, allow_tf32 only for f32. kInvalidArgument naming the fault.
+Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args);
 
 // FNV-1a (64-bit) of a kernel blob. Stored beside each blob so the reader can reject a damaged
 // kernel before a driver's compiler or loader sees it (drivers do not defend against garbage).

@@ -17,11 +17,13 @@ namespace kiln::artifact {
 
 std::vector<std::string> LoadedArtifact::targets() const {
   std::vector<std::string> out;
-  for (const KernelBinary& k : kernels) {
+  auto add = [&out](const std::string& target) {
     bool seen = false;
-    for (const std::string& t : out) seen = seen || t == k.target;
-    if (!seen) out.push_back(k.target);
-  }
+    for (const std::string& t : out) seen = seen || t == target;
+    if (!seen) out.push_back(target);
+  };
+  for (const KernelBinary& k : kernels) add(k.target);
+  for (const ModuleBinary& m : modules) add(m.target);
   return out;
 }
 
@@ -90,9 +92,10 @@ Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>>
     out.plan = std::move(plan).value();
   }
   {
-    Result<std::vector<KernelBinary>> kernels = detail::convert_targets(model->targets(), out.graph);
-    if (!kernels.is_ok()) return std::move(kernels).status();
-    out.kernels = std::move(kernels).value();
+    Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph);
+    if (!targets.is_ok()) return std::move(targets).status();
+    out.kernels = std::move(targets->kernels);
+    out.modules = std::move(targets->modules);
   }
   Status verified = ir::verify_graph(out.graph, /*require_topological=*/true);
   if (!verified.is_ok())

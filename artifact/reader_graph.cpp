@@ -359,16 +359,65 @@ Result<ir::ExecutionPlan> convert_plan(const fb::Plan* p, const ir::Graph& graph
   return plan;
 }
 
-Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target>>* targets,
-                                                  const ir::Graph& graph) {
-  std::vector<KernelBinary> out;
-  if (!targets) return out;
+namespace {
+
+Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg>& args, const std::string& where) {
+  GemmCall call;
+  call.a_arg = g.a_arg();
+  call.b_arg = g.b_arg();
+  call.out_arg = g.out_arg();
+  call.bias_arg = g.bias_arg();
+  std::optional<ir::DType> dtype = from_fb(g.dtype());
+  if (!dtype) return bad(where + ": its GEMM call has an unknown dtype code " + std::to_string(int(g.dtype())));
+  call.dtype = *dtype;
+  KILN_ASSIGN_OR_RETURN(call.batch, read_size_expr(g.batch(), where + " GEMM batch"));
+  KILN_ASSIGN_OR_RETURN(call.m, read_size_expr(g.m(), where + " GEMM m"));
+  KILN_ASSIGN_OR_RETURN(call.n, read_size_expr(g.n(), where + " GEMM n"));
+  KILN_ASSIGN_OR_RETURN(call.k, read_size_expr(g.k(), where + " GEMM k"));
+  call.a_batched = g.a_batched();
+  call.b_batched = g.b_batched();
+  switch (g.epilogue()) {
+    case fb::GemmEpilogue::Identity: call.epilogue = GemmCall::Epilogue::kNone; break;
+    case fb::GemmEpilogue::Relu: call.epilogue = GemmCall::Epilogue::kRelu; break;
+    case fb::GemmEpilogue::GeluTanh: call.epilogue = GemmCall::Epilogue::kGeluTanh; break;
+    default: return bad(where + ": its GEMM call has an unknown epilogue code " + std::to_string(int(g.epilogue())));
+  }
+  call.allow_tf32 = g.allow_tf32();
+  Status ok = check_gemm_call(call, args);
+  if (!ok.is_ok()) return bad(where + ": " + ok.message());
+  return call;
+}
+
+}  // namespace
+
+Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph) {
+  ConvertedTargets converted;
+  std::vector<KernelBinary>& out = converted.kernels;
+  if (!targets) return converted;
   // A kernel may have several binaries per target (variants for devices with different
   // features); a driver picks by required_features, so two with the same set are ambiguous.
   std::set<std::tuple<std::string, uint32_t, std::vector<std::string>>> variants;
   for (const fb::Target* t : *targets) {
     const std::string target = str(t->name());
     if (target.empty()) return bad("a target has no name");
+    bool has_module = false;
+    if (t->modules()) {
+      for (const fb::ModuleBinary* m : *t->modules()) {
+        ModuleBinary module;
+        module.target = target;
+        module.format = str(m->format());
+        const std::string where = "target '" + target + "' module '" + module.format + "'";
+        if (!is_module_format(module.format)) return bad(where + ": unknown module format");
+        for (const ModuleBinary& seen : converted.modules)
+          if (seen.target == target && seen.format == module.format) return bad(where + " appears twice");
+        if (m->blob()) module.blob.assign(m->blob()->begin(), m->blob()->end());
+        if (module.blob.empty()) return bad(where + " is empty");
+        if (blob_checksum(module.blob) != m->blob_checksum())
+          return bad(where + ": its binary is damaged (checksum mismatch)");
+        converted.modules.push_back(std::move(module));
+        has_module = true;
+      }
+    }
     if (!t->kernels()) continue;
     for (const fb::KernelBinary* k : *t->kernels()) {
       KernelBinary binary;
@@ -381,6 +430,9 @@ Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target
                    std::to_string(graph.kernels().size()));
       binary.format = str(k->format());
       binary.entry_point = str(k->entry_point());
+      if (!is_kernel_format(binary.format))
+        return bad("target '" + target + "' kernel '" + binary.kernel_name + "' has unknown format '" +
+                   binary.format + "'");
       if (k->blob()) binary.blob.assign(k->blob()->begin(), k->blob()->end());
       if (blob_checksum(binary.blob) != k->blob_checksum()) {
         return bad("target '" + target + "' kernel '" + binary.kernel_name +
@@ -422,10 +474,19 @@ Result<std::vector<KernelBinary>> convert_targets(const Vector<Offset<fb::Target
       if (!variants.emplace(target, binary.kernel_index, std::move(features)).second)
         return bad(where + " has two binaries for kernel " + std::to_string(binary.kernel_index) +
                    " with the same required features");
+      if (binary.format == kModuleFormat) {
+        if (!has_module) return bad(where + " is a function of a shared module, but the target has no module");
+        if (!binary.blob.empty()) return bad(where + " is a function of a shared module but has a blob of its own");
+        if (binary.entry_point.empty()) return bad(where + " is a function of a shared module but names no entry point");
+      }
+      if (const fb::GemmCall* g = k->gemm()) {
+        KILN_ASSIGN_OR_RETURN(GemmCall call, convert_gemm(*g, binary.args, where));
+        binary.gemm = call;
+      }
       out.push_back(std::move(binary));
     }
   }
-  return out;
+  return converted;
 }
 
 }  // namespace kiln::artifact::detail

@@ -22,7 +22,13 @@ Result<ir::Graph> convert_graph(const fb::Graph& graph,
 // Checks every reference of the plan against the converted graph.
 Result<ir::ExecutionPlan> convert_plan(const fb::Plan* plan, const ir::Graph& graph);
 
-Result<std::vector<KernelBinary>> convert_targets(
+// Every target's kernels and shared modules, with their formats, checksums, module references
+// and GEMM calls checked.
+struct ConvertedTargets {
+  std::vector<KernelBinary> kernels;
+  std::vector<ModuleBinary> modules;
+};
+Result<ConvertedTargets> convert_targets(
     const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, const ir::Graph& graph);
 
 }  // namespace kiln::artifact::detail

@@ -7,6 +7,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -50,7 +51,9 @@ class Writer {
   Offset<fb::Graph> graph(const ir::Graph& graph);
   Offset<fb::SizeExpr> size_expr(const ir::SizeExpr& expr);
   Offset<fb::Plan> plan(const ir::ExecutionPlan& plan);
-  Offset<Vector<Offset<fb::Target>>> targets(const std::vector<KernelBinary>& kernels);
+  Offset<Vector<Offset<fb::Target>>> targets(const std::vector<KernelBinary>& kernels,
+                                             const std::vector<ModuleBinary>& modules);
+  Offset<fb::GemmCall> gemm_call(const GemmCall& call);
 
   FlatBufferBuilder fbb_;
 };
@@ -237,10 +240,34 @@ Offset<fb::Plan> Writer::plan(const ir::ExecutionPlan& p) {
   return fb::CreatePlan(fbb_, launches_vec, buffers_vec, arena, p.alignment, slots_vec);
 }
 
-Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels) {
-  // Group by target, keeping the order in which targets first appear.
+Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
+  auto batch = size_expr(call.batch);
+  auto m = size_expr(call.m);
+  auto n = size_expr(call.n);
+  auto k = size_expr(call.k);
+  fb::GemmEpilogue epilogue = fb::GemmEpilogue::Identity;
+  switch (call.epilogue) {
+    case GemmCall::Epilogue::kNone: epilogue = fb::GemmEpilogue::Identity; break;
+    case GemmCall::Epilogue::kRelu: epilogue = fb::GemmEpilogue::Relu; break;
+    case GemmCall::Epilogue::kGeluTanh: epilogue = fb::GemmEpilogue::GeluTanh; break;
+  }
+  return fb::CreateGemmCall(fbb_, call.a_arg, call.b_arg, call.out_arg, call.bias_arg,
+                            detail::to_fb(call.dtype), batch, m, n, k, call.a_batched, call.b_batched,
+                            epilogue, call.allow_tf32);
+}
+
+Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels,
+                                                   const std::vector<ModuleBinary>& modules) {
+  // Group by target, keeping the order in which targets first appear (kernels, then modules).
   std::vector<std::string> order;
   std::map<std::string, std::vector<Offset<fb::KernelBinary>>> by_target;
+  std::map<std::string, std::vector<Offset<fb::ModuleBinary>>> modules_by_target;
+  for (const ModuleBinary& m : modules) {
+    fbb_.ForceVectorAlignment(m.blob.size(), 1, 16);
+    auto blob = fbb_.CreateVector(m.blob);
+    auto format = fbb_.CreateString(m.format);
+    modules_by_target[m.target].push_back(fb::CreateModuleBinary(fbb_, format, blob, blob_checksum(m.blob)));
+  }
   for (const KernelBinary& k : kernels) {
     if (!by_target.count(k.target)) order.push_back(k.target);
     fbb_.ForceVectorAlignment(k.blob.size(), 1, 16);
@@ -263,15 +290,21 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     auto work_items = size_expr(k.dispatch.work_items);
     auto dispatch = fb::CreateKernelDispatch(fbb_, work_items, k.dispatch.items_per_group,
                                              k.dispatch.workgroup_size);
+    Offset<fb::GemmCall> gemm = k.gemm ? gemm_call(*k.gemm) : Offset<fb::GemmCall>();
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
                                                          blob, features_vec, args_vec, dispatch,
-                                                         blob_checksum(k.blob)));
+                                                         blob_checksum(k.blob), gemm));
   }
+  for (const ModuleBinary& m : modules)
+    if (!by_target.count(m.target) && std::find(order.begin(), order.end(), m.target) == order.end())
+      order.push_back(m.target);
   std::vector<Offset<fb::Target>> out;
   for (const std::string& t : order) {
     auto name = fbb_.CreateString(t);
     auto list = fbb_.CreateVector(by_target[t]);
-    out.push_back(fb::CreateTarget(fbb_, name, list));
+    Offset<Vector<Offset<fb::ModuleBinary>>> module_list;
+    if (modules_by_target.count(t)) module_list = fbb_.CreateVector(modules_by_target[t]);
+    out.push_back(fb::CreateTarget(fbb_, name, list, module_list));
   }
   return fbb_.CreateVector(out);
 }
@@ -308,12 +341,36 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
     if (b.alias_of != ir::kNoNode && b.alias_of >= n)
       return bad("a plan buffer aliases a node out of range");
   }
+  for (const ModuleBinary& m : options.modules) {
+    if (m.target.empty()) return bad("a module has no target");
+    if (!is_module_format(m.format))
+      return bad("module of target '" + m.target + "' has unknown format '" + m.format + "'");
+    if (m.blob.empty()) return bad("module '" + m.format + "' of target '" + m.target + "' is empty");
+    for (const ModuleBinary& other : options.modules)
+      if (&other != &m && other.target == m.target && other.format == m.format)
+        return bad("target '" + m.target + "' has two '" + m.format + "' modules");
+  }
   for (const KernelBinary& k : options.kernels) {
     if (k.kernel_index >= g.kernels().size())
       return bad("kernel binary '" + k.kernel_name + "' refers to a kernel out of range");
     for (const KernelArg& arg : k.args) {
       if (arg.kind == KernelArg::Kind::kBuffer && arg.value >= n)
         return bad("kernel binary '" + k.kernel_name + "' has a buffer argument out of range");
+    }
+    if (!is_kernel_format(k.format))
+      return bad("kernel binary '" + k.kernel_name + "' has unknown format '" + k.format + "'");
+    if (k.format == kModuleFormat) {
+      bool has_module = false;
+      for (const ModuleBinary& m : options.modules) has_module = has_module || m.target == k.target;
+      if (!has_module)
+        return bad("kernel binary '" + k.kernel_name + "' lives in a module, but target '" + k.target +
+                   "' has none");
+      if (!k.blob.empty() || k.entry_point.empty())
+        return bad("kernel binary '" + k.kernel_name + "' of a module needs an entry point and no blob");
+    }
+    if (k.gemm) {
+      Status gemm = check_gemm_call(*k.gemm, k.args);
+      if (!gemm.is_ok()) return bad("kernel binary '" + k.kernel_name + "': " + gemm.message());
     }
   }
   return Status::ok();
@@ -327,6 +384,7 @@ Result<std::vector<uint8_t>> Writer::write(const ir::Graph& g, const ir::Executi
   size_t constant_bytes = 0;
   for (const ir::Tensor& t : g.constants()) constant_bytes += t.size_bytes() + kConstantAlignment;
   for (const KernelBinary& k : options.kernels) constant_bytes += k.blob.size() + 16;
+  for (const ModuleBinary& m : options.modules) constant_bytes += m.blob.size() + 16;
   if (constant_bytes >= (size_t(1) << 31) - (size_t(1) << 24))
     return unsupported("cannot write artifact: constants and kernels total " +
                        std::to_string(constant_bytes) +
@@ -334,7 +392,7 @@ Result<std::vector<uint8_t>> Writer::write(const ir::Graph& g, const ir::Executi
 
   auto graph_off = graph(g);
   auto plan_off = plan(p);
-  auto targets_off = targets(options.kernels);
+  auto targets_off = targets(options.kernels, options.modules);
   auto producer = fbb_.CreateString(options.producer);
   // file_size starts as a non-default placeholder so that the field is stored, then is
   // patched to the real size once the buffer is finished.

@@ -25,13 +25,14 @@ void Emitter::line(const std::string& text) {
 }
 
 std::string Emitter::barrier() const {
+  if (cuda()) return "__syncthreads();";
   return glsl() ? "memoryBarrierShared(); barrier();" : "barrier(CLK_LOCAL_MEM_FENCE);";
 }
 
 std::string Emitter::shared_array(const std::string& type, const std::string& base, uint32_t size) {
   std::string name = fresh(base);
   const std::string decl = type + " " + name + "[" + std::to_string(size) + "];\n";
-  shared_decls_ += glsl() ? "shared " + decl : "  __local " + decl;
+  shared_decls_ += glsl() ? "shared " + decl : (cuda() ? "  __shared__ " : "  __local ") + decl;
   return name;
 }
 
@@ -107,6 +108,7 @@ std::string Emitter::broadcast_offset(const ir::Shape& shape, const std::vector<
 }
 
 std::string Emitter::load(int buffer, const std::string& offset) const {
+  if (cuda()) return cuda_load(buffer, offset);
   if (word_buffer(buffer)) return load_word(buffer, offset);  // GLSL fallback variant
   const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
   const std::string at = b + "[" + offset + "]";
@@ -120,6 +122,7 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
 }
 
 void Emitter::store(int buffer, const std::string& offset, const std::string& v) {
+  if (cuda()) return cuda_store(buffer, offset, v);
   if (word_buffer(buffer)) return store_word(buffer, offset, v);  // GLSL fallback variant
   const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
   const std::string at = b + "[" + offset + "]";
@@ -375,10 +378,11 @@ Result<RenderedKernel> Emitter::render() {
     uses_i64_ = uses_i64_ || m_.node(n).type.dtype == DType::kI64;
     for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || m_.node(in).type.dtype == DType::kI64;
   }
-  line("IDX lid = TO_IDX(" + std::string(glsl() ? "gl_LocalInvocationID.x" : "get_local_id(0)") + ");");
-  line("IDX gid = TO_IDX(" + std::string(glsl() ? "gl_WorkGroupID.x" : "get_group_id(0)") + ");");
-  line("IDX ngroups = TO_IDX(" + std::string(glsl() ? "gl_NumWorkGroups.x" : "get_num_groups(0)") + ");");
-  switch (m_.kind) {
+  line("IDX lid = TO_IDX(" + std::string(glsl() ? "gl_LocalInvocationID.x" : cuda() ? "threadIdx.x" : "get_local_id(0)") + ");");
+  line("IDX gid = TO_IDX(" + std::string(glsl() ? "gl_WorkGroupID.x" : cuda() ? "blockIdx.x" : "get_group_id(0)") + ");");
+  line("IDX ngroups = TO_IDX(" + std::string(glsl() ? "gl_NumWorkGroups.x" : cuda() ? "gridDim.x" : "get_num_groups(0)") + ");");
+  if (cuda()) emit_cuda();
+  else switch (m_.kind) {
     case KernelTemplate::kPointwise: emit_pointwise(); break;
     case KernelTemplate::kRowReduce: emit_rows(); break;
     case KernelTemplate::kMatMul: emit_matmul(); break;
@@ -438,6 +442,20 @@ Result<RenderedKernel> Emitter::render() {
     for (size_t i = 0; i < m_.symbols.size(); ++i)
       src += "  int " + sanitize_identifier(m_.symbols[i]) + " = int(pc.p" + std::to_string(i) + ");\n";
     src += body_ + "}\n";
+  } else if (cuda()) {
+    // No prelude here: the CUDA target puts cuda_program_prelude() once atop the program.
+    // Every buffer is __restrict__: the plan never lets a kernel's output overlap another of
+    // its buffer arguments (outputs are placed before the launch's inputs are freed).
+    src = header + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(wg) + ") " +
+          m_.entry_point + "(";
+    std::string params;
+    for (size_t b = 0; b < m_.buffers.size(); ++b) {
+      params += std::string(params.empty() ? "" : ", ") + (m_.buffers[b].written ? "" : "const ") +
+                cuda_storage_type(m_.buffers[b].dtype) + "* __restrict__ b" + std::to_string(b);
+    }
+    for (const std::string& s : m_.symbols)
+      params += std::string(params.empty() ? "" : ", ") + "long long " + sanitize_identifier(s);
+    src += params + ") {\n" + shared_decls_ + body_ + "}\n";
   } else {
     src = header + prelude(d_, uses_i64_);
     src += "__kernel __attribute__((reqd_work_group_size(" + std::to_string(wg) + ", 1, 1))) void " +
@@ -459,8 +477,18 @@ Result<RenderedKernel> Emitter::render() {
 }  // namespace cfam
 
 Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect) {
+  if (dialect == Dialect::kCuda) {
+    // The CUDA templates choose their own block sizes (cuda_config); render for exactly the
+    // dispatch the target records.
+    KernelModel cuda_model = model;
+    cuda_model.dispatch = cuda_dispatch(model);
+    cfam::Emitter emitter(cuda_model, dialect);
+    return emitter.render();
+  }
   cfam::Emitter emitter(model, dialect);
   return emitter.render();
 }
+
+std::string cuda_program_prelude() { return cfam::prelude(Dialect::kCuda, true); }
 
 }  // namespace kiln::codegen

@@ -1,8 +1,8 @@
 // The C-family emitter: renders a KernelModel as source text in one of several closely related
-// dialects. OpenCL C and GLSL 450 compute exist; CUDA C is meant to be a third dialect (it
-// differs in the same places: the kernel prefix, address-space qualifiers, thread-index
-// builtins, barriers, shared-memory declarations, casts and a few intrinsics — all of which the
-// emitter asks the Dialect for, see c_family_internal.h).
+// dialects: OpenCL C, GLSL 450 compute and CUDA C. They differ in the kernel prefix,
+// address-space qualifiers, thread-index builtins, barriers, shared-memory declarations, casts
+// and a few intrinsics, all of which the emitter asks the Dialect for (c_family_internal.h);
+// CUDA also has its own templates tuned for NVIDIA GPUs (c_family_cuda.cpp).
 //
 // Numerics follow the reference interpreter (ir/interp_internal.h): floats compute in f32
 // (f16/bf16 are storage formats), integers wrap two's-complement at every node's dtype, float ->
@@ -19,7 +19,7 @@
 
 namespace kiln::codegen {
 
-enum class Dialect : uint8_t { kOpenCL, kGlsl };
+enum class Dialect : uint8_t { kOpenCL, kGlsl, kCuda };
 
 struct RenderedKernel {
   std::string source;
@@ -28,7 +28,18 @@ struct RenderedKernel {
   std::vector<std::string> required_features;
 };
 
+// kCuda renders the kernel function alone (`extern "C" __global__ ...`): every kernel of a graph
+// goes into one NVRTC program, which starts once with cuda_program_prelude(). The CUDA templates
+// (c_family_cuda.cpp) have their own block sizes; the kernel is rendered for cuda_dispatch(model),
+// whatever model.dispatch holds, and that dispatch must be the one recorded for it.
 Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect);
+
+// CUDA: the helper definitions (macros, conversions, wrap-safe integer ops) every program starts
+// with; it needs NVRTC's -default-device (its helpers carry no __device__).
+std::string cuda_program_prelude();
+// CUDA: the dispatch the kCuda templates are written for (threads per block, work units per
+// block per pass of the grid-stride loop).
+artifact::KernelDispatch cuda_dispatch(const KernelModel& model);
 
 // GLSL only: the same kernel with every 1- and 2-byte buffer (f16, bf16, i8, u8, bool) declared
 // as 32-bit words (`uint d[]`), read by bit extraction and written with word atomics

@@ -3,6 +3,7 @@
 //   c_family_prelude.cpp  the helper functions every kernel starts with
 //   c_family_pointwise.cpp  the pointwise template and its anchors (layout, conv, pooling)
 //   c_family_rows.cpp     the row-reduction template (reduce, argmax, normalizations) and matmul
+//   c_family_cuda.cpp     CUDA C: loads/stores, launch configuration and its own templates
 // Not a public header. An Emitter renders one kernel once; it is not thread-safe.
 #pragma once
 
@@ -14,6 +15,28 @@
 #include "codegen/c_family.h"
 
 namespace kiln::codegen::cfam {
+
+// How a kernel runs on CUDA (c_family_cuda.cpp): chosen from the model alone, so the emitter and
+// cuda_dispatch() agree without passing it around.
+struct CudaConfig {
+  enum class Mode : uint8_t {
+    kPointwise,      // one thread per output element, grid-stride (layout, conv, pooling)
+    kVectorized,     // pure elementwise: `vector_width` elements per thread, 16-byte accesses
+    kRowsPerThread,  // reductions not over the innermost axis: one thread per row (coalesced)
+    kRowsPerWarp,    // short rows: one warp per row, warp shuffles only
+    kRowsPerBlock,   // long rows: one block per row, shuffles + shared memory across warps
+    kMatMul,         // register-blocked tiles staged in shared memory
+  };
+  Mode mode = Mode::kPointwise;
+  uint32_t block = 256;         // threads per block
+  uint32_t vector_width = 1;    // kVectorized: elements per thread per pass
+  uint32_t row_threads = 1;     // rows: threads that share one row (1, 32 or `block`)
+  uint32_t row_registers = 0;   // rows: elements per thread kept in registers (0: stream the row)
+  uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // kMatMul: block tile, k step, thread tile
+};
+CudaConfig cuda_config(const KernelModel& model);
+// The CUDA C type a buffer of `dtype` is declared with (f16 and bf16: ushort bits).
+std::string cuda_storage_type(ir::DType dtype);
 
 // Compute kinds: every value in registers is a 32-bit float (F), a 32-bit int (I: i32, i8, u8,
 // bool) or a 64-bit int (L: i64).
@@ -37,6 +60,7 @@ class Emitter {
 
   // ---- shared by the template files ----
   bool glsl() const { return d_ == Dialect::kGlsl; }
+  bool cuda() const { return d_ == Dialect::kCuda; }
   void line(const std::string& text);
   void open(const std::string& head) { line(head + " {"); ++indent_; }
   void close() { --indent_; line("}"); }
@@ -65,6 +89,9 @@ class Emitter {
   std::string load_word(int buffer, const std::string& offset) const;
   void store_word(int buffer, const std::string& offset, const std::string& value);
   static std::string word_storage_prelude();
+  // CUDA load/store (c_family_cuda.cpp): f16 as ushort bits converted with PTX cvt.
+  std::string cuda_load(int buffer, const std::string& offset) const;
+  void cuda_store(int buffer, const std::string& offset, const std::string& value);
   // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
   std::string convert(const std::string& e, Num from, ir::DType to) const;
   // Wrap-safe integer arithmetic helpers by kind: "k_add_i" / "k_add_l".
@@ -81,6 +108,14 @@ class Emitter {
   void emit_pointwise();
   void emit_rows();
   void emit_matmul();
+  // CUDA templates (c_family_cuda.cpp), chosen by cuda_config().
+  void emit_cuda();
+  void emit_cuda_pointwise(const CudaConfig& c);
+  void emit_cuda_vectorized(const CudaConfig& c);
+  void emit_cuda_rows(const CudaConfig& c);
+  void emit_cuda_matmul(const CudaConfig& c);
+  // The scalar pointwise loop over [start, total) (CUDA: the generic path and the vector tail).
+  void emit_cuda_scalar_loop(const std::string& start, const std::string& step);
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
 

@@ -1,5 +1,5 @@
-// The helper functions each rendered kernel starts with. One text serves both dialects through a
-// few macros (casts and bit reinterpretation are spelled differently in C and GLSL); the helpers
+// The helper functions each rendered kernel starts with (CUDA: each program, once). One text
+// serves every dialect through a few macros (casts and bit reinterpretation are spelled differently in C and GLSL); the helpers
 // that only one dialect needs (erf, tanh and pow for GLSL, wrap-safe signed arithmetic for
 // OpenCL C, whose signed overflow is undefined) are dialect-specific.
 #include "codegen/c_family_internal.h"
@@ -106,6 +106,46 @@ int64_t k_f2l(float x) {
 }
 )";
 
+// CUDA C (NVRTC, compiled with -default-device so these plain functions are device functions).
+// f16 is 16-bit storage converted with PTX cvt (no cuda_fp16.h at compile or run time); float ->
+// int conversions use the saturating round-toward-zero intrinsics (NaN -> 0), like OpenCL's
+// convert_*_sat_rtz; signed arithmetic goes through unsigned because overflow is UB in C++.
+constexpr const char* kCudaMacros = R"(typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+#define IDX long long
+#define I64 long long
+#define TO_F(x) ((float)(x))
+#define TO_I(x) ((int)(x))
+#define TO_L(x) ((long long)(x))
+#define TO_IDX(x) ((long long)(x))
+#define F2U(x) __float_as_uint(x)
+#define U2F(x) __uint_as_float(x)
+#define k_erf erff
+#define k_tanh tanhf
+#define k_powf powf
+#define k_rsqrt rsqrtf
+#define k_round rintf
+#define k_fabs fabsf
+__forceinline__ float k_h2f(ushort h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__forceinline__ ushort k_f2h(float f) { ushort h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__forceinline__ long long clamp(long long x, long long lo, long long hi) { return x < lo ? lo : (x > hi ? hi : x); }
+__forceinline__ int k_add_i(int a, int b) { return (int)((uint)a + (uint)b); }
+__forceinline__ int k_sub_i(int a, int b) { return (int)((uint)a - (uint)b); }
+__forceinline__ int k_mul_i(int a, int b) { return (int)((uint)a * (uint)b); }
+__forceinline__ int k_neg_i(int a) { return (int)(0u - (uint)a); }
+__forceinline__ int k_wrap_i8(int a) { return (int)(signed char)a; }
+__forceinline__ int k_f2i(float x) { return __float2int_rz(x); }
+__forceinline__ int k_f2c(float x) { return isnan(x) ? 0 : (int)fminf(fmaxf(truncf(x), -128.0f), 127.0f); }
+__forceinline__ int k_f2uc(float x) { return isnan(x) ? 0 : (int)fminf(fmaxf(truncf(x), 0.0f), 255.0f); }
+typedef unsigned long long ulong_t;
+__forceinline__ long long k_add_l(long long a, long long b) { return (long long)((ulong_t)a + (ulong_t)b); }
+__forceinline__ long long k_sub_l(long long a, long long b) { return (long long)((ulong_t)a - (ulong_t)b); }
+__forceinline__ long long k_mul_l(long long a, long long b) { return (long long)((ulong_t)a * (ulong_t)b); }
+__forceinline__ long long k_neg_l(long long a) { return (long long)(0ull - (ulong_t)a); }
+__forceinline__ long long k_f2l(float x) { return __float2ll_rz(x); }
+)";
+
 // Written once for both dialects with the macros above.
 constexpr const char* kCommon = R"(float k_bf2f(uint b) { return U2F(b << 16); }
 uint k_f2bf(float f) {
@@ -169,6 +209,10 @@ bool k_better_l(I64 v, IDX i, I64 bv, IDX bi) { return v > bv || (v == bv && i <
 }  // namespace
 
 std::string prelude(Dialect dialect, bool with_i64) {
+  if (dialect == Dialect::kCuda) {
+    // One prelude per CUDA program (all kernels of a graph): always with the i64 helpers.
+    return std::string(kCudaMacros) + kCommon + kCommonI64;
+  }
   std::string text = dialect == Dialect::kGlsl ? kGlslMacros : kOpenClMacros;
   if (with_i64) text += dialect == Dialect::kGlsl ? kGlslI64 : kOpenClI64;
   text += kCommon;

@@ -66,6 +66,7 @@ Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::Executi
   KernelModel m;
   m.graph = &graph;
   m.kernel = &kernel;
+  m.plan = &plan;
   m.kernel_index = kernel_index;
   m.entry_point = sanitize_identifier(kernel.name);
   if (kernel.outputs.empty() || kernel.nodes.empty())

@@ -7,7 +7,8 @@
 // kernel.inputs / kernel.outputs order), then one kSymbol arg per distinct symbol the kernel's
 // shapes mention (sorted by name). A buffer's Vulkan binding is its position among the buffers.
 //
-// Ownership: a model points into the Graph it was built from (which must outlive it).
+// Ownership: a model points into the Graph and ExecutionPlan it was built from (which must
+// outlive it).
 // Thread-safety: plain data, built by a pure function.
 #pragma once
 
@@ -40,6 +41,7 @@ struct ModelBuffer {
 struct KernelModel {
   const ir::Graph* graph = nullptr;
   const ir::Kernel* kernel = nullptr;
+  const ir::ExecutionPlan* plan = nullptr;  // buffer placement facts (alignment) for the emitters
   uint32_t kernel_index = 0;
   std::string entry_point;  // kernel name sanitized to a C identifier
   KernelTemplate kind = KernelTemplate::kPointwise;

@@ -25,13 +25,16 @@ struct TargetOptions {
   int opt_level = 2;
   std::vector<std::string> gpu_archs;  // CUDA only: cubin architectures ("sm_80"); PTX always
   bool allow_tf32 = false;             // CUDA only: f32 GEMMs may use TF32 tensor cores
+  // Only the sources -S writes are needed: a target may skip binaries that -S does not show
+  // (CUDA: the cubins; the PTX is still compiled).
+  bool sources_only = false;
 };
 
 // A source file that `kilnc -S` writes: file name suffix (".cl", ".comp", ".spvasm", ".cu",
 // ".ptx") and contents.
 struct SourceFile {
   std::string suffix;
-  std::string kernel_name;
+  std::string kernel_name;  // empty: the file holds every kernel of the graph (CUDA's program)
   std::string text;
 };
 
@@ -54,6 +57,9 @@ class Target {
 
 // The targets compiled into this build, in the order kilnc lists them.
 std::vector<std::string> available_targets();
+// The known targets missing from this build and why, e.g. "cuda (CUDA toolkit not found: no
+// NVRTC)"; empty when none is.
+std::string unavailable_targets_note();
 // Creates a target by name; kUnsupported if this build lacks it.
 Result<std::unique_ptr<Target>> create_target(std::string_view name);
 

@@ -38,14 +38,17 @@ options:
   -fno-fuse                keep the other optimizations, fuse nothing
   -S                       write kernel sources / assembly instead of an artifact: one file
                            per kernel and target, <BASE>.<kernel>.<suffix> (.cl for opencl,
-                           .comp and .spvasm for vulkan); BASE is -o FILE, else INPUT
+                           .comp and .spvasm for vulkan), and <BASE>.cu and <BASE>.ptx for
+                           cuda (one program for the graph); BASE is -o FILE, else INPUT
                            without its suffix
   --emit=KIND              ir | dot | plan | kernels | kiln (default); kernels prints every
                            kernel source of the selected targets
   --print-ir-after-all     print the IR after every pass to stderr
   --print-ir-after=P[,P]   print the IR after the named passes (see --list-passes)
   --list-passes            list the passes of the pipeline and exit
-  --gpu-arch=sm_XX[,..]    CUDA architectures for cubin (needs the cuda target)
+  --gpu-arch=sm_XX[,..]    CUDA architectures for cubin (needs the cuda target; default
+                           sm_80,sm_90); PTX for compute_80 is always embedded too
+  --allow-tf32             f32 matmuls run by cuBLASLt may use TF32 tensor cores (cuda)
   -ftime-report            per-pass and per-stage compile times on stderr
   -v                       say what is being done
   --help                   show this help
@@ -65,6 +68,7 @@ struct Options {
   bool emit_sources = false;  // -S
   std::optional<std::vector<std::string>> targets;
   std::vector<std::string> gpu_archs;
+  bool allow_tf32 = false;
   kiln::passes::PipelineOptions pipeline;
   bool list_passes = false;
   bool verbose = false;
@@ -111,7 +115,10 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       std::cout << kUsage;
       std::exit(0);
     } else if (arg == "--version") {
-      std::cout << "kilnc (Kiln) 0.1.0\ntargets: " << join(kBuildTargets) << "\n";
+      const std::string missing = kiln::codegen::unavailable_targets_note();
+      // Missing targets go on their own line: scripts read the "targets:" line as a list.
+      std::cout << "kilnc (Kiln) 0.1.0\ntargets: " << join(kBuildTargets) << "\n"
+                << (missing.empty() ? "" : "not built: " + missing + "\n");
       std::exit(0);
     } else if (arg == "-o") {
       if (i + 1 >= argc) return UsageError{"-o needs a file name"};
@@ -144,6 +151,8 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
         if (!ok) return UsageError{"invalid --gpu-arch '" + a + "' (expected sm_XX, e.g. sm_90)"};
         opts.gpu_archs.push_back(a);
       }
+    } else if (arg == "--allow-tf32") {
+      opts.allow_tf32 = true;
     } else if (arg == "--print-ir-after-all") {
       opts.pipeline.print_after_all = true;
     } else if (auto v = value_of("--print-ir-after=")) {
@@ -238,6 +247,10 @@ int run(int argc, char** argv) {
     std::cerr << "kilnc: error: --gpu-arch needs the cuda target, which is not selected\n";
     return 1;
   }
+  if (opts.allow_tf32 && !contains(targets, "cuda")) {
+    std::cerr << "kilnc: error: --allow-tf32 needs the cuda target, which is not selected\n";
+    return 1;
+  }
   if (opts.emit_sources || opts.emit == EmitKind::kKernels) {
     if (targets.empty()) {
       std::cerr << "kilnc: error: " << (opts.emit_sources ? "-S" : "--emit=kernels")
@@ -294,6 +307,8 @@ int run(int argc, char** argv) {
     kiln::codegen::TargetOptions target_options;
     target_options.opt_level = opts.pipeline.opt_level;
     target_options.gpu_archs = opts.gpu_archs;
+    target_options.allow_tf32 = opts.allow_tf32;
+    target_options.sources_only = opts.emit_sources || opts.emit == EmitKind::kKernels;
     for (const std::string& name : targets) {
       if (opts.verbose) log << "kilnc: generating " << name << " kernels\n";
       kiln::Result<std::unique_ptr<kiln::codegen::Target>> target = kiln::codegen::create_target(name);
@@ -315,7 +330,8 @@ int run(int argc, char** argv) {
     }
     for (const kiln::codegen::CompiledKernels& compiled : codegen_results) {
       for (const kiln::codegen::SourceFile& file : compiled.sources) {
-        const std::string path = base + "." + file.kernel_name + file.suffix;
+        // An unnamed file holds the whole graph's program (CUDA): <BASE>.cu, <BASE>.ptx.
+        const std::string path = base + (file.kernel_name.empty() ? "" : "." + file.kernel_name) + file.suffix;
         if (opts.verbose) log << "kilnc: writing " << path << "\n";
         if (!write_output(path, file.text)) {
           std::cerr << "kilnc: error: cannot write '" << path << "'\n";
@@ -336,7 +352,8 @@ int run(int argc, char** argv) {
     case EmitKind::kKernels:
       for (const kiln::codegen::CompiledKernels& compiled : codegen_results) {
         for (const kiln::codegen::SourceFile& file : compiled.sources) {
-          bytes += "// ===== " + file.kernel_name + file.suffix + " =====\n" + file.text;
+          const std::string label = file.kernel_name.empty() ? graph.name : file.kernel_name;
+          bytes += "// ===== " + label + file.suffix + " =====\n" + file.text;
           if (!file.text.empty() && file.text.back() != '\n') bytes += '\n';
         }
       }
@@ -346,6 +363,7 @@ int run(int argc, char** argv) {
       write_options.producer = "kilnc 0.1.0";
       for (kiln::codegen::CompiledKernels& compiled : codegen_results) {
         for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
+        for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
       }
       kiln::Result<std::vector<uint8_t>> artifact =
           kiln::artifact::write_artifact(graph, *plan, write_options);

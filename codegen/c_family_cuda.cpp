@@ -1,0 +1,799 @@
+// CUDA C specifics of the C-family emitter: storage types, loads and stores, the launch
+// configuration (cuda_config, cuda_dispatch) and the templates written for NVIDIA GPUs:
+//   - pointwise: 256-thread blocks, grid-stride; pure elementwise kernels move 16 bytes per
+//     buffer access (float4 / 8 x f16 / ...) when every buffer is contiguous in the output's
+//     index space, with a scalar path for misaligned pointers and the tail;
+//   - rows (reductions, argmax, softmax, log_softmax, layer_norm): one thread per row when the
+//     innermost axis is not reduced (coalesced), one warp per short row, one block per long row;
+//     partial results combine with __shfl_xor_sync and, across warps, 32 shared-memory slots.
+//     Normalizations read the row once when it fits in registers, else twice (online max+sum,
+//     Welford mean+variance), and write it once;
+//   - matmul: block tiles of 64x64 (or 128x128, 16x64), each thread owning a 4x4 (8x8, 1x4)
+//     register tile, A and B staged through shared memory (static, at most 8.3 KB).
+// Numerics are the OpenCL dialect's (c_family.h): f32 compute, f16/bf16 as 16-bit storage,
+// wrap-safe integer arithmetic, saturating float -> int conversions.
+#include <algorithm>
+#include <functional>
+
+#include "codegen/c_family_internal.h"
+
+namespace kiln::codegen {
+namespace cfam {
+
+using ir::DType;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+namespace {
+
+constexpr uint32_t kCudaBlock = 256;          // threads per block of every template but rows-per-block
+constexpr uint32_t kMaxRowRegisters = 16;     // normalizations keep up to this many elements per thread
+constexpr uint32_t kMaxWarpRow = 128;         // rows up to this long (static) get one warp each
+
+bool static_product(const ir::Shape& shape, int64_t& out) {
+  out = 1;
+  for (const ir::Dim& d : shape) {
+    if (!d.is_static()) return false;
+    out *= d.size();
+  }
+  return true;
+}
+
+uint32_t pow2_at_least(uint64_t v) {
+  uint32_t p = 1;
+  while (p < v && p < (1u << 30)) p <<= 1;
+  return p;
+}
+
+// How a pure elementwise kernel reads one of its buffers in the output's index space.
+enum class Access : uint8_t {
+  kFull,    // the output's shape: element lin
+  kSuffix,  // the output's trailing dims (broadcast along leading axes): element lin % size
+  kScalar,  // one element, read once
+  kOther,   // any other broadcast: no vector path
+};
+
+Access access_of(const ir::Shape& shape, const ir::Shape& space) {
+  if (shape == space) return Access::kFull;
+  size_t lead = 0;
+  while (lead < shape.size() && shape[lead].is_one()) ++lead;
+  if (lead == shape.size()) return Access::kScalar;
+  const size_t rank = shape.size() - lead;
+  if (rank > space.size()) return Access::kOther;
+  for (size_t i = 0; i < rank; ++i) {
+    if (!(shape[lead + i] == space[space.size() - rank + i])) return Access::kOther;
+  }
+  return Access::kSuffix;
+}
+
+// The vector width (elements per thread) of a pure elementwise kernel, or 1 when it cannot move
+// 16-byte vectors: some buffer is broadcast other than along leading axes, a broadcast buffer's
+// size is not a multiple of the width, or the plan does not align arena offsets to 16 bytes.
+// Pointer alignment of inputs, outputs and constants (placed by the driver or the caller) is
+// checked at run time by the kernel itself.
+uint32_t vector_width_of(const KernelModel& m) {
+  if (m.anchor != ir::kNoNode || m.kind != KernelTemplate::kPointwise || m.space.empty()) return 1;
+  size_t widest = 1;
+  for (const ModelBuffer& b : m.buffers) widest = std::max(widest, ir::dtype_size(b.dtype));
+  const uint32_t width = uint32_t(16 / widest);
+  if (width < 2) return 1;
+  for (const ModelBuffer& b : m.buffers) {
+    const Access access = access_of(b.shape, m.space);
+    if (access == Access::kOther) return 1;
+    if (b.written && access != Access::kFull) return 1;
+    if (access == Access::kSuffix) {
+      int64_t size = 0;
+      if (static_product(b.shape, size) && size % width != 0) return 1;
+    }
+    if (m.plan != nullptr && access != Access::kScalar) {
+      const ir::BufferAssignment* placed = m.plan->find_buffer(b.value);
+      const bool in_arena = placed && (placed->storage == ir::Storage::kArena || placed->storage == ir::Storage::kAlias);
+      if (in_arena && m.plan->alignment % 16 != 0) return 1;
+    }
+  }
+  return width;
+}
+
+}  // namespace
+
+CudaConfig cuda_config(const KernelModel& m) {
+  CudaConfig c;
+  c.block = kCudaBlock;
+  switch (m.kind) {
+    case KernelTemplate::kPointwise: {
+      c.vector_width = vector_width_of(m);
+      c.mode = c.vector_width > 1 ? CudaConfig::Mode::kVectorized : CudaConfig::Mode::kPointwise;
+      break;
+    }
+    case KernelTemplate::kRowReduce: {
+      const OpKind op = m.node(m.anchor).op;
+      const bool normalize = op == OpKind::kSoftmax || op == OpKind::kLogSoftmax || op == OpKind::kLayerNorm;
+      ir::Shape reduced;
+      for (size_t d = 0; d < m.space.size(); ++d)
+        if (m.reduced_axes[d]) reduced.push_back(m.space[d]);
+      int64_t k = 0;
+      const bool k_static = static_product(reduced, k);
+      if (m.space.empty() || !m.reduced_axes.back() || (k_static && k <= 1)) {
+        // The innermost axis is kept: neighbouring threads take neighbouring rows.
+        c.mode = CudaConfig::Mode::kRowsPerThread;
+        c.row_threads = 1;
+      } else if (k_static && k <= int64_t(kMaxWarpRow)) {
+        c.mode = CudaConfig::Mode::kRowsPerWarp;
+        c.row_threads = 32;
+        if (normalize) c.row_registers = uint32_t((k + 31) / 32);
+      } else {
+        c.mode = CudaConfig::Mode::kRowsPerBlock;
+        // About 8 elements per thread, 128 to 1024 threads; 256 for rows of run-time length.
+        c.block = k_static ? std::clamp(pow2_at_least(uint64_t((k + 7) / 8)), 128u, 1024u) : 256u;
+        c.row_threads = c.block;
+        if (normalize && k_static && (k + c.block - 1) / c.block <= int64_t(kMaxRowRegisters))
+          c.row_registers = uint32_t((k + c.block - 1) / c.block);
+      }
+      break;
+    }
+    case KernelTemplate::kMatMul: {
+      c.mode = CudaConfig::Mode::kMatMul;
+      const Node& a = m.node(m.anchor);
+      const ir::Shape& as = m.node(a.inputs[0]).type.shape;
+      const ir::Shape& bs = m.node(a.inputs[1]).type.shape;
+      const ir::Dim rows = as.size() == 1 ? ir::Dim::of(1) : as[as.size() - 2];
+      const ir::Dim cols = bs.size() == 1 ? ir::Dim::of(1) : bs.back();
+      int64_t batch = 0;
+      const size_t trailing = (as.size() == 1 ? 0 : 1) + (bs.size() == 1 ? 0 : 1);
+      const bool batch_static = static_product(ir::Shape(m.space.begin(), m.space.end() - long(trailing)), batch);
+      const bool is_float = num_of(a.type.dtype) == Num::kF;
+      if (rows.is_static() && rows.size() <= 16) {
+        c.bm = 16; c.bn = 64; c.bk = 16; c.tm = 1; c.tn = 4;  // skinny: matrix-vector-like
+      } else if (is_float && rows.is_static() && cols.is_static() && batch_static &&
+                 batch * ((rows.size() + 127) / 128) * ((cols.size() + 127) / 128) >= 264) {
+        c.bm = 128; c.bn = 128; c.bk = 8; c.tm = 8; c.tn = 8;  // enough 128x128 tiles for 2 waves
+      } else {
+        c.bm = 64; c.bn = 64; c.bk = 16; c.tm = 4; c.tn = 4;
+      }
+      c.block = (c.bm / c.tm) * (c.bn / c.tn);
+      break;
+    }
+  }
+  return c;
+}
+
+std::string cuda_storage_type(DType d) {
+  switch (d) {
+    case DType::kF32: return "float";
+    case DType::kF16: return "ushort";
+    case DType::kBF16: return "ushort";
+    case DType::kI64: return "long long";
+    case DType::kI32: return "int";
+    case DType::kI8: return "signed char";
+    case DType::kU8: case DType::kBool: return "uchar";
+  }
+  return "float";
+}
+
+std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
+  const std::string at = "b" + std::to_string(buffer) + "[" + offset + "]";
+  switch (m_.buffers[size_t(buffer)].dtype) {
+    case DType::kF32: case DType::kI32: case DType::kI64: return at;
+    case DType::kF16: return "k_h2f(" + at + ")";
+    case DType::kBF16: return "k_bf2f((uint)(" + at + "))";
+    case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
+  }
+  return at;
+}
+
+void Emitter::cuda_store(int buffer, const std::string& offset, const std::string& v) {
+  const std::string at = "b" + std::to_string(buffer) + "[" + offset + "]";
+  switch (m_.buffers[size_t(buffer)].dtype) {
+    case DType::kF32: case DType::kI32: case DType::kI64: line(at + " = " + v + ";"); return;
+    case DType::kF16: line(at + " = k_f2h(" + v + ");"); return;
+    case DType::kBF16: line(at + " = (ushort)(k_f2bf(" + v + "));"); return;
+    case DType::kI8: line(at + " = (signed char)(" + v + ");"); return;
+    case DType::kU8: case DType::kBool: line(at + " = (uchar)(" + v + ");"); return;
+  }
+}
+
+void Emitter::emit_cuda() {
+  const CudaConfig c = cuda_config(m_);
+  switch (c.mode) {
+    case CudaConfig::Mode::kPointwise: emit_cuda_pointwise(c); return;
+    case CudaConfig::Mode::kVectorized: emit_cuda_vectorized(c); return;
+    case CudaConfig::Mode::kRowsPerThread:
+    case CudaConfig::Mode::kRowsPerWarp:
+    case CudaConfig::Mode::kRowsPerBlock: emit_cuda_rows(c); return;
+    case CudaConfig::Mode::kMatMul: emit_cuda_matmul(c); return;
+  }
+}
+
+void Emitter::emit_cuda_scalar_loop(const std::string& start, const std::string& step) {
+  open("for (IDX lin = " + start + "; lin < total; lin += " + step + ")");
+  Point p;
+  p.space = m_.space;
+  p.coords = decompose("lin", m_.space);
+  for (NodeId n : m_.kernel->nodes) {
+    if (n == m_.anchor) {
+      const Node& anchor = m_.node(n);
+      const std::string v = pointwise_anchor(anchor, p, "lin");
+      const std::string name = fresh("a");
+      line(ctype(num_of(anchor.type.dtype)) + " " + name + " = " + v + ";");
+      p.vals[n] = name;
+    } else {
+      emit_elementwise(n, p);
+    }
+  }
+  store_outputs(p);
+  close();
+}
+
+void Emitter::emit_cuda_pointwise(const CudaConfig& c) {
+  const std::string block = "TO_IDX(" + std::to_string(c.block) + ")";
+  line("IDX total = " + product(m_.space) + ";");
+  emit_cuda_scalar_loop("gid * " + block + " + lid", "ngroups * " + block);
+}
+
+namespace {
+
+// The unsigned type that carries `bytes` bytes in one access, and its 32-bit words.
+std::string carrier_type(size_t bytes) {
+  return bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : bytes == 4 ? "uint" : "ushort";
+}
+std::string carrier_word(const std::string& var, size_t bytes, size_t word) {
+  static const char* kParts[] = {".x", ".y", ".z", ".w"};
+  if (bytes >= 8) return var + kParts[word];
+  return "((uint)" + var + ")";
+}
+
+}  // namespace
+
+void Emitter::emit_cuda_vectorized(const CudaConfig& c) {
+  const uint32_t width = c.vector_width;
+  const std::string W = "TO_IDX(" + std::to_string(width) + ")";
+  const std::string block = "TO_IDX(" + std::to_string(c.block) + ")";
+  line("IDX total = " + product(m_.space) + ";");
+
+  // Run-time conditions of the vector path: every vector-accessed pointer aligned to its access
+  // size, every broadcast buffer's size a multiple of the width.
+  std::string ok;
+  std::vector<Access> access(m_.buffers.size());
+  for (size_t b = 0; b < m_.buffers.size(); ++b) {
+    access[b] = access_of(m_.buffers[b].shape, m_.space);
+    if (access[b] == Access::kScalar) continue;
+    const size_t bytes = width * ir::dtype_size(m_.buffers[b].dtype);
+    ok += std::string(ok.empty() ? "" : " && ") + "(((unsigned long long)b" + std::to_string(b) + ") & " +
+          std::to_string(bytes - 1) + "ull) == 0ull";
+    int64_t size = 0;
+    if (access[b] == Access::kSuffix && !static_product(m_.buffers[b].shape, size))
+      ok += " && " + product(m_.buffers[b].shape) + " % " + W + " == TO_IDX(0)";
+  }
+  line("bool vec_ok = " + (ok.empty() ? std::string("true") : ok) + ";");
+  line("IDX nvec = vec_ok ? total / " + W + " : TO_IDX(0);");
+
+  // Scalars are read once, before the loop.
+  std::vector<Point> points(width);
+  for (Point& p : points) p.space = m_.space;
+  for (size_t b = 0; b < m_.buffers.size(); ++b) {
+    if (m_.buffers[b].written || access[b] != Access::kScalar) continue;
+    const std::string name = fresh("s");
+    line(ctype(num_of(m_.buffers[b].dtype)) + " " + name + " = " + load(int(b), "TO_IDX(0)") + ";");
+    for (Point& p : points) p.vals[m_.buffers[b].value] = name;
+  }
+
+  open("for (IDX chunk = gid * " + block + " + lid; chunk < nvec; chunk += ngroups * " + block + ")");
+  line("IDX lin = chunk * " + W + ";");
+  for (size_t b = 0; b < m_.buffers.size(); ++b) {
+    const ModelBuffer& buf = m_.buffers[b];
+    if (buf.written || access[b] == Access::kScalar) continue;
+    const size_t size = ir::dtype_size(buf.dtype);
+    const size_t bytes = width * size;
+    const std::string type = carrier_type(bytes);
+    const std::string offset = access[b] == Access::kFull ? "lin" : "(lin % " + product(buf.shape) + ")";
+    const std::string raw = fresh("raw");
+    line(type + " " + raw + " = *(const " + type + "*)(b" + std::to_string(b) + " + " + offset + ");");
+    for (uint32_t j = 0; j < width; ++j) {
+      std::string bits;
+      if (size == 4) bits = carrier_word(raw, bytes, j);
+      else if (size == 8)
+        bits = "(((unsigned long long)" + carrier_word(raw, bytes, 2 * j + 1) + " << 32) | (unsigned long long)" +
+               carrier_word(raw, bytes, 2 * j) + ")";
+      else
+        bits = "((" + carrier_word(raw, bytes, j * size / 4) + " >> " + std::to_string(8 * ((j * size) % 4)) +
+               ") & " + (size == 2 ? "0xffffu" : "0xffu") + ")";
+      std::string value;
+      switch (buf.dtype) {
+        case DType::kF32: value = "U2F(" + bits + ")"; break;
+        case DType::kF16: value = "k_h2f((ushort)" + bits + ")"; break;
+        case DType::kBF16: value = "k_bf2f(" + bits + ")"; break;
+        case DType::kI32: value = "(int)" + bits; break;
+        case DType::kI64: value = "(long long)" + bits; break;
+        case DType::kI8: value = "(int)(signed char)" + bits; break;
+        case DType::kU8: case DType::kBool: value = "(int)" + bits; break;
+      }
+      const std::string name = fresh("x");
+      line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
+      points[j].vals[buf.value] = name;
+    }
+  }
+  for (uint32_t j = 0; j < width; ++j) {
+    for (NodeId n : m_.kernel->nodes) emit_elementwise(n, points[j]);
+  }
+  for (size_t b = 0; b < m_.buffers.size(); ++b) {
+    const ModelBuffer& buf = m_.buffers[b];
+    if (!buf.written) continue;
+    const size_t size = ir::dtype_size(buf.dtype);
+    const size_t bytes = width * size;
+    const size_t words = std::max<size_t>(bytes / 4, 1);
+    std::vector<std::string> word(words);
+    for (uint32_t j = 0; j < width; ++j) {
+      auto it = points[j].vals.find(buf.value);
+      if (it == points[j].vals.end()) {
+        fail(internal_error("kernel '" + m_.kernel->name + "': output '" + m_.node(buf.value).name +
+                            "' is not computed by the kernel"));
+        return;
+      }
+      const std::string& v = it->second;
+      auto put = [&](size_t w, const std::string& bits, size_t shift) {
+        const std::string term = shift ? "(" + bits + " << " + std::to_string(shift) + ")" : bits;
+        word[w] += (word[w].empty() ? "" : " | ") + term;
+      };
+      switch (buf.dtype) {
+        case DType::kF32: put(j, "F2U(" + v + ")", 0); break;
+        case DType::kI32: put(j, "(uint)(" + v + ")", 0); break;
+        case DType::kI64:
+          put(2 * j, "(uint)((unsigned long long)(" + v + "))", 0);
+          put(2 * j + 1, "(uint)((unsigned long long)(" + v + ") >> 32)", 0);
+          break;
+        case DType::kF16: put(j / 2, "(uint)k_f2h(" + v + ")", 16 * (j % 2)); break;
+        case DType::kBF16: put(j / 2, "(k_f2bf(" + v + ") & 0xffffu)", 16 * (j % 2)); break;
+        case DType::kI8: case DType::kU8: case DType::kBool:
+          put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
+          break;
+      }
+    }
+    const std::string dst = "(b" + std::to_string(b) + " + lin)";
+    if (bytes == 16) {
+      line("*(uint4*)" + dst + " = make_uint4(" + word[0] + ", " + word[1] + ", " + word[2] + ", " + word[3] + ");");
+    } else if (bytes == 8) {
+      line("*(uint2*)" + dst + " = make_uint2(" + word[0] + ", " + word[1] + ");");
+    } else if (bytes == 4) {
+      line("*(uint*)" + dst + " = " + word[0] + ";");
+    } else {
+      line("*(ushort*)" + dst + " = (ushort)(" + word[0] + ");");
+    }
+  }
+  close();
+  // The tail (and everything, when the vector path is off) element by element.
+  emit_cuda_scalar_loop("nvec * " + W + " + gid * " + block + " + lid", "ngroups * " + block);
+}
+
+void Emitter::emit_cuda_rows(const CudaConfig& c) {
+  const Node& a = m_.node(m_.anchor);
+  ir::Shape row_shape, red_shape;
+  for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
+  const NodeId operand = a.inputs[0];
+  const Num xk = num_of(m_.node(operand).type.dtype);
+  const bool normalize = a.op == OpKind::kSoftmax || a.op == OpKind::kLogSoftmax || a.op == OpKind::kLayerNorm;
+  const uint32_t G = c.row_threads;
+  const std::string Gs = "TO_IDX(" + std::to_string(G) + ")";
+  const uint32_t warps = G / 32;
+
+  line("IDX rows = " + product(row_shape) + ";");
+  line("IDX K = " + product(red_shape) + ";");
+  if (G == 1) {
+    line("IDX tid = TO_IDX(0);");
+    open("for (IDX row = gid * TO_IDX(" + std::to_string(c.block) + ") + lid; row < rows; row += ngroups * TO_IDX(" +
+         std::to_string(c.block) + "))");
+  } else if (G == 32) {
+    const std::string per_block = "TO_IDX(" + std::to_string(c.block / 32) + ")";
+    line("IDX tid = lid & TO_IDX(31);");
+    open("for (IDX row = gid * " + per_block + " + (lid >> 5); row < rows; row += ngroups * " + per_block + ")");
+  } else {
+    line("IDX tid = lid;");
+    open("for (IDX row = gid; row < rows; row += ngroups)");
+  }
+  const std::vector<std::string> row_coords = decompose("row", row_shape);
+
+  auto point_at = [&](const std::string& k) {
+    const std::vector<std::string> red_coords = decompose(k, red_shape);
+    Point p;
+    p.space = m_.space;
+    size_t ri = 0, ki = 0;
+    for (size_t d = 0; d < m_.space.size(); ++d)
+      p.coords.push_back(m_.reduced_axes[d] ? red_coords[ki++] : row_coords[ri++]);
+    return p;
+  };
+  // One pass over the row, streaming: per_element(p, x) at each element the thread owns.
+  auto pass = [&](auto&& per_element) {
+    open("for (IDX k = tid; k < K; k += " + Gs + ")");
+    Point p = point_at("k");
+    for (NodeId n : m_.prologue) emit_elementwise(n, p);
+    per_element(p, value(operand, p));
+    close();
+  };
+  // The same over the row's elements cached in registers: per_element(p, slot) at element
+  // k = tid + slot * G (point_at is only computed when `with_point`).
+  auto cached_pass = [&](bool with_point, auto&& per_element) {
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
+    line("IDX k = tid + TO_IDX(i) * " + Gs + ";");
+    open("if (k < K)");
+    Point p;
+    if (with_point) p = point_at("k");
+    per_element(p, std::string("xr[i]"));
+    close();
+    close();
+  };
+  auto as_f = [&](const std::string& x) { return xk == Num::kF ? x : "TO_F(" + x + ")"; };
+  const std::string neg_inf = "U2F(0xff800000u)";
+
+  // Combines the per-thread partial state `vars` (type, name, value for idle lanes) across the
+  // threads sharing a row; merge(others) emits statements folding the state named `others`
+  // into `vars`. Afterwards every thread of the row holds the row's result.
+  struct Var { std::string type, name, idle; };
+  auto combine = [&](const std::vector<Var>& vars, const std::function<void(const std::vector<std::string>&)>& merge) {
+    if (G == 1) return;
+    auto butterfly = [&]() {
+      const std::string o = fresh("off");
+      open("for (int " + o + " = 16; " + o + " > 0; " + o + " >>= 1)");
+      std::vector<std::string> others;
+      for (const Var& v : vars) {
+        others.push_back(fresh("o_" + v.name));
+        line(v.type + " " + others.back() + " = __shfl_xor_sync(0xffffffffu, " + v.name + ", " + o + ");");
+      }
+      merge(others);
+      close();
+    };
+    butterfly();
+    if (G <= 32) return;
+    std::vector<std::string> slots;
+    for (const Var& v : vars) slots.push_back(shared_array(v.type, "part", 32));
+    open("if ((lid & TO_IDX(31)) == TO_IDX(0))");
+    for (size_t i = 0; i < vars.size(); ++i) line(slots[i] + "[lid >> 5] = " + vars[i].name + ";");
+    close();
+    line("__syncthreads();");
+    for (size_t i = 0; i < vars.size(); ++i)
+      line(vars[i].name + " = (lid & TO_IDX(31)) < TO_IDX(" + std::to_string(warps) + ") ? " + slots[i] +
+           "[lid & TO_IDX(31)] : " + vars[i].idle + ";");
+    butterfly();
+    line("__syncthreads();");  // the slots are reused by the next row
+  };
+
+  if (!normalize) {
+    std::string result;
+    if (a.op == OpKind::kArgMax) {
+      const std::string lowest = xk == Num::kF ? neg_inf : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+      const std::string better = xk == Num::kF ? "k_better_f" : xk == Num::kL ? "k_better_l" : "k_better_i";
+      line(ctype(xk) + " bv = " + lowest + ";");
+      line("IDX bi = K;");
+      pass([&](Point&, const std::string& x) {
+        line("if (" + better + "(" + x + ", k, bv, bi)) { bv = " + x + "; bi = k; }");
+      });
+      combine({{ctype(xk), "bv", lowest}, {"IDX", "bi", "K"}}, [&](const std::vector<std::string>& o) {
+        line("if (" + better + "(" + o[0] + ", " + o[1] + ", bv, bi)) { bv = " + o[0] + "; bi = " + o[1] + "; }");
+      });
+      result = convert("TO_L(bi)", Num::kL, a.type.dtype);
+    } else {
+      const bool is_f = xk == Num::kF;
+      std::string init = lit(xk, "0");
+      std::function<std::string(const std::string&, const std::string&)> op;
+      switch (a.op) {
+        case OpKind::kReduceSum: case OpKind::kReduceMean:
+          op = [&, is_f](const std::string& u, const std::string& v) {
+            return is_f ? "(" + u + " + " + v + ")" : int_fn("add", xk) + "(" + u + ", " + v + ")";
+          };
+          break;
+        case OpKind::kReduceProd:
+          init = lit(xk, "1");
+          op = [&, is_f](const std::string& u, const std::string& v) {
+            return is_f ? "(" + u + " * " + v + ")" : int_fn("mul", xk) + "(" + u + ", " + v + ")";
+          };
+          break;
+        case OpKind::kReduceMax:
+          init = is_f ? neg_inf : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+          op = [is_f](const std::string& u, const std::string& v) {
+            return is_f ? "k_maxf(" + u + ", " + v + ")" : "(" + u + " > " + v + " ? " + u + " : " + v + ")";
+          };
+          break;
+        default:  // kReduceMin
+          init = is_f ? "U2F(0x7f800000u)" : xk == Num::kL ? "9223372036854775807l" : "2147483647";
+          op = [is_f](const std::string& u, const std::string& v) {
+            return is_f ? "k_minf(" + u + ", " + v + ")" : "(" + u + " < " + v + " ? " + u + " : " + v + ")";
+          };
+          break;
+      }
+      line(ctype(xk) + " acc = " + init + ";");
+      pass([&](Point&, const std::string& x) { line("acc = " + op("acc", x) + ";"); });
+      combine({{ctype(xk), "acc", init}}, [&](const std::vector<std::string>& o) { line("acc = " + op("acc", o[0]) + ";"); });
+      result = "acc";
+      if (a.op == OpKind::kReduceMean) {
+        result = is_f ? "(acc / TO_F(K))" : int_fn("div", xk) + "(acc, " + (xk == Num::kL ? "TO_L(K)" : "TO_I(K)") + ")";
+      }
+      result = convert(result, xk, a.type.dtype);
+    }
+    // One thread per row finishes it: the anchor's value and the epilogue at the output element.
+    open("if (tid == TO_IDX(0))");
+    Point p;
+    p.space = a.type.shape;
+    const bool keep_rank = a.type.shape.size() == m_.space.size();
+    size_t ri = 0;
+    for (size_t d = 0; d < m_.space.size(); ++d) {
+      if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
+      else if (keep_rank) p.coords.push_back("TO_IDX(0)");
+    }
+    const std::string av = fresh("a");
+    line(ctype(num_of(a.type.dtype)) + " " + av + " = " + result + ";");
+    p.vals[m_.anchor] = av;
+    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+    store_outputs(p);
+    close();
+    close();
+    return;
+  }
+
+  const bool cached = c.row_registers > 0;
+  if (cached) {
+    // Read the row once (prologue included) into registers.
+    line("float xr[" + std::to_string(c.row_registers) + "];");
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
+    line("IDX k = tid + TO_IDX(i) * " + Gs + ";");
+    line("xr[i] = 0.0f;");
+    open("if (k < K)");
+    Point p = point_at("k");
+    for (NodeId n : m_.prologue) emit_elementwise(n, p);
+    line("xr[i] = " + as_f(value(operand, p)) + ";");
+    close();
+    close();
+  }
+  auto sum_merge = [&](const std::string& var) {
+    return [this, var](const std::vector<std::string>& o) { line(var + " += " + o[0] + ";"); };
+  };
+  std::function<std::string(Point&, const std::string&)> output;  // y at element x
+  if (a.op != OpKind::kLayerNorm) {
+    if (cached) {
+      line("float mx = " + neg_inf + ";");
+      cached_pass(false, [&](Point&, const std::string& x) { line("mx = k_fmax(mx, " + x + ");"); });
+      combine({{"float", "mx", neg_inf}}, [&](const std::vector<std::string>& o) { line("mx = k_fmax(mx, " + o[0] + ");"); });
+      line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
+      line("float total = 0.0f;");
+      cached_pass(false, [&](Point&, const std::string& x) { line("total += exp(" + x + " - mx);"); });
+      combine({{"float", "total", "0.0f"}}, sum_merge("total"));
+    } else {
+      // Online maximum and sum: one read of the row. The sum is kept relative to the running
+      // maximum and rescaled when it grows; -inf elements add nothing, NaN poisons the sum.
+      line("float mx = " + neg_inf + ", total = 0.0f;");
+      pass([&](Point&, const std::string& x) {
+        line("float xv = " + as_f(x) + ";");
+        line("if (xv > mx) { total = total * exp(mx - xv) + 1.0f; mx = xv; }");
+        line("else if (xv != " + neg_inf + ") total += exp(xv - mx);");
+      });
+      combine({{"float", "mx", neg_inf}, {"float", "total", "0.0f"}}, [&](const std::vector<std::string>& o) {
+        line("float nmx = k_fmax(mx, " + o[0] + ");");
+        line("total = (mx == nmx ? total : total * exp(mx - nmx)) + (" + o[0] + " == nmx ? " + o[1] + " : " + o[1] +
+             " * exp(" + o[0] + " - nmx));");
+        line("mx = nmx;");
+      });
+      // As in the two-pass form: an all -inf row has maximum 0; a +inf element makes the sum NaN.
+      line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
+      line("if (isinf(mx) && mx > 0.0f) total = U2F(0x7fc00000u);");
+    }
+    line("float log_total = log(total);");
+    if (a.op == OpKind::kSoftmax) output = [&](Point&, const std::string& x) { return "exp(" + x + " - mx) / total"; };
+    else output = [&](Point&, const std::string& x) { return "(" + x + " - mx) - log_total"; };
+  } else {
+    const double eps = std::get<ir::LayerNormAttrs>(a.attrs).epsilon;
+    if (cached) {
+      line("float mean = 0.0f;");
+      cached_pass(false, [&](Point&, const std::string& x) { line("mean += " + x + ";"); });
+      combine({{"float", "mean", "0.0f"}}, sum_merge("mean"));
+      line("mean = mean / TO_F(K);");
+      line("float var = 0.0f;");
+      cached_pass(false, [&](Point&, const std::string& x) {
+        line("float dv = " + x + " - mean;");
+        line("var += dv * dv;");
+      });
+      combine({{"float", "var", "0.0f"}}, sum_merge("var"));
+      line("float inv_std = 1.0f / sqrt(var / TO_F(K) + " + float_lit(eps) + ");");
+    } else {
+      // Welford per thread, Chan et al.'s pairwise merge across threads: one read of the row.
+      line("float wn = 0.0f, mean = 0.0f, m2 = 0.0f;");
+      pass([&](Point&, const std::string& x) {
+        line("float xv = " + as_f(x) + ";");
+        line("wn += 1.0f;");
+        line("float dv = xv - mean;");
+        line("mean += dv / wn;");
+        line("m2 += dv * (xv - mean);");
+      });
+      combine({{"float", "wn", "0.0f"}, {"float", "mean", "0.0f"}, {"float", "m2", "0.0f"}},
+              [&](const std::vector<std::string>& o) {
+                line("float nn = wn + " + o[0] + ";");
+                line("float f = nn > 0.0f ? " + o[0] + " / nn : 0.0f;");
+                line("float dm = " + o[1] + " - mean;");
+                line("m2 = m2 + " + o[2] + " + dm * dm * wn * f;");
+                line("mean = mean + dm * f;");
+                line("wn = nn;");
+              });
+      line("float inv_std = 1.0f / sqrt(m2 / TO_F(K) + " + float_lit(eps) + ");");
+    }
+    output = [&](Point& p, const std::string& x) {
+      const std::string s = value(a.inputs[1], p), b = value(a.inputs[2], p);
+      return "(" + x + " - mean) * inv_std * " + s + " + " + b;
+    };
+  }
+  auto write = [&](Point& p, const std::string& x) {
+    const std::string av = fresh("a");
+    line("float " + av + " = " + output(p, x) + ";");
+    p.vals[m_.anchor] = av;
+    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+    store_outputs(p);
+  };
+  if (cached) cached_pass(true, write);
+  else pass([&](Point& p, const std::string& x) { write(p, as_f(x)); });
+  close();
+}
+
+void Emitter::emit_cuda_matmul(const CudaConfig& c) {
+  const Node& a = m_.node(m_.anchor);
+  const NodeId an = a.inputs[0], bn = a.inputs[1];
+  const ir::Shape& as = m_.node(an).type.shape;
+  const ir::Shape& bs = m_.node(bn).type.shape;
+  const int ba = m_.buffer_index(an), bb = m_.buffer_index(bn);
+  if (ba < 0 || bb < 0) {
+    fail(unsupported("kernel '" + m_.kernel->name + "': matmul operands must be in memory"));
+    return;
+  }
+  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
+  const Num kind = num_of(a.type.dtype);
+  const std::string ct = ctype(kind);
+  const size_t trailing = (a1 ? 0 : 1) + (b1 ? 0 : 1);
+  const ir::Shape batch(m_.space.begin(), m_.space.end() - long(trailing));
+  const ir::Shape a_batch(as.begin(), as.end() - long(a1 ? 1 : 2));
+  const ir::Shape b_batch(bs.begin(), bs.end() - long(b1 ? 1 : 2));
+  const uint32_t threads = c.block, rows_step = c.bm / c.tm, cols_step = c.bn / c.tn;
+  auto num = [](uint32_t v) { return std::to_string(v); };
+  // A is staged transposed (k-major) with one pad column so that the stores of a warp, which
+  // walk k, hit distinct banks; B is staged as it lies.
+  const uint32_t a_pitch = c.bm + 1;
+  const std::string sa = shared_array(ct, "tile_a", c.bk * a_pitch);
+  const std::string sb = shared_array(ct, "tile_b", c.bk * c.bn);
+  const std::string zero = lit(kind, "0");
+  auto mac = [&](const std::string& acc, const std::string& x, const std::string& y) {
+    if (kind == Num::kF) return acc + " += " + x + " * " + y + ";";
+    return acc + " = " + int_fn("add", kind) + "(" + acc + ", " + int_fn("mul", kind) + "(" + x + ", " + y + "));";
+  };
+
+  line("IDX M = " + (a1 ? std::string("TO_IDX(1)") : dim(as[as.size() - 2])) + ", K = " + dim(as.back()) +
+       ", N = " + (b1 ? std::string("TO_IDX(1)") : dim(bs.back())) + ";");
+  line("IDX tiles_m = (M + TO_IDX(" + num(c.bm - 1) + ")) / TO_IDX(" + num(c.bm) + "), tiles_n = (N + TO_IDX(" +
+       num(c.bn - 1) + ")) / TO_IDX(" + num(c.bn) + ");");
+  line("IDX ntiles = " + product(batch) + " * tiles_m * tiles_n;");
+  line("int tx = (int)lid % " + num(cols_step) + ", ty = (int)lid / " + num(cols_step) + ";");
+  open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
+  line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
+  std::vector<std::string> bc = decompose("bidx", batch);
+  line("IDX row0 = tm * TO_IDX(" + num(c.bm) + "), col0 = tn * TO_IDX(" + num(c.bn) + ");");
+  line("IDX a_base = " + broadcast_offset(a_batch, bc) + " * M * K;");
+  line("IDX b_base = " + broadcast_offset(b_batch, bc) + " * K * N;");
+  line(ct + " acc[" + num(c.tm) + "][" + num(c.tn) + "];");
+  line("#pragma unroll");
+  open("for (int i = 0; i < " + num(c.tm) + "; ++i)");
+  line("#pragma unroll");
+  line("for (int j = 0; j < " + num(c.tn) + "; ++j) acc[i][j] = " + zero + ";");
+  close();
+  open("for (IDX k0 = TO_IDX(0); k0 < K; k0 += TO_IDX(" + num(c.bk) + "))");
+  line("#pragma unroll");
+  open("for (int l = 0; l < " + num(c.bm * c.bk / threads) + "; ++l)");
+  line("int e = (int)lid + l * " + num(threads) + ", ak = e % " + num(c.bk) + ", am = e / " + num(c.bk) + ";");
+  line("IDX gr = row0 + TO_IDX(am), gk = k0 + TO_IDX(ak);");
+  line(sa + "[ak * " + num(a_pitch) + " + am] = (gr < M && gk < K) ? " + load(ba, "a_base + gr * K + gk") + " : " +
+       zero + ";");
+  close();
+  line("#pragma unroll");
+  open("for (int l = 0; l < " + num(c.bk * c.bn / threads) + "; ++l)");
+  line("int e = (int)lid + l * " + num(threads) + ", bn = e % " + num(c.bn) + ", bk = e / " + num(c.bn) + ";");
+  line("IDX gk = k0 + TO_IDX(bk), gc = col0 + TO_IDX(bn);");
+  line(sb + "[bk * " + num(c.bn) + " + bn] = (gk < K && gc < N) ? " + load(bb, "b_base + gk * N + gc") + " : " +
+       zero + ";");
+  close();
+  line("__syncthreads();");
+  line("#pragma unroll");
+  open("for (int kk = 0; kk < " + num(c.bk) + "; ++kk)");
+  line(ct + " af[" + num(c.tm) + "], bf[" + num(c.tn) + "];");
+  line("#pragma unroll");
+  line("for (int i = 0; i < " + num(c.tm) + "; ++i) af[i] = " + sa + "[kk * " + num(a_pitch) + " + ty + i * " +
+       num(rows_step) + "];");
+  line("#pragma unroll");
+  line("for (int j = 0; j < " + num(c.tn) + "; ++j) bf[j] = " + sb + "[kk * " + num(c.bn) + " + tx + j * " +
+       num(cols_step) + "];");
+  line("#pragma unroll");
+  open("for (int i = 0; i < " + num(c.tm) + "; ++i)");
+  line("#pragma unroll");
+  line("for (int j = 0; j < " + num(c.tn) + "; ++j) " + mac("acc[i][j]", "af[i]", "bf[j]"));
+  close();
+  close();
+  line("__syncthreads();");
+  close();
+  // Each thread's outputs: rows ty + i * rows_step, columns tx + j * cols_step (coalesced stores).
+  line("#pragma unroll");
+  open("for (int i = 0; i < " + num(c.tm) + "; ++i)");
+  line("#pragma unroll");
+  open("for (int j = 0; j < " + num(c.tn) + "; ++j)");
+  line("IDX row = row0 + TO_IDX(ty + i * " + num(rows_step) + "), col = col0 + TO_IDX(tx + j * " + num(cols_step) + ");");
+  open("if (row < M && col < N)");
+  Point p;
+  p.space = m_.space;
+  p.coords = bc;
+  if (!a1) p.coords.push_back("row");
+  if (!b1) p.coords.push_back("col");
+  const std::string av = fresh("a");
+  line(ctype(kind) + " " + av + " = " + convert("acc[i][j]", kind, a.type.dtype) + ";");
+  p.vals[m_.anchor] = av;
+  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+  store_outputs(p);
+  close();
+  close();
+  close();
+  close();
+}
+
+}  // namespace cfam
+
+artifact::KernelDispatch cuda_dispatch(const KernelModel& m) {
+  const cfam::CudaConfig c = cfam::cuda_config(m);
+  artifact::KernelDispatch d;
+  d.workgroup_size = c.block;
+  switch (c.mode) {
+    case cfam::CudaConfig::Mode::kPointwise:
+      d.work_items = ir::SizeExpr::of_shape(m.space, 1);
+      d.items_per_group = c.block;
+      break;
+    case cfam::CudaConfig::Mode::kVectorized:
+      d.work_items = ir::SizeExpr::of_shape(m.space, 1);
+      d.items_per_group = c.block * c.vector_width;
+      break;
+    case cfam::CudaConfig::Mode::kRowsPerThread:
+    case cfam::CudaConfig::Mode::kRowsPerWarp:
+    case cfam::CudaConfig::Mode::kRowsPerBlock: {
+      ir::Shape rows;
+      for (size_t i = 0; i < m.space.size(); ++i)
+        if (!m.reduced_axes[i]) rows.push_back(m.space[i]);
+      d.work_items = ir::SizeExpr::of_shape(rows, 1);
+      d.items_per_group = c.block / c.row_threads;
+      break;
+    }
+    case cfam::CudaConfig::Mode::kMatMul: {
+      // Work units are output tiles. A symbolic extent E contributes E + (tile - 1) units of
+      // 1/tile tile each, so that ceil(work_items / items_per_group) covers every tile.
+      const ir::Node& a = m.node(m.anchor);
+      const ir::Shape& as = m.node(a.inputs[0]).type.shape;
+      const ir::Shape& bs = m.node(a.inputs[1]).type.shape;
+      const size_t trailing = (as.size() == 1 ? 0 : 1) + (bs.size() == 1 ? 0 : 1);
+      ir::SizeExpr units = ir::SizeExpr::of_shape(ir::Shape(m.space.begin(), m.space.end() - long(trailing)), 1);
+      uint32_t per_group = 1;
+      auto extent = [&](const ir::Dim& dim, uint32_t tile) {
+        if (dim.is_static()) {
+          std::map<std::vector<std::string>, int64_t> scaled;
+          for (const auto& [monomial, coeff] : units.terms()) scaled[monomial] = coeff * ((dim.size() + tile - 1) / tile);
+          units.mutable_terms() = scaled;
+          return;
+        }
+        ir::SizeExpr grown;
+        for (const auto& [monomial, coeff] : units.terms()) {
+          std::vector<std::string> with = monomial;
+          with.insert(std::upper_bound(with.begin(), with.end(), dim.symbol_name()), dim.symbol_name());
+          grown.mutable_terms()[with] += coeff;
+          grown.mutable_terms()[monomial] += coeff * (int64_t(tile) - 1);
+        }
+        units = grown;
+        per_group *= tile;
+      };
+      extent(as.size() == 1 ? ir::Dim::of(1) : as[as.size() - 2], c.bm);
+      extent(bs.size() == 1 ? ir::Dim::of(1) : bs.back(), c.bn);
+      d.work_items = units;
+      d.items_per_group = per_group;
+      break;
+    }
+  }
+  return d;
+}
+
+}  // namespace kiln::codegen

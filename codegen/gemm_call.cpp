@@ -1,0 +1,113 @@
+// match_gemm_call: see gemm_call.h and artifact::GemmCall for the exact pattern. The checks, in
+// order: a matmul kernel with 2-D-or-more operands in memory; one float dtype for a, b and the
+// result; each operand's batch dims either the output's batch dims (batched) or all 1 (shared);
+// an epilogue that is exactly [add(·, bias[n])] then [relu | gelu(tanh)], a chain in which each
+// node consumes the previous one; one written buffer, the chain's last value.
+#include "codegen/gemm_call.h"
+
+namespace kiln::codegen {
+namespace {
+
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+bool all_ones(const ir::Shape& shape) {
+  for (const ir::Dim& d : shape)
+    if (!d.is_one()) return false;
+  return true;
+}
+
+ir::SizeExpr size_of(const ir::Dim& d) { return ir::SizeExpr::of_shape({d}, 1); }
+
+}  // namespace
+
+std::optional<artifact::GemmCall> match_gemm_call(const KernelModel& model, bool allow_tf32) {
+  if (model.kind != KernelTemplate::kMatMul || model.anchor == ir::kNoNode) return std::nullopt;
+  if (!model.prologue.empty()) return std::nullopt;
+  const Node& mm = model.node(model.anchor);
+  if (mm.op != OpKind::kMatMul || mm.inputs.size() != 2) return std::nullopt;
+  const ir::DType dtype = mm.type.dtype;
+  if (dtype != ir::DType::kF32 && dtype != ir::DType::kF16 && dtype != ir::DType::kBF16) return std::nullopt;
+
+  const Node& a = model.node(mm.inputs[0]);
+  const Node& b = model.node(mm.inputs[1]);
+  if (a.type.dtype != dtype || b.type.dtype != dtype) return std::nullopt;
+  const ir::Shape& as = a.type.shape;
+  const ir::Shape& bs = b.type.shape;
+  const ir::Shape& os = mm.type.shape;
+  if (as.size() < 2 || bs.size() < 2 || os.size() < 2) return std::nullopt;
+  const int a_index = model.buffer_index(mm.inputs[0]);
+  const int b_index = model.buffer_index(mm.inputs[1]);
+  if (a_index < 0 || b_index < 0) return std::nullopt;
+
+  // Batch dims: each operand has the output's (batched) or only 1s (one matrix shared by all).
+  const ir::Shape batch(os.begin(), os.end() - 2);
+  const ir::Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  auto batched = [&](const ir::Shape& operand_batch) -> std::optional<bool> {
+    if (all_ones(operand_batch)) return false;
+    if (operand_batch == batch) return true;
+    return std::nullopt;  // a partial broadcast: no single stride describes it
+  };
+  const std::optional<bool> a_batched = batched(a_batch), b_batched = batched(b_batch);
+  if (!a_batched || !b_batched) return std::nullopt;
+
+  artifact::GemmCall call;
+  call.a_arg = uint32_t(a_index);
+  call.b_arg = uint32_t(b_index);
+  call.dtype = dtype;
+  call.batch = ir::SizeExpr::of_shape(batch, 1);
+  call.m = size_of(as[as.size() - 2]);
+  call.k = size_of(as.back());
+  call.n = size_of(bs.back());
+  call.a_batched = *a_batched;
+  call.b_batched = *b_batched;
+  call.allow_tf32 = allow_tf32 && dtype == ir::DType::kF32;
+
+  // The epilogue chain: [add(prev, bias)] [relu | gelu(tanh)].
+  NodeId prev = model.anchor;
+  size_t i = 0;
+  const std::vector<NodeId>& epi = model.epilogue;
+  if (i < epi.size() && model.node(epi[i]).op == OpKind::kAdd) {
+    const Node& add = model.node(epi[i]);
+    if (add.inputs.size() != 2 || add.type.dtype != dtype || !(add.type.shape == os)) return std::nullopt;
+    const NodeId bias = add.inputs[0] == prev ? add.inputs[1] : add.inputs[1] == prev ? add.inputs[0] : ir::kNoNode;
+    if (bias == ir::kNoNode || bias == prev) return std::nullopt;
+    const Node& bias_node = model.node(bias);
+    const ir::Shape& bias_shape = bias_node.type.shape;
+    if (bias_node.type.dtype != dtype || bias_shape.empty() || !(bias_shape.back() == os.back()) ||
+        !all_ones(ir::Shape(bias_shape.begin(), bias_shape.end() - 1)))
+      return std::nullopt;
+    const int bias_index = model.buffer_index(bias);
+    if (bias_index < 0) return std::nullopt;
+    call.bias_arg = bias_index;
+    prev = epi[i++];
+  }
+  if (i < epi.size()) {
+    const Node& act = model.node(epi[i]);
+    if (act.inputs.size() != 1 || act.inputs[0] != prev || act.type.dtype != dtype) return std::nullopt;
+    if (act.op == OpKind::kRelu) {
+      call.epilogue = artifact::GemmCall::Epilogue::kRelu;
+    } else if (act.op == OpKind::kGelu && std::get_if<ir::GeluAttrs>(&act.attrs) &&
+               std::get<ir::GeluAttrs>(act.attrs).tanh_approximation) {
+      call.epilogue = artifact::GemmCall::Epilogue::kGeluTanh;
+    } else {
+      return std::nullopt;
+    }
+    prev = epi[i++];
+  }
+  if (i != epi.size()) return std::nullopt;
+
+  // Exactly one written buffer: the chain's last value.
+  int out_index = -1;
+  for (size_t buf = 0; buf < model.buffers.size(); ++buf) {
+    if (!model.buffers[buf].written) continue;
+    if (out_index >= 0 || model.buffers[buf].value != prev) return std::nullopt;
+    out_index = int(buf);
+  }
+  if (out_index < 0 || model.buffers[size_t(out_index)].dtype != dtype) return std::nullopt;
+  call.out_arg = uint32_t(out_index);
+  return call;
+}
+
+}  // namespace kiln::codegen

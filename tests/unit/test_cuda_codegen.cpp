@@ -1,0 +1,275 @@
+// The CUDA side of codegen: the GEMM-call matcher (codegen/gemm_call.h), the kCuda dialect's
+// templates and dispatch (codegen/c_family_cuda.cpp), and — when this build has NVRTC — the
+// cuda target producing one PTX module plus a cubin per architecture. Running the kernels needs
+// a GPU: tests/backends and tests/cuda cover that on GPU machines.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "artifact/reader.h"
+#include "artifact/writer.h"
+#include "codegen/c_family.h"
+#include "codegen/gemm_call.h"
+#include "codegen/kernel_model.h"
+#include "codegen/target.h"
+#include "frontend/parser.h"
+#include "passes/pipeline.h"
+#include "support/diagnostics.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Compiled {
+  ir::Graph graph;
+  ir::ExecutionPlan plan;
+};
+
+Compiled compile(const std::string& text) {
+  Diagnostics diags;
+  Result<ir::Graph> g = frontend::parse_graph_text(text, "test.graph", "", diags);
+  REQUIRE_MESSAGE(g.is_ok(), diags.to_string());
+  Compiled c{std::move(g).value(), {}};
+  Result<ir::ExecutionPlan> plan = passes::run_pipeline(c.graph, passes::PipelineOptions{});
+  REQUIRE_MESSAGE(plan.is_ok(), plan.status().to_string());
+  c.plan = std::move(plan).value();
+  return c;
+}
+
+// The model of the graph's only matmul kernel.
+codegen::KernelModel matmul_model(const Compiled& c) {
+  for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
+    if (c.graph.kernels()[k].kind != ir::KernelKind::kMatMul) continue;
+    Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
+    REQUIRE(m.is_ok());
+    return std::move(m).value();
+  }
+  FAIL("the graph has no matmul kernel");
+  return {};
+}
+
+std::string cuda_source(const Compiled& c, uint32_t k) {
+  Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
+  REQUIRE(m.is_ok());
+  Result<codegen::RenderedKernel> r = codegen::render_c_family(*m, codegen::Dialect::kCuda);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  return r->source;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("gemm call: matmul + bias + tanh-gelu with shared weights is one GEMM call") {
+  Compiled c = compile(
+      "graph g(x: f32[B, S, 64], w: f32[64, 32], b: f32[32]) -> (y: f32[B, S, 32]) {\n"
+      "  y = gelu(add(matmul(x, w), b), approximate=\"tanh\")\n}\n");
+  codegen::KernelModel m = matmul_model(c);
+  std::optional<artifact::GemmCall> call = codegen::match_gemm_call(m, /*allow_tf32=*/true);
+  REQUIRE(call.has_value());
+  auto value_of = [&](uint32_t arg) { return c.graph.node(m.args[arg].value).name; };
+  CHECK(value_of(call->a_arg) == "x");
+  CHECK(value_of(call->b_arg) == "w");
+  REQUIRE(call->bias_arg >= 0);
+  CHECK(value_of(uint32_t(call->bias_arg)) == "b");
+  CHECK(value_of(call->out_arg) == "y");
+  CHECK(call->dtype == ir::DType::kF32);
+  CHECK(call->batch == ir::SizeExpr::symbol("B"));
+  CHECK(call->m == ir::SizeExpr::symbol("S"));
+  CHECK(call->k == ir::SizeExpr::constant(64));
+  CHECK(call->n == ir::SizeExpr::constant(32));
+  CHECK(call->a_batched);
+  CHECK_FALSE(call->b_batched);
+  CHECK(call->epilogue == artifact::GemmCall::Epilogue::kGeluTanh);
+  CHECK(call->allow_tf32);
+  CHECK(artifact::check_gemm_call(*call, m.args).is_ok());
+}
+
+TEST_CASE("gemm call: plain, relu, f16 and fully batched products match") {
+  {
+    Compiled c = compile("graph g(a: f16[8, 16], b: f16[16, 4]) -> (y: f16[8, 4]) {\n  y = matmul(a, b)\n}\n");
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(matmul_model(c), true);
+    REQUIRE(call.has_value());
+    CHECK(call->dtype == ir::DType::kF16);
+    CHECK(call->bias_arg == -1);
+    CHECK(call->epilogue == artifact::GemmCall::Epilogue::kNone);
+    CHECK(call->batch == ir::SizeExpr::constant(1));
+    CHECK_FALSE(call->allow_tf32);  // TF32 is an f32 matter only
+  }
+  {
+    Compiled c = compile(
+        "graph g(a: f32[N, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[N, 4]) {\n  y = relu(add(c, matmul(a, b)))\n}\n");
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(matmul_model(c), false);
+    REQUIRE(call.has_value());
+    CHECK(call->epilogue == artifact::GemmCall::Epilogue::kRelu);
+    CHECK(call->bias_arg >= 0);
+    CHECK_FALSE(call->allow_tf32);
+  }
+  {
+    Compiled c = compile("graph g(a: f32[3, 8, 16], b: f32[3, 16, 4]) -> (y: f32[3, 8, 4]) {\n  y = matmul(a, b)\n}\n");
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(matmul_model(c), false);
+    REQUIRE(call.has_value());
+    CHECK(call->a_batched);
+    CHECK(call->b_batched);
+    CHECK(call->batch == ir::SizeExpr::constant(3));
+  }
+}
+
+TEST_CASE("gemm call: anything more or other than the pattern is not a GEMM call") {
+  const char* graphs[] = {
+      // integer matmul
+      "graph g(a: i32[8, 16], b: i32[16, 4]) -> (y: i32[8, 4]) {\n  y = matmul(a, b)\n}\n",
+      // an epilogue op cuBLASLt has no epilogue for
+      "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = tanh(matmul(a, b))\n}\n",
+      // exact (erf) gelu
+      "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = gelu(matmul(a, b))\n}\n",
+      // a bias broadcast over columns, not rows
+      "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[8, 1]) -> (y: f32[8, 4]) {\n  y = add(matmul(a, b), c)\n}\n",
+      // relu before the bias
+      "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n  y = add(relu(matmul(a, b)), c)\n}\n",
+      // a partial batch broadcast ([2,1] x [1,3])
+      "graph g(a: f32[2, 1, 8, 16], b: f32[1, 3, 16, 4]) -> (y: f32[2, 3, 8, 4]) {\n  y = matmul(a, b)\n}\n",
+      // a 1-D operand
+      "graph g(a: f32[16], b: f32[16, 4]) -> (y: f32[4]) {\n  y = matmul(a, b)\n}\n",
+      // a cast in the epilogue changes the dtype
+      "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f16[8, 4]) {\n  y = cast(matmul(a, b), to=f16)\n}\n",
+  };
+  for (const char* text : graphs) {
+    INFO(text);
+    Compiled c = compile(text);
+    CHECK_FALSE(codegen::match_gemm_call(matmul_model(c), true).has_value());
+  }
+  // Not a matmul kernel at all.
+  Compiled c = compile("graph g(a: f32[8, 16]) -> (y: f32[8, 16]) {\n  y = exp(a)\n}\n");
+  Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, 0);
+  REQUIRE(m.is_ok());
+  CHECK_FALSE(codegen::match_gemm_call(*m, true).has_value());
+}
+
+TEST_CASE("cuda dialect: pure elementwise kernels move 16-byte vectors with a scalar tail") {
+  Compiled c = compile(
+      "graph g(x: f32[N, 64], b: f32[64], s: f32[]) -> (y: f32[N, 64]) {\n  y = tanh(add(mul(x, b), s))\n}\n");
+  REQUIRE(c.graph.kernels().size() == 1);
+  const std::string src = cuda_source(c, 0);
+  CHECK(has(src, "extern \"C\" __global__ void __launch_bounds__(256) "));
+  CHECK(has(src, "long long k_N"));
+  CHECK(has(src, "const float* __restrict__ b0"));
+  CHECK(has(src, "*(const uint4*)(b0 + lin)"));          // x: contiguous
+  CHECK(has(src, "*(const uint4*)(b1 + (lin % "));       // b: broadcast along the leading axis
+  CHECK(has(src, "= make_uint4("));                        // the vector store
+  CHECK(has(src, "& 15ull) == 0ull"));                     // run-time alignment check
+  CHECK(has(src, "for (IDX lin = nvec * TO_IDX(4)"));    // the scalar tail
+  Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, 0);
+  REQUIRE(m.is_ok());
+  const artifact::KernelDispatch d = codegen::cuda_dispatch(*m);
+  CHECK(d.workgroup_size == 256);
+  CHECK(d.items_per_group == 256 * 4);
+  CHECK(d.work_items == ir::SizeExpr::symbol("N") * 64);
+
+  // f16 moves 8 elements per thread; a column broadcast ([N, 1]) has no vector path.
+  Compiled half = compile("graph g(x: f16[N, 64]) -> (y: f16[N, 64]) {\n  y = neg(x)\n}\n");
+  CHECK(has(cuda_source(half, 0), "for (IDX lin = nvec * TO_IDX(8)"));
+  Compiled column = compile("graph g(x: f32[N, 64], c: f32[N, 1]) -> (y: f32[N, 64]) {\n  y = sub(x, c)\n}\n");
+  CHECK_FALSE(has(cuda_source(column, 0), "uint4"));
+}
+
+TEST_CASE("cuda dialect: rows reduce with warp shuffles; the block size follows the row length") {
+  Compiled c = compile(
+      "graph g(x: f32[N, 4096], z: f32[N, 100], w: f32[64, N]) -> (y: f32[N, 4096], s: f32[N], t: f32[N]) {\n"
+      "  y = softmax(x, axis=-1)\n  s = reduce_max(z, axes=[1])\n  t = reduce_sum(w, axes=[0])\n}\n");
+  for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
+    Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
+    REQUIRE(m.is_ok());
+    const std::string src = cuda_source(c, k);
+    const artifact::KernelDispatch d = codegen::cuda_dispatch(*m);
+    const std::string& name = c.graph.kernels()[k].name;
+    INFO(name << "\n" << src);
+    if (name.find("softmax") != std::string::npos) {
+      // 4096 elements: 512 threads keep 8 each in registers; shuffles, then 16 warps' partials.
+      CHECK(d.workgroup_size == 512);
+      CHECK(d.items_per_group == 1);
+      CHECK(has(src, "__launch_bounds__(512)"));
+      CHECK(has(src, "float xr[8];"));
+      CHECK(has(src, "__shfl_xor_sync(0xffffffffu"));
+      CHECK(has(src, "__shared__ float part"));
+    } else if (name.find("reduce_max") != std::string::npos) {
+      CHECK(d.workgroup_size == 256);  // one warp per 100-element row, 8 rows per block
+      CHECK(d.items_per_group == 8);
+      CHECK(has(src, "__shfl_xor_sync"));
+      CHECK_FALSE(has(src, "__syncthreads"));
+    } else {
+      CHECK(d.items_per_group == 256);  // the reduced axis is not innermost: a thread per output
+      CHECK_FALSE(has(src, "__shfl_xor_sync"));
+    }
+  }
+}
+
+TEST_CASE("cuda dialect: matmul uses register-blocked shared-memory tiles") {
+  Compiled c = compile("graph g(a: f32[N, 256], b: f32[256, 96]) -> (y: f32[N, 96]) {\n  y = matmul(a, b)\n}\n");
+  codegen::KernelModel m = matmul_model(c);
+  Result<codegen::RenderedKernel> r = codegen::render_c_family(m, codegen::Dialect::kCuda);
+  REQUIRE(r.is_ok());
+  CHECK(has(r->source, "__shared__ float tile_a"));
+  CHECK(has(r->source, "float acc[4][4];"));
+  const artifact::KernelDispatch d = codegen::cuda_dispatch(m);
+  CHECK(d.workgroup_size == 256);
+  // Symbolic rows: (N + 63) units of 1/64 tile per 2 column tiles.
+  CHECK(d.items_per_group == 64);
+  CHECK(d.work_items == ir::SizeExpr::symbol("N") * 2 + ir::SizeExpr::constant(63 * 2));
+}
+
+#ifdef KILN_HAVE_CUDA
+TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are module functions") {
+  Compiled c = compile(
+      "graph g(x: f32[N, 64], w: f32[64, 32], b: f32[32]) -> (y: f32[N, 32], s: f32[N]) {\n"
+      "  y = relu(add(matmul(x, w), b))\n  s = reduce_sum(exp(x), axes=[1])\n}\n");
+  Result<std::unique_ptr<codegen::Target>> target = codegen::create_target("cuda");
+  REQUIRE(target.is_ok());
+  codegen::TargetOptions options;
+  options.gpu_archs = {"sm_80", "sm_90"};
+  Result<codegen::CompiledKernels> compiled = (*target)->compile(c.graph, c.plan, options);
+  REQUIRE_MESSAGE(compiled.is_ok(), compiled.status().to_string());
+  REQUIRE(compiled->modules.size() == 3);
+  CHECK(compiled->modules[0].format == "ptx");
+  CHECK(compiled->modules[1].format == "cubin:sm_80");
+  CHECK(compiled->modules[2].format == "cubin:sm_90");
+  const std::string ptx(compiled->modules[0].blob.begin(), compiled->modules[0].blob.end());
+  CHECK(has(ptx, ".target sm_80"));
+  CHECK(ptx.back() != '\0');
+  REQUIRE(compiled->kernels.size() == c.graph.kernels().size());
+  int gemms = 0;
+  for (const artifact::KernelBinary& k : compiled->kernels) {
+    CHECK(k.target == "cuda");
+    CHECK(k.format == "module");
+    CHECK(k.blob.empty());
+    CHECK(has(ptx, ".entry " + k.entry_point + "("));
+    gemms += k.gemm.has_value() ? 1 : 0;
+  }
+  CHECK(gemms == 1);
+  // -S: the program and its PTX, no cubins.
+  options.sources_only = true;
+  compiled = (*target)->compile(c.graph, c.plan, options);
+  REQUIRE(compiled.is_ok());
+  CHECK(compiled->modules.size() == 1);
+  REQUIRE(compiled->sources.size() == 2);
+  CHECK(compiled->sources[0].suffix == ".cu");
+  CHECK(compiled->sources[0].kernel_name.empty());
+  CHECK(compiled->sources[1].suffix == ".ptx");
+
+  // The artifact keeps the modules and GEMM calls.
+  artifact::WriteOptions write;
+  options.sources_only = false;
+  compiled = (*target)->compile(c.graph, c.plan, options);
+  REQUIRE(compiled.is_ok());
+  write.kernels = compiled->kernels;
+  write.modules = compiled->modules;
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(c.graph, c.plan, write);
+  REQUIRE(bytes.is_ok());
+  Result<artifact::LoadedArtifact> loaded =
+      artifact::read_artifact(std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value()));
+  REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().to_string());
+  CHECK(loaded->modules == compiled->modules);
+  CHECK(loaded->kernels == compiled->kernels);
+}
+#endif
