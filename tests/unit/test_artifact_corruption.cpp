@@ -3,6 +3,7 @@
 // under AddressSanitizer to check the latter).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -106,4 +107,145 @@ TEST_CASE("artifact corruption: flips in a larger real graph never crash") {
     if (!r.is_ok()) ++rejected;
   }
   CHECK(rejected > 0);
+}
+
+namespace {
+
+// The sample model with CUDA-style kernels: "module" kernels with a GEMM call, a PTX module and
+// a cubin (blobs are stand-ins: the artifact layer treats them as opaque bytes).
+artifact::WriteOptions module_options() {
+  artifact::WriteOptions options;
+  using Arg = artifact::KernelArg;
+  artifact::KernelBinary k0{"cuda", "fused_add_mul_relu_0", 0, "module", "k_fused_add_mul_relu_0", {}, {},
+                            {{Arg::Kind::kBuffer, 0, ""}, {Arg::Kind::kBuffer, 1, ""}, {Arg::Kind::kBuffer, 2, ""},
+                             {Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kSymbol, 0, "N"}},
+                            {}};
+  k0.dispatch.work_items = ir::SizeExpr::symbol("N") * 4;
+  k0.dispatch.items_per_group = 1024;
+  k0.dispatch.workgroup_size = 256;
+  artifact::GemmCall gemm;
+  gemm.a_arg = 0;
+  gemm.b_arg = 1;
+  gemm.out_arg = 3;
+  gemm.bias_arg = 2;
+  gemm.m = ir::SizeExpr::symbol("N");
+  gemm.n = ir::SizeExpr::constant(4);
+  gemm.k = ir::SizeExpr::constant(4);
+  gemm.batch = ir::SizeExpr::constant(1);
+  gemm.b_batched = false;
+  gemm.epilogue = artifact::GemmCall::Epilogue::kGeluTanh;
+  gemm.allow_tf32 = true;
+  k0.gemm = gemm;
+  artifact::KernelBinary k1{"cuda", "reduce_sum_1", 1, "module", "k_reduce_sum_1", {}, {},
+                            {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}}, {}};
+  const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n";
+  options.kernels = {k0, k1};
+  options.modules = {{"cuda", "ptx", std::vector<uint8_t>(ptx.begin(), ptx.end())},
+                     {"cuda", "cubin:sm_80", std::vector<uint8_t>(300, 0x5a)}};
+  return options;
+}
+
+// Replaces the first occurrence of `from` in `bytes` by `to` (same length).
+bool patch(std::vector<uint8_t>& bytes, const std::string& from, const std::string& to) {
+  REQUIRE(from.size() == to.size());
+  auto it = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  if (it == bytes.end()) return false;
+  std::copy(to.begin(), to.end(), it);
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("artifact modules: PTX/cubin modules and GEMM calls round-trip") {
+  SampleModel model = sample_model();
+  const artifact::WriteOptions options = module_options();
+  Result<artifact::LoadedArtifact> r = read_bytes(write_or_fail(model.graph, model.plan, options));
+  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  CHECK(r->modules == options.modules);
+  CHECK(r->kernels == options.kernels);
+  CHECK(r->targets() == std::vector<std::string>{"cuda"});
+}
+
+TEST_CASE("artifact modules: the writer refuses inconsistent modules and GEMM calls") {
+  SampleModel model = sample_model();
+  auto refused = [&](const artifact::WriteOptions& options, const std::string& why) {
+    Result<std::vector<uint8_t>> bytes = artifact::write_artifact(model.graph, model.plan, options);
+    REQUIRE_FALSE(bytes.is_ok());
+    CHECK_MESSAGE(bytes.status().message().find(why) != std::string::npos, bytes.status().message());
+  };
+  artifact::WriteOptions o = module_options();
+  o.modules.clear();
+  refused(o, "has none");
+  o = module_options();
+  o.modules[1].format = "cubin:sm_";
+  refused(o, "unknown format");
+  o = module_options();
+  o.modules.push_back(o.modules[0]);
+  refused(o, "two 'ptx' modules");
+  o = module_options();
+  o.modules[0].blob.clear();
+  refused(o, "is empty");
+  o = module_options();
+  o.kernels[1].format = "cubin";
+  refused(o, "unknown format");
+  o = module_options();
+  o.kernels[0].gemm->out_arg = 9;
+  refused(o, "out of range");
+  o = module_options();
+  o.kernels[0].gemm->b_arg = 4;  // the symbol argument
+  refused(o, "not a buffer");
+  o = module_options();
+  o.kernels[0].gemm->dtype = ir::DType::kF16;  // allow_tf32 is f32 only
+  refused(o, "allow_tf32");
+}
+
+TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear errors") {
+  SampleModel model = sample_model();
+  const std::vector<uint8_t> original = write_or_fail(model.graph, model.plan, module_options());
+  auto rejected = [&](std::vector<uint8_t> bytes, const std::string& why) {
+    Result<artifact::LoadedArtifact> r = read_bytes(std::move(bytes));
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == ErrorCode::kCorrupt);
+    CHECK_MESSAGE(r.status().message().find(why) != std::string::npos, r.status().message());
+  };
+  std::vector<uint8_t> bytes = original;
+  REQUIRE(patch(bytes, "cubin:sm_80", "cubin:sm_8x"));
+  rejected(bytes, "unknown module format");
+  bytes = original;
+  REQUIRE(patch(bytes, ".target sm_80", ".target sm_81"));
+  rejected(bytes, "checksum mismatch");
+  bytes = original;
+  REQUIRE(patch(bytes, "module", "modulx"));
+  rejected(bytes, "unknown format 'modulx'");
+  bytes = original;
+  REQUIRE(patch(bytes, "ptx", "ptz"));
+  rejected(bytes, "unknown module format");
+
+  // Every truncation and random flips: an error or a valid artifact, never a crash.
+  for (size_t k = 0; k < 64; ++k) {
+    Result<artifact::LoadedArtifact> r =
+        read_bytes(std::vector<uint8_t>(original.begin(), original.begin() + long(original.size() * k / 64)));
+    CHECK_FALSE(r.is_ok());
+  }
+  std::mt19937 rng(99);
+  int loaded = 0;
+  for (int iteration = 0; iteration < 2000; ++iteration) {
+    bytes = original;
+    for (int f = 0, flips = 1 + int(rng() % 3); f < flips; ++f) {
+      const size_t at = rng() % bytes.size();
+      bytes[at] = uint8_t(bytes[at] ^ (1u << (rng() % 8)));
+    }
+    Result<artifact::LoadedArtifact> r = read_bytes(std::move(bytes));
+    if (!r.is_ok()) {
+      CHECK((r.status().code() == ErrorCode::kCorrupt || r.status().code() == ErrorCode::kInvalidArgument));
+      continue;
+    }
+    ++loaded;
+    // What loads is consistent: module kernels have a module, GEMM calls index buffer args.
+    for (const artifact::KernelBinary& k : r->kernels) {
+      if (k.format == "module") CHECK_FALSE(r->modules.empty());
+      if (k.gemm) CHECK(artifact::check_gemm_call(*k.gemm, k.args).is_ok());
+    }
+  }
+  MESSAGE("module artifact flips: " << loaded << " loaded of 2000");
 }
