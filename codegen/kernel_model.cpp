@@ -90,12 +90,26 @@ Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::Executi
       if (!ir::is_elementwise(graph.node(n).op)) m.anchor = n;  // e.g. a lone layout op at -O0
     }
   }
-  bool after = false;
+  // The prologue is what the anchor reads, directly or through other prologue nodes (computed
+  // in the operand's space). Every other node is epilogue (the output's space), also one that
+  // comes before the anchor in kernel order because it reads only kernel inputs: e.g. fusion
+  // puts `sq = pow(mean, 2)` before `var = reduce_mean(x*x) - sq`'s reduction.
+  std::set<NodeId> feeds_anchor;
+  if (m.anchor != ir::kNoNode) {
+    const std::set<NodeId> in_kernel(kernel.nodes.begin(), kernel.nodes.end());
+    std::vector<NodeId> stack = {m.anchor};
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      for (NodeId in : graph.node(n).inputs)
+        if (in != m.anchor && in_kernel.count(in) && feeds_anchor.insert(in).second) stack.push_back(in);
+    }
+  }
   for (NodeId n : kernel.nodes) {
-    if (n == m.anchor) { after = true; continue; }
+    if (n == m.anchor) continue;
     if (!ir::is_elementwise(graph.node(n).op))
       return unsupported("kernel '" + kernel.name + "': more than one non-elementwise op");
-    (after ? m.epilogue : m.prologue).push_back(n);
+    (m.anchor == ir::kNoNode || feeds_anchor.count(n) ? m.prologue : m.epilogue).push_back(n);
   }
 
   // Symbols of every shape the kernel touches.
