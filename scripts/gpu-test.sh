@@ -12,9 +12,9 @@
 #      OpenCL devices, each against the reference interpreter);
 #   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
 #   7. bench/gpu_bench.py, when present.
-# Each step's log goes to $OUT (the device tool brings it back; at most 8 files): devices.txt,
-# unit.txt, cuda_checks.txt, backends.txt, examples.txt, bench.txt, summary.txt. Exit status 1
-# when a step failed (the summary says which).
+# Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
+# and unit tests), cuda_checks.txt, backends.txt, examples.txt, summary.txt, and bench/ (what
+# gpu_bench.py writes). Exit status 1 when a step failed (the summary says which).
 #
 # Environment: BUNDLE (default gpu-bundle), OUT (default gpu-test-out), STEPS (default
 # "unit cuda backends examples bench": a subset runs only those), BACKENDS_ARGS (extra
@@ -71,20 +71,28 @@ if ldconfig -p | grep -q 'libcublasLt\.so\.1[23]' ||
   export KILN_EXPECT_CUBLASLT=1
 fi
 export KILN_REQUIRE_DRIVERS=cuda  # a missing CUDA device is a failure here, not a skip
+# run_backends.py runs tests/interp/gen_cases.py with /usr/bin/python3, which may lack NumPy
+# there while the python3 on PATH (with PyTorch) has it: lend it NumPy when the versions match.
+if ! /usr/bin/python3 -c 'import numpy' 2>/dev/null && python3 -c 'import numpy' 2>/dev/null &&
+   [ "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])')" = \
+     "$(python3 -c 'import sys; print(sys.version_info[:2])')" ]; then
+  export PYTHONPATH="$(python3 -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))')${PYTHONPATH:+:$PYTHONPATH}"
+fi
 {
   echo "== $(date -u) on $(hostname)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
   echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} KILN_EXPECT_CUBLASLT=${KILN_EXPECT_CUBLASLT:-0}"
+  echo "python3: $(command -v python3) $(python3 --version 2>&1); /usr/bin/python3: $(/usr/bin/python3 --version 2>&1)"
   "$BIN/kilnc" --version
-} 2>&1 | tee -a "$OUT/devices.txt"
+} 2>&1 | tee -a "$OUT/setup.txt"
 
 # ---- 2. devices ----
-step "kiln-run --list-devices" "$OUT/devices.txt" "$BIN/kiln-run" --list-devices
+step "kiln-run --list-devices" "$OUT/setup.txt" "$BIN/kiln-run" --list-devices
 
 # ---- 3. unit tests ----
 if wants unit && [ -x "$BIN/kiln-unit-tests" ]; then
-  step "unit tests (cuda*)" "$OUT/unit.txt" "$BIN/kiln-unit-tests" -tc='cuda*'
-  step "unit tests (c_api*)" "$OUT/unit.txt" "$BIN/kiln-unit-tests" -tc='c_api*'
+  step "unit tests (cuda*)" "$OUT/setup.txt" "$BIN/kiln-unit-tests" -tc='cuda*'
+  step "unit tests (c_api*)" "$OUT/setup.txt" "$BIN/kiln-unit-tests" -tc='c_api*'
 fi
 
 # ---- 4. CUDA checks ----
@@ -118,11 +126,15 @@ if wants examples; then
   step "example ew_chain (N=4096)" "$OUT/examples.txt" run_example examples/ew_chain.graph --dim N=4096
   step "example encoder_block (B=8 S=128)" "$OUT/examples.txt" run_example examples/encoder_block.graph \
     --dim B=8 --dim S=128
+  # The same with the generated GEMM kernels instead of cuBLASLt, for comparing their errors.
+  KILN_CUBLASLT=0 step "example encoder_block (B=8 S=128), KILN_CUBLASLT=0" "$OUT/examples.txt" \
+    "$BIN/kiln-run" "$WORK/examples/encoder_block.kiln" --device=cuda:0 --dim B=8 --dim S=128 --check
 fi
 
 # ---- 7. benchmarks ----
 if wants bench && [ -f bench/gpu_bench.py ]; then
-  step "bench/gpu_bench.py" "$OUT/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT"
+  mkdir -p "$OUT/bench"
+  step "bench/gpu_bench.py" "$OUT/bench/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT/bench"
 fi
 
 echo "== summary"

@@ -8,7 +8,8 @@
 #                     protobuf, onnx, SPIRV-Tools, flatbuffers, ...): not glibc/libstdc++/libgcc,
 #                     which are newer there, and not the GPU APIs (libcuda, NVRTC, cuBLAS,
 #                     OpenCL, Vulkan), which are there or are loaded with dlopen
-#   gpu-bundle/debs/  Debian's libvulkan1 (the GPU machine has no Vulkan loader)
+#   gpu-bundle/debs/  Debian's libvulkan1, libglvnd0, libglx0, libegl1 (the GPU machine has no
+#                     Vulkan loader, and NVIDIA's Vulkan ICD needs libglvnd)
 #
 # Then, with the device tool: carry ["gpu-bundle"] and run `scripts/gpu-test.sh` from the
 # repository root (it writes its logs to $OUT).
@@ -51,9 +52,10 @@ done | sort -u | while read -r soname path; do
   if [[ $soname =~ $SYSTEM || $soname =~ $GPU_API ]]; then continue; fi
   objcopy --strip-debug "$path" "$BUNDLE/lib/$soname"
 done
-# The Vulkan loader, unpacked on the GPU machine by gpu-test.sh.
-if ! (cd "$BUNDLE/debs" && apt-get download libvulkan1 >/dev/null 2>&1); then
-  echo "make-gpu-bundle: warning: could not download libvulkan1 (Vulkan will be unavailable there)" >&2
+# The Vulkan loader and the GL vendor-neutral dispatch libraries that NVIDIA's Vulkan ICD
+# (libGLX_nvidia.so.0) needs, unpacked on the GPU machine by gpu-test.sh.
+if ! (cd "$BUNDLE/debs" && apt-get download libvulkan1 libglvnd0 libglx0 libegl1 >/dev/null 2>&1); then
+  echo "make-gpu-bundle: warning: could not download the Vulkan loader debs (Vulkan will be unavailable there)" >&2
 fi
 
 size=$(du -sb "$BUNDLE" | cut -f1)
