@@ -361,6 +361,10 @@ Result<ir::ExecutionPlan> convert_plan(const fb::Plan* p, const ir::Graph& graph
 
 namespace {
 
+bool contains_bytes(const std::vector<uint8_t>& blob, const std::string& text) {
+  return !text.empty() && std::search(blob.begin(), blob.end(), text.begin(), text.end()) != blob.end();
+}
+
 Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg>& args, const std::string& where) {
   GemmCall call;
   call.a_arg = g.a_arg();
@@ -478,7 +482,14 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         if (!has_module) return bad(where + " is a function of a shared module, but the target has no module");
         if (!binary.blob.empty()) return bad(where + " is a function of a shared module but has a blob of its own");
         if (binary.entry_point.empty()) return bad(where + " is a function of a shared module but names no entry point");
+        // The name must be in every module of the target (PTX text, the cubin's symbol strings):
+        // a damaged name would otherwise reach the driver's loader as a missing function.
+        for (const ModuleBinary& m : converted.modules)
+          if (m.target == target && !contains_bytes(m.blob, binary.entry_point))
+            return bad(where + ": its entry point '" + binary.entry_point + "' is not in the '" + m.format + "' module");
       }
+      if (binary.format == "opencl-c" && !contains_bytes(binary.blob, binary.entry_point))
+        return bad(where + ": its entry point '" + binary.entry_point + "' is not in its OpenCL C source");
       if (const fb::GemmCall* g = k->gemm()) {
         KILN_ASSIGN_OR_RETURN(GemmCall call, convert_gemm(*g, binary.args, where));
         binary.gemm = call;

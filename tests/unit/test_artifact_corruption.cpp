@@ -138,10 +138,14 @@ artifact::WriteOptions module_options() {
   k0.gemm = gemm;
   artifact::KernelBinary k1{"cuda", "reduce_sum_1", 1, "module", "k_reduce_sum_1", {}, {},
                             {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}}, {}};
-  const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n";
+  // Every module holds every entry point's name (the reader checks that).
+  const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n"
+                          ".visible .entry k_reduce_sum_1()\n{ ret; }\n";
+  std::vector<uint8_t> cubin(300, 0x5a);
+  const std::string symbols = std::string("k_fused_add_mul_relu_0") + '\0' + "k_reduce_sum_1";
+  std::copy(symbols.begin(), symbols.end(), cubin.begin() + 100);
   options.kernels = {k0, k1};
-  options.modules = {{"cuda", "ptx", std::vector<uint8_t>(ptx.begin(), ptx.end())},
-                     {"cuda", "cubin:sm_80", std::vector<uint8_t>(300, 0x5a)}};
+  options.modules = {{"cuda", "ptx", std::vector<uint8_t>(ptx.begin(), ptx.end())}, {"cuda", "cubin:sm_80", cubin}};
   return options;
 }
 
@@ -220,6 +224,9 @@ TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear e
   bytes = original;
   REQUIRE(patch(bytes, "ptx", "ptz"));
   rejected(bytes, "unknown module format");
+  bytes = original;
+  REQUIRE(patch(bytes, "k_reduce_sum_1", "k_reduce_sum_7"));  // the kernel's entry_point string
+  rejected(bytes, "is not in the 'ptx' module");
 
   // Every truncation and random flips: an error or a valid artifact, never a crash.
   for (size_t k = 0; k < 64; ++k) {

@@ -49,6 +49,7 @@ std::vector<uint8_t> compile_for_every_target() {
     INFO(name << ": " << (compiled.is_ok() ? std::string() : compiled.status().message()));
     REQUIRE(compiled.is_ok());
     for (artifact::KernelBinary& k : compiled->kernels) write.kernels.push_back(std::move(k));
+    for (artifact::ModuleBinary& m : compiled->modules) write.modules.push_back(std::move(m));  // cuda
   }
   Result<std::vector<uint8_t>> bytes = artifact::write_artifact(graph, *plan, write);
   REQUIRE(bytes.is_ok());
