@@ -1,37 +1,57 @@
-// The ONNX backend node-test runner: for every test directory (model.onnx + test_data_set_*/
-// input_*.pb, output_*.pb) it imports the model, runs the -O2 pipeline, runs the reference
-// interpreter on each data set and compares with the expected outputs (floats: rtol 1e-3,
-// atol 1e-5, NaN matches NaN; integers and bools exactly).
+// The ONNX backend node-test runner. For every test directory (model.onnx + test_data_set_*/
+// input_*.pb, output_*.pb) it does what `kilnc --target=T model.onnx` does in memory (import,
+// the -O2 pipeline, code generation for the device's target, the .kiln artifact), loads that
+// artifact with the runtime's C API (kiln/runtime.hpp), runs it on the chosen device for each
+// data set and compares with the expected outputs (floats: rtol 1e-3, atol 1e-5, NaN matches
+// NaN; integers and bools exactly).
 //
-// A test is "unsupported" when the importer rejects the model as unsupported (an operator,
-// attribute or dtype Kiln does not have), "failed" on any other error or mismatch.
-// Usage: kiln-onnx-conformance NODE_TEST_DIR [--expected FILE] [--write-passing FILE] [--filter S]
-// With --expected, exits 1 when a test listed in FILE (one name a line, # comments) does not pass.
+// A test is "unsupported" when the importer, code generation or the device rejects the model
+// as something Kiln (or that device) does not support (an operator, attribute or dtype),
+// "failed" on any other error or mismatch.
 //
-// Run mode (used by check_examples.py): kiln-onnx-conformance --run MODEL.onnx|MODEL.graph
-//   [--input NAME=FILE.npy]... --output-dir DIR  compiles the model at -O2, runs the reference
-//   interpreter and writes each output as DIR/NAME.npy.
+// Usage: kiln-onnx-conformance NODE_TEST_DIR [--device ID] [--expected FILE] [--exceptions FILE]
+//                              [--write-passing FILE] [--filter S] [-j N] [-v]
+//   --device ID       reference (default; the runtime's reference interpreter), opencl:0,
+//                     vulkan:0, ... When the device does not exist the run is skipped (exit 77),
+//                     unless KILN_REQUIRE_DRIVERS names its driver: then it fails (exit 1).
+//   --expected FILE   exits 1 when a test listed in FILE (one name a line, # comments) does
+//                     not pass on this device ...
+//   --exceptions FILE ... except tests listed there for this device's driver: lines
+//                     "DRIVER TEST  # why", e.g. "vulkan test_foo  # ..." (a test that passes
+//                     anyway is reported, so the list can shrink).
+//   -j N              tests run on N threads (default: the hardware's threads), each with its
+//                     own session; results are printed in name order.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "artifact/writer.h"
+#include "codegen/target.h"
 #include "frontend/onnx/onnx_importer.h"
-#include "frontend/parser.h"
-#include "ir/npy.h"
-#include "ir/interpreter.h"
+#include "ir/shape.h"
+#include "ir/tensor.h"
+#include "kiln/runtime.hpp"
 #include "passes/pipeline.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
 
 namespace {
+
+constexpr int kSkipExitCode = 77;  // ctest's SKIP_RETURN_CODE for this test
 
 enum class Outcome { kPassed, kFailed, kUnsupported };
 
@@ -69,7 +89,8 @@ std::string compare(const ir::Tensor& got, const ir::Tensor& want) {
 
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
   }
   // input_10.pb sorts after input_9.pb.
@@ -80,12 +101,21 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
   return out;
 }
 
-// Imports the model (freezing the given inputs) and runs the -O2 pipeline.
-Result<ir::Graph> compile(const fs::path& dir, const onnx_import::ImportOptions& options, std::string& diag_text) {
+// What `kilnc --target=TARGET model.onnx` writes, in memory: the artifact's bytes. `target` is
+// empty for the reference device (which needs no kernels). On failure, `diag_text` says why and
+// `unsupported` whether it is something Kiln or the target does not support.
+struct CompileError {
+  std::string text;
+  bool unsupported = false;
+};
+
+Result<std::vector<uint8_t>> compile(const fs::path& dir, const onnx_import::ImportOptions& options,
+                                     const std::string& target, CompileError& error) {
   Diagnostics diags(100);
   Result<ir::Graph> imported = onnx_import::import_onnx_file((dir / "model.onnx").string(), diags, options);
   if (!imported.is_ok()) {
-    diag_text = diags.has_errors() ? diags.to_string() : imported.status().message() + "\n";
+    error.text = diags.has_errors() ? diags.to_string() : imported.status().message() + "\n";
+    error.unsupported = mentions_support(error.text);
     return imported.status();
   }
   ir::Graph graph = std::move(imported).value();
@@ -93,21 +123,98 @@ Result<ir::Graph> compile(const fs::path& dir, const onnx_import::ImportOptions&
   pipeline.opt_level = 2;
   Result<ir::ExecutionPlan> plan = passes::run_pipeline(graph, pipeline);
   if (!plan.is_ok()) {
-    diag_text = "pipeline: " + plan.status().message() + "\n";
+    error.text = "pipeline: " + plan.status().message() + "\n";
+    error.unsupported = plan.status().code() == ErrorCode::kUnsupported;
     return plan.status();
   }
-  return graph;
+  artifact::WriteOptions write_options;
+  write_options.producer = "kiln-onnx-conformance";
+  if (!target.empty()) {
+    Result<std::unique_ptr<codegen::Target>> t = codegen::create_target(target);
+    if (!t.is_ok()) {
+      error.text = "codegen: " + t.status().message() + "\n";
+      return t.status();
+    }
+    codegen::TargetOptions target_options;
+    target_options.opt_level = 2;
+    Result<codegen::CompiledKernels> compiled = (*t)->compile(graph, *plan, target_options);
+    if (!compiled.is_ok()) {
+      error.text = "codegen (" + target + "): " + compiled.status().message() + "\n";
+      error.unsupported = compiled.status().code() == ErrorCode::kUnsupported;
+      return compiled.status();
+    }
+    write_options.kernels = std::move(compiled->kernels);
+    write_options.modules = std::move(compiled->modules);
+  }
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(graph, *plan, write_options);
+  if (!bytes.is_ok()) {
+    error.text = "artifact: " + bytes.status().message() + "\n";
+    error.unsupported = bytes.status().code() == ErrorCode::kUnsupported;
+  }
+  return bytes;
 }
 
-TestResult run_test(const fs::path& dir) {
-  std::string diag_text;
-  Result<ir::Graph> plain = compile(dir, {}, diag_text);
+// The runtime's failures: UNSUPPORTED (the device lacks a feature the artifact needs) counts as
+// unsupported, anything else as failed.
+TestResult runtime_failure(const std::string& what, const rt::Status& s) {
+  return {s.code() == KILN_UNSUPPORTED ? Outcome::kUnsupported : Outcome::kFailed, what + ": " + s.to_string()};
+}
+
+// Loads the artifact, runs it on `device` with `inputs` and returns its outputs as tensors.
+Result<std::vector<ir::Tensor>> run_on_device(const std::vector<uint8_t>& bytes, const std::string& device,
+                                              const std::vector<ir::Tensor>& inputs, TestResult& failure) {
+  auto fail = [&](const std::string& what, const rt::Status& s) -> Status {
+    failure = runtime_failure(what, s);
+    return internal_error(failure.detail);
+  };
+  rt::Result<rt::Artifact> art = rt::Artifact::load_memory(bytes.data(), bytes.size());
+  if (!art.ok()) return fail("load", art.status());
+  rt::Result<rt::Session> session = rt::Session::create(art.value(), device);
+  if (!session.ok()) return fail("session on " + device, session.status());
+  const std::vector<rt::TensorInfo> in_info = art.value().inputs();
+  if (in_info.size() != inputs.size()) {
+    failure = {Outcome::kFailed, "the artifact has " + std::to_string(in_info.size()) + " inputs, the data set " +
+                                     std::to_string(inputs.size())};
+    return internal_error(failure.detail);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Tensor& t = inputs[i];
+    rt::Status s = session.value().set_input(in_info[i].name, static_cast<kiln_dtype>(t.dtype()), t.shape(),
+                                             t.data(), t.size_bytes());
+    if (!s) return fail("input '" + in_info[i].name + "'", s);
+  }
+  rt::Status ran = session.value().run();
+  if (!ran) return fail("run on " + device, ran);
+  std::vector<ir::Tensor> outputs;
+  for (const rt::TensorInfo& out : art.value().outputs()) {
+    rt::Result<std::vector<int64_t>> shape = session.value().output_shape(out.name);
+    if (!shape.ok()) return fail("output '" + out.name + "' shape", shape.status());
+    rt::Result<std::vector<uint8_t>> data = session.value().output_bytes(out.name);
+    if (!data.ok()) return fail("output '" + out.name + "'", data.status());
+    Result<ir::Tensor> t = ir::Tensor::from_bytes(
+        static_cast<ir::DType>(out.dtype), shape.value(),
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.value().data()), data.value().size()));
+    if (!t.is_ok()) {
+      failure = {Outcome::kFailed, "output '" + out.name + "': " + t.status().message()};
+      return t.status();
+    }
+    outputs.push_back(std::move(t).value());
+  }
+  return outputs;
+}
+
+TestResult run_test(const fs::path& dir, const std::string& device, const std::string& target) {
+  CompileError error;
+  std::optional<std::vector<uint8_t>> plain;
+  if (Result<std::vector<uint8_t>> bytes = compile(dir, {}, target, error); bytes.is_ok()) {
+    plain = std::move(bytes).value();
+  }
   // Shapes, axes and slice bounds fed as data must be known at compile time: such a model is
   // compiled once per data set with its integer inputs frozen to that set's values.
-  const bool freeze = !plain.is_ok() && diag_text.find("must be a constant") != std::string::npos &&
-                      diag_text.find("training") == std::string::npos;
-  if (!plain.is_ok() && !freeze) {
-    return {mentions_support(diag_text) ? Outcome::kUnsupported : Outcome::kFailed, "import: " + diag_text};
+  const bool freeze = !plain && error.text.find("must be a constant") != std::string::npos &&
+                      error.text.find("training") == std::string::npos;
+  if (!plain && !freeze) {
+    return {error.unsupported ? Outcome::kUnsupported : Outcome::kFailed, "compile: " + error.text};
   }
   int sets = 0;
   for (const fs::path& set_dir : sorted_files(dir, "test_data_set_")) {
@@ -121,7 +228,7 @@ TestResult run_test(const fs::path& dir) {
       }
       inputs.push_back(std::move(t).value());
     }
-    std::optional<ir::Graph> frozen_graph;
+    std::vector<uint8_t> frozen_bytes;
     std::vector<ir::Tensor> runtime_inputs;
     if (freeze) {
       onnx_import::ImportOptions options;
@@ -133,17 +240,20 @@ TestResult run_test(const fs::path& dir) {
           runtime_inputs.push_back(inputs[i]);
         }
       }
-      Result<ir::Graph> g = compile(dir, options, diag_text);
-      if (!g.is_ok()) {
-        return {mentions_support(diag_text) ? Outcome::kUnsupported : Outcome::kFailed, "import (frozen): " + diag_text};
+      CompileError frozen_error;
+      Result<std::vector<uint8_t>> bytes = compile(dir, options, target, frozen_error);
+      if (!bytes.is_ok()) {
+        return {frozen_error.unsupported ? Outcome::kUnsupported : Outcome::kFailed,
+                "compile (frozen inputs): " + frozen_error.text};
       }
-      frozen_graph = std::move(g).value();
+      frozen_bytes = std::move(bytes).value();
     } else {
       runtime_inputs = inputs;
     }
-    const ir::Graph& graph = freeze ? *frozen_graph : *plain;
-    Result<std::vector<ir::Tensor>> outputs = ir::interpret(graph, runtime_inputs);
-    if (!outputs.is_ok()) return {Outcome::kFailed, "interpret: " + outputs.status().message()};
+    TestResult failure;
+    Result<std::vector<ir::Tensor>> outputs =
+        run_on_device(freeze ? frozen_bytes : *plain, device, runtime_inputs, failure);
+    if (!outputs.is_ok()) return failure;
     const auto expected_files = sorted_files(set_dir, "output_");
     if (expected_files.size() != outputs->size()) {
       return {Outcome::kFailed, "produced " + std::to_string(outputs->size()) + " outputs, expected " +
@@ -163,72 +273,74 @@ TestResult run_test(const fs::path& dir) {
   return {};
 }
 
-int run_model(int argc, char** argv) {
-  std::string model, out_dir;
-  std::map<std::string, std::string> input_files;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--run" && i + 1 < argc) {
-      model = argv[++i];
-    } else if (a == "--output-dir" && i + 1 < argc) {
-      out_dir = argv[++i];
-    } else if (a == "--input" && i + 1 < argc) {
-      const std::string spec = argv[++i];
-      const size_t eq = spec.find('=');
-      if (eq == std::string::npos) { std::cerr << "--input needs NAME=FILE.npy\n"; return 2; }
-      input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
-    } else {
-      std::cerr << "kiln-onnx-conformance: unknown argument '" << a << "'\n";
-      return 2;
-    }
+std::string driver_of(const std::string& device) { return device.substr(0, device.find(':')); }
+
+std::vector<std::string> required_drivers() {
+  std::vector<std::string> out;
+  const char* env = std::getenv("KILN_REQUIRE_DRIVERS");
+  std::stringstream list(env ? env : "");
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
   }
-  Diagnostics diags;
-  const bool is_onnx = model.size() > 5 && model.substr(model.size() - 5) == ".onnx";
-  Result<ir::Graph> loaded = is_onnx ? onnx_import::import_onnx_file(model, diags)
-                                     : frontend::parse_graph_file(model, diags);
-  if (!loaded.is_ok()) {
-    std::cerr << (diags.has_errors() ? diags.to_string() : loaded.status().to_string() + "\n");
-    return 1;
+  return out;
+}
+
+// Why the driver named `driver` has no device ("" when unknown).
+std::string driver_unavailable_reason(const std::string& driver) {
+  size_t count = 0;
+  if (kiln_driver_count(&count) != KILN_OK) return "";
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    const char* reason = nullptr;
+    if (kiln_driver_get_info(i, &name, &reason) == KILN_OK && name && driver == name) return reason ? reason : "";
   }
-  ir::Graph graph = std::move(loaded).value();
-  passes::PipelineOptions pipeline;
-  Result<ir::ExecutionPlan> plan = passes::run_pipeline(graph, pipeline);
-  if (!plan.is_ok()) { std::cerr << plan.status().to_string() << "\n"; return 1; }
-  std::vector<ir::Tensor> inputs;
-  for (ir::NodeId id : graph.inputs()) {
-    const std::string& name = graph.node(id).name;
-    auto it = input_files.find(name);
-    if (it == input_files.end()) { std::cerr << "missing --input " << name << "=FILE.npy\n"; return 1; }
-    Result<ir::Tensor> t = ir::read_npy(it->second);
-    if (!t.is_ok()) { std::cerr << t.status().to_string() << "\n"; return 1; }
-    inputs.push_back(std::move(t).value());
+  return "the runtime has no '" + driver + "' driver";
+}
+
+// Lines "NAME" (expected) or "DRIVER NAME  # why" (exceptions); '#' starts a comment.
+Result<std::vector<std::vector<std::string>>> read_list(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("cannot read '" + path + "'");
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    std::stringstream words(line);
+    std::vector<std::string> row;
+    std::string w;
+    while (words >> w) row.push_back(w);
+    if (!row.empty()) rows.push_back(std::move(row));
   }
-  Result<std::vector<ir::Tensor>> outputs = ir::interpret(graph, inputs);
-  if (!outputs.is_ok()) { std::cerr << outputs.status().to_string() << "\n"; return 1; }
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    Status s = ir::write_npy(out_dir + "/" + graph.outputs()[i].name + ".npy", (*outputs)[i]);
-    if (!s.is_ok()) { std::cerr << s.to_string() << "\n"; return 1; }
-  }
-  return 0;
+  return rows;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "--run") return run_model(argc, argv);
   if (argc < 2) {
-    std::cerr << "usage: kiln-onnx-conformance NODE_TEST_DIR [--expected FILE] [--write-passing FILE] [--filter S] [-v]\n";
+    std::cerr << "usage: kiln-onnx-conformance NODE_TEST_DIR [--device ID] [--expected FILE] [--exceptions FILE]"
+                 " [--write-passing FILE] [--filter S] [-j N] [-v]\n";
     return 2;
   }
   const fs::path root = argv[1];
-  std::string expected_path, write_path, filter;
+  std::string expected_path, exceptions_path, write_path, filter, device = "reference";
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   bool verbose = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--expected" && i + 1 < argc) expected_path = argv[++i];
+    else if (a == "--exceptions" && i + 1 < argc) exceptions_path = argv[++i];
     else if (a == "--write-passing" && i + 1 < argc) write_path = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
-    else if (a == "-v") verbose = true;
+    else if (a == "--device" && i + 1 < argc) device = argv[++i];
+    else if (a == "-j" && i + 1 < argc) {
+      const int n = std::atoi(argv[++i]);
+      if (n < 1 || n > 256) { std::cerr << "kiln-onnx-conformance: -j needs 1..256\n"; return 2; }
+      jobs = unsigned(n);
+    } else if (a == "-v") verbose = true;
     else { std::cerr << "kiln-onnx-conformance: unknown argument '" << a << "'\n"; return 2; }
   }
   std::error_code ec;
@@ -236,51 +348,134 @@ int main(int argc, char** argv) {
     std::cerr << "kiln-onnx-conformance: '" << root.string() << "' is not a directory\n";
     return 2;
   }
+
+  // The device: present, or skipped, or (when KILN_REQUIRE_DRIVERS names its driver) a failure.
+  const std::string driver = driver_of(device);
+  if (driver_unavailable_reason(driver).rfind("the runtime has no", 0) == 0) {
+    std::cerr << "kiln-onnx-conformance: unknown device '" << device
+              << "' (expected reference or DRIVER:N, e.g. opencl:0, vulkan:0, cuda:0)\n";
+    return 2;
+  }
+  std::string target;
+  if (driver != "reference") {
+    const std::vector<std::string> targets = codegen::available_targets();
+    if (std::find(targets.begin(), targets.end(), driver) == targets.end()) {
+      const std::vector<std::string> required = required_drivers();
+      const bool must = std::find(required.begin(), required.end(), driver) != required.end();
+      std::cout << (must ? "FAILED" : "SKIPPED") << ": this build has no '" << driver << "' code-generation target"
+                << (must ? " (KILN_REQUIRE_DRIVERS requires it)" : "") << "\n";
+      return must ? 1 : kSkipExitCode;
+    }
+    target = driver;
+  }
+  rt::Result<std::vector<rt::DeviceInfo>> devices = rt::list_devices();
+  if (!devices.ok()) {
+    std::cout << "FAILED: listing devices: " << devices.status().to_string() << "\n";
+    return 1;
+  }
+  std::string description;
+  for (const rt::DeviceInfo& d : devices.value())
+    if (d.id == device) description = d.description;
+  if (description.empty()) {
+    const std::vector<std::string> required = required_drivers();
+    const bool must = std::find(required.begin(), required.end(), driver) != required.end();
+    std::string reason = driver_unavailable_reason(driver);
+    std::cout << (must ? "FAILED" : "SKIPPED") << ": no device '" << device << "'"
+              << (reason.empty() ? "" : " (" + reason + ")")
+              << (must ? "; KILN_REQUIRE_DRIVERS requires the " + driver + " driver" : "") << "\n";
+    return must ? 1 : kSkipExitCode;
+  }
+  std::cout << "device: " << device << " (" << description << "), " << jobs << " threads\n";
+
   std::vector<fs::path> tests;
-  for (const auto& e : fs::directory_iterator(root)) {
+  for (const auto& e : fs::directory_iterator(root, ec)) {
     if (e.is_directory() && fs::exists(e.path() / "model.onnx") &&
         e.path().filename().string().find(filter) != std::string::npos) {
       tests.push_back(e.path());
     }
   }
   std::sort(tests.begin(), tests.end());
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<TestResult> results(tests.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < std::min<size_t>(jobs, tests.size()); ++t) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < tests.size(); i = next++) results[i] = run_test(tests[i], device, target);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
   std::set<std::string> passed_names;
   std::vector<std::pair<std::string, std::string>> failures, unsupported;
-  for (const fs::path& t : tests) {
-    const std::string name = t.filename().string();
-    TestResult r = run_test(t);
+  for (size_t i = 0; i < tests.size(); ++i) {
+    const std::string name = tests[i].filename().string();
+    const TestResult& r = results[i];
     if (r.outcome == Outcome::kPassed) passed_names.insert(name);
     if (r.outcome == Outcome::kFailed) failures.emplace_back(name, r.detail);
     if (r.outcome == Outcome::kUnsupported) unsupported.emplace_back(name, r.detail);
   }
+  auto line = [](const std::string& detail) {
+    return detail + (detail.empty() || detail.back() != '\n' ? "\n" : "");
+  };
   if (verbose) {
-    for (const auto& [name, detail] : unsupported) std::cout << "UNSUPPORTED " << name << ": " << detail;
+    for (const auto& [name, detail] : unsupported) std::cout << "UNSUPPORTED " << name << ": " << line(detail);
   }
-  for (const auto& [name, detail] : failures) {
-    std::cout << "FAILED " << name << ": " << detail << (detail.empty() || detail.back() != '\n' ? "\n" : "");
-  }
-  std::cout << "passed: " << passed_names.size() << "\nfailed: " << failures.size()
-            << "\nunsupported: " << unsupported.size() << "\n";
+  for (const auto& [name, detail] : failures) std::cout << "FAILED " << name << ": " << line(detail);
+  std::cout << "device " << device << ": passed: " << passed_names.size() << ", failed: " << failures.size()
+            << ", unsupported: " << unsupported.size() << " (" << tests.size() << " tests, "
+            << std::lround(seconds * 10) / 10.0 << " s)\n";
   if (!write_path.empty()) {
     std::ofstream out(write_path);
     for (const auto& n : passed_names) out << n << "\n";
-  }
-  int regressions = 0;
-  if (!expected_path.empty()) {
-    std::ifstream in(expected_path);
-    if (!in) {
-      std::cerr << "kiln-onnx-conformance: cannot read '" << expected_path << "'\n";
+    if (!out) {
+      std::cerr << "kiln-onnx-conformance: cannot write '" << write_path << "'\n";
       return 2;
     }
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      if (!passed_names.count(line)) {
-        std::cout << "REGRESSION " << line << " is in the expected-pass list but did not pass\n";
+  }
+
+  int regressions = 0;
+  if (!expected_path.empty()) {
+    std::set<std::string> excepted;
+    if (!exceptions_path.empty()) {
+      Result<std::vector<std::vector<std::string>>> rows = read_list(exceptions_path);
+      if (!rows.is_ok()) {
+        std::cerr << "kiln-onnx-conformance: " << rows.status().message() << "\n";
+        return 2;
+      }
+      for (const auto& row : *rows) {
+        if (row.size() != 2) {
+          std::cerr << "kiln-onnx-conformance: " << exceptions_path << ": expected 'DRIVER TEST  # why', got '"
+                    << row[0] << " ...'\n";
+          return 2;
+        }
+        if (row[0] == driver) excepted.insert(row[1]);
+      }
+    }
+    Result<std::vector<std::vector<std::string>>> rows = read_list(expected_path);
+    if (!rows.is_ok()) {
+      std::cerr << "kiln-onnx-conformance: " << rows.status().message() << "\n";
+      return 2;
+    }
+    size_t expected = 0;
+    for (const auto& row : *rows) {
+      const std::string& name = row[0];
+      if (excepted.count(name)) {
+        if (passed_names.count(name))
+          std::cout << "NOTE " << name << " passes on " << device << " but is excepted for " << driver
+                    << " in " << exceptions_path << ": remove the exception\n";
+        continue;
+      }
+      ++expected;
+      if (!passed_names.count(name)) {
+        std::cout << "REGRESSION " << name << " is in the expected-pass list but did not pass on " << device << "\n";
         ++regressions;
       }
     }
+    std::cout << expected << " tests expected to pass on " << device << " (" << excepted.size() << " excepted for "
+              << driver << "), " << regressions << " did not\n";
   }
-  std::cout << passed_names.size() << " passed, " << failures.size() << " failed\n";
   return regressions > 0 ? 1 : 0;
 }

@@ -1,12 +1,16 @@
-# Generates the ONNX node test data (once per build tree) and runs the conformance runner.
+# Generates the ONNX node test data into DATA_DIR/node, once per build tree (the onnx_node_data
+# fixture of the onnx_conformance_<driver> tests).
 if(NOT EXISTS ${DATA_DIR}/node)
   file(REMOVE_RECURSE ${DATA_DIR})
   execute_process(COMMAND ${PYTHON} ${GENERATOR} ${DATA_DIR} RESULT_VARIABLE rc OUTPUT_QUIET)
   if(NOT rc EQUAL 0)
+    file(REMOVE_RECURSE ${DATA_DIR})
     message(FATAL_ERROR "generating the ONNX node tests failed (is python3-onnx installed?)")
   endif()
 endif()
-execute_process(COMMAND ${RUNNER} ${DATA_DIR}/node --expected ${EXPECTED} RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "ONNX conformance regressed (see REGRESSION lines above)")
+file(GLOB tests LIST_DIRECTORIES true ${DATA_DIR}/node/test_*)
+list(LENGTH tests count)
+message(STATUS "${count} ONNX node tests in ${DATA_DIR}/node")
+if(count EQUAL 0)
+  message(FATAL_ERROR "no ONNX node tests in ${DATA_DIR}/node")
 endif()
