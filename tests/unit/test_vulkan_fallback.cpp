@@ -380,4 +380,20 @@ TEST_CASE("vulkan fallback: without shaderInt64 an i64 kernel fails to load with
   kiln_artifact_destroy(artifact);
 }
 
+TEST_CASE("vulkan: an entry point its SPIR-V lacks is a corrupt artifact, not a driver crash") {
+  const std::string device = vulkan_device_or_skip("vulkan entry point");
+  if (device.empty()) return;
+  Compiled c = compile_for_vulkan(kArgmaxGraph);
+  std::vector<artifact::KernelBinary> kernels = c.vulkan.kernels;
+  for (artifact::KernelBinary& k : kernels) k.entry_point = "mian";  // not covered by the blob checksum
+  std::vector<uint8_t> bytes = write(c, kernels);
+  kiln_artifact* artifact = nullptr;
+  REQUIRE(kiln_artifact_load_memory(bytes.data(), bytes.size(), &artifact) == KILN_OK);
+  kiln_session* session = nullptr;
+  CHECK(kiln_session_create(artifact, device.c_str(), &session) == KILN_CORRUPT);
+  CHECK(session == nullptr);
+  CHECK(contains(kiln_last_error_message(), "its SPIR-V has no compute entry point 'mian'"));
+  kiln_artifact_destroy(artifact);
+}
+
 #endif  // KILN_HAVE_SPIRV_COMPILER

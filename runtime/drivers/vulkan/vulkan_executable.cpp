@@ -1,11 +1,42 @@
 #include "runtime/drivers/vulkan/vulkan_executable.h"
 
 #include <atomic>
+#include <cstring>
+#include <string_view>
 
 namespace kiln::runtime::vulkan {
 namespace {
 std::atomic<uint64_t> next_executable_serial{1};
+
+// Whether a SPIR-V module declares a GLCompute entry point named `name`. The artifact's blob
+// checksum does not cover the entry-point name, and drivers do not defend against a pName the
+// module lacks, so it is checked here. Bounds-checked: a damaged module gives false, never a read
+// outside the blob.
+bool has_compute_entry_point(const std::vector<uint8_t>& blob, const std::string& name) {
+  constexpr uint32_t kMagic = 0x07230203u, kOpEntryPoint = 15, kGLCompute = 5;
+  const size_t words = blob.size() / 4;
+  auto word = [&](size_t i) {
+    uint32_t w;
+    std::memcpy(&w, blob.data() + 4 * i, 4);
+    return w;
+  };
+  if (words < 5 || word(0) != kMagic) return false;
+  for (size_t i = 5; i < words;) {
+    const uint32_t count = word(i) >> 16, opcode = word(i) & 0xffffu;
+    if (count == 0 || count > words - i) return false;
+    if (opcode == kOpEntryPoint && count >= 4 && word(i + 1) == kGLCompute) {
+      // The name is a NUL-terminated string from the instruction's fourth word on.
+      const char* text = reinterpret_cast<const char*>(blob.data() + 4 * (i + 3));
+      const size_t room = 4 * size_t(count - 3);
+      const size_t length = strnlen(text, room);
+      if (length < room && name == std::string_view(text, length)) return true;
+    }
+    i += count;
+  }
+  return false;
 }
+
+}  // namespace
 
 VulkanExecutable::VulkanExecutable(std::shared_ptr<VulkanContext> context,
                                    std::shared_ptr<const artifact::LoadedArtifact> artifact)
@@ -106,6 +137,11 @@ Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, Ke
   if (binary.blob.empty() || binary.blob.size() % 4 != 0)
     return corrupt("Vulkan kernel '" + binary.kernel_name + "' has a SPIR-V blob of " +
                    std::to_string(binary.blob.size()) + " bytes (not a whole number of words)");
+
+  const std::string entry_point = binary.entry_point.empty() ? "main" : binary.entry_point;
+  if (!has_compute_entry_point(binary.blob, entry_point))
+    return corrupt("Vulkan kernel '" + binary.kernel_name + "': its SPIR-V has no compute entry point '" +
+                   entry_point + "'");
 
   VkShaderModuleCreateInfo module_info{};
   module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
