@@ -255,15 +255,27 @@ def run_command(argv, env=None):
     return wall, proc
 
 
-def relative_error(out, ref):
-    """‖out − ref‖ / ‖ref‖ in float64, the max abs error, and the count of non-finite outputs."""
-    out = np.asarray(out, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    nonfinite = int(np.size(out) - np.count_nonzero(np.isfinite(out)))
-    diff = np.where(np.isfinite(out), out - ref, np.inf)
-    norm_ref = float(np.linalg.norm(ref.ravel()))
-    rel = float(np.linalg.norm(diff.ravel()) / norm_ref) if norm_ref > 0 else float("inf")
-    return {"rel_l2": rel, "max_abs": float(np.max(np.abs(diff))) if diff.size else 0.0, "nonfinite": nonfinite}
+def relative_error(out, ref, chunk=1 << 24):
+    """‖out − ref‖ / ‖ref‖ in float64, the max abs error, and the count of non-finite outputs
+    (which make the error infinite). In chunks, so a 2^28-element check stays a few GB."""
+    out, ref = np.asarray(out).ravel(), np.asarray(ref).ravel()
+    if out.shape != ref.shape:
+        return {"rel_l2": float("inf"), "max_abs": float("inf"), "nonfinite": 0,
+                "note": f"{out.size} elements against a reference of {ref.size}"}
+    sq_diff = sq_ref = max_abs = 0.0
+    nonfinite = 0
+    for start in range(0, out.size, chunk):
+        o = out[start:start + chunk].astype(np.float64)
+        r = ref[start:start + chunk].astype(np.float64)
+        finite = np.isfinite(o)
+        nonfinite += int(o.size - np.count_nonzero(finite))
+        d = np.abs(o - r)
+        sq_diff += float(np.dot(d[finite], d[finite]))
+        sq_ref += float(np.dot(r, r))
+        if d.size:
+            max_abs = max(max_abs, float(d.max()))  # NaN when any output is NaN
+    rel = math.sqrt(sq_diff / sq_ref) if sq_ref > 0 else float("inf")
+    return {"rel_l2": rel if nonfinite == 0 else float("inf"), "max_abs": max_abs, "nonfinite": nonfinite}
 
 
 def check_result(err, tolerance):
@@ -271,6 +283,22 @@ def check_result(err, tolerance):
     err["tolerance"] = tolerance
     err["pass"] = err["nonfinite"] == 0 and err["rel_l2"] <= tolerance
     return err
+
+
+def json_safe(value):
+    """Strict JSON: non-finite floats become the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_json(path, results):
+    with open(path, "w") as f:
+        json.dump(json_safe(results), f, indent=1, default=str)
 
 
 def fmt(value, digits=3):
@@ -782,9 +810,17 @@ def torch_device_for(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    started = time.time()
     os.makedirs(args.out, exist_ok=True)
     work = args.work_dir or tempfile.mkdtemp(prefix="kiln_gpu_bench_")
+    try:
+        return run_suite(args, work)
+    finally:
+        if not args.work_dir:  # the dumps of the large cases are GBs
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_suite(args, work):
+    started = time.time()
     for sub in ("graphs", "artifacts", "dump"):
         os.makedirs(os.path.join(work, sub), exist_ok=True)
     for name in os.listdir(os.path.join(BENCH_DIR, "graphs")):
@@ -843,18 +879,14 @@ def main(argv=None):
             if "device_description" in row["kiln"]:
                 results["device_description"] = row["kiln"]["device_description"]
             results["cases"].append(row)
-            with open(results_path, "w") as f:  # after every case, so a cut-off run keeps its rows
-                json.dump(results, f, indent=1, default=str)
+            write_json(results_path, results)  # after every case, so a cut-off run keeps its rows
     results["total_wall_s"] = time.time() - started
-    with open(results_path, "w") as f:
-        json.dump(results, f, indent=1, default=str)
+    write_json(results_path, results)
     markdown = render_markdown(results)
     if not args.no_markdown_file:
         with open(os.path.join(args.out, "results.md"), "w") as f:
             f.write(markdown)
     print(markdown)
-    if not args.work_dir:
-        shutil.rmtree(work, ignore_errors=True)
     print_summary(results)
     failed = [r for r in results["cases"] if "error" in r["kiln"] or not r["kiln"].get("check", {"pass": True})["pass"]]
     log(f"done in {results['total_wall_s']:.0f} s; {len(failed)} case(s) with a Kiln error or failed check; "
