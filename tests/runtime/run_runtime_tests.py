@@ -227,6 +227,17 @@ def main():
     expect_user_error([kr, path("corrupted.kiln")], r"corrupt", "corrupted artifact")
     expect_user_error([kr, affine, "--device=cuda:9"], r"unknown device 'cuda:9'; available devices: .*reference",
                       "unknown device")
+    # --check on real devices: in an encoder block at B=8, S=128 (outputs up to ~95) f32 rounding
+    # leaves errors near 3e-4 on elements close to zero, which a tolerance relative to each element
+    # alone rejects; kiln-run holds every element to its output's scale (RMS) and must pass.
+    encoder = path("encoder_block.kiln")
+    run_ok([args.kilnc, os.path.join(args.graphs, "..", "..", "examples", "encoder_block.graph"),
+            "-o", encoder], "compile examples/encoder_block.graph")
+    _, listing, _ = run([kr, "--list-devices"])
+    for device in sorted(set(re.findall(r"^\s*((?:opencl|vulkan|cuda):\d+)", listing, re.M))):
+        out = run_ok([kr, encoder, f"--device={device}", "--dim", "B=8", "--dim", "S=128", "--check"],
+                     f"encoder_block B=8 S=128 --check on {device}")
+        check(re.search(r"^\s*y\s.*PASS", out, re.M) is not None, f"encoder_block --check passes on {device}")
     expect_user_error([kr, affine, "--frobnicate"], r"unknown option '--frobnicate'", "unknown option")
     expect_user_error([kr, affine, "--bench=0"], r"--bench", "bad --bench value")
     expect_user_error([kr], r"no artifact given", "no artifact")

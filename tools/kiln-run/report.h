@@ -21,8 +21,10 @@ struct Comparison {
   bool pass = false;
   std::string note;  // why it failed when not a value difference (dtype/shape)
 };
-// Compares `got` against the reference `expected` with NumPy allclose semantics and tolerances
-// per dtype (exact for integers and bool; NaN matches NaN).
+// Compares `got` against the reference `expected` with tolerances per dtype (exact for integers
+// and bool; NaN matches NaN): a float element passes when
+//   |got - ref| <= atol + rtol * max(|ref|, RMS of the reference tensor),
+// NumPy's allclose with the relative term floored at the tensor's scale (see report.cpp).
 Comparison compare(const ir::Tensor& got, const ir::Tensor& expected);
 
 struct BenchStats {
