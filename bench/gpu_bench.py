@@ -424,7 +424,7 @@ def compile_graph(args, case, work):
     argv = [args.kilnc, graph, "-o", artifact, f"--target={args.target}"] + args.kilnc_arg
     walls, error = [], None
     for _ in range(args.compile_repeats):
-        wall, proc = run_command(argv)
+        wall, proc = run_command(argv, env=args.kiln_process_env)
         if proc.returncode != 0:
             error = f"kilnc exit {proc.returncode}: {proc.stdout.strip()[-2000:]}"
             break
@@ -433,7 +433,7 @@ def compile_graph(args, case, work):
               "median_s": statistics.median(walls) if walls else None,
               "artifact_bytes": os.path.getsize(artifact) if not error else None}
     if not error:  # one more run for the per-stage breakdown (not timed here)
-        _, proc = run_command(argv + ["-ftime-report"])
+        _, proc = run_command(argv + ["-ftime-report"], env=args.kiln_process_env)
         record["time_report"] = proc.stdout[-4000:]
     return artifact, record
 
@@ -776,8 +776,8 @@ def parse_args(argv):
             setattr(args, attr, os.path.join(args.bin_dir, tool))
         if not os.access(getattr(args, attr), os.X_OK):
             p.error(f"{getattr(args, attr)} is not an executable")
-    # cuBLASLt and NVRTC live under /usr/local/cuda on the GPU machine, which need not be in the
-    # loader's cache; the runtime dlopens them, so kiln-bench gets that folder on its path.
+    # NVRTC (which kilnc links for the cuda target) and cuBLASLt (which the runtime dlopens) live
+    # under /usr/local/cuda on the GPU machine, which need not be in the loader's cache.
     args.kiln_process_env = dict(os.environ)
     if args.device.startswith("cuda"):
         extra = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
@@ -847,6 +847,7 @@ def run_suite(args, work):
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "host": platform.node(), "device": args.device, "target": args.target,
         "argv": sys.argv, "git_commit": git_commit(),
+        "kiln_ld_library_path": args.kiln_process_env.get("LD_LIBRARY_PATH"),
         "torch": (f"{torch.__version__}, compile modes: throughput {args.compile_modes}, "
                   f"latency {args.latency_compile_modes}") if torch_device is not None else TORCH_SKIP_REASON,
         "kiln_timing": "kiln-bench: inputs/outputs in device buffers; per run = run_async + event wait; "
@@ -890,7 +891,7 @@ def run_suite(args, work):
     print_summary(results)
     failed = [r for r in results["cases"] if "error" in r["kiln"] or not r["kiln"].get("check", {"pass": True})["pass"]]
     log(f"done in {results['total_wall_s']:.0f} s; {len(failed)} case(s) with a Kiln error or failed check; "
-        f"see {os.path.join(args.out, 'results.md')}")
+        f"results in {args.out}")
     return 1 if failed else 0
 
 
