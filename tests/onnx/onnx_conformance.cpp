@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -389,7 +390,8 @@ int main(int argc, char** argv) {
 
   std::vector<fs::path> tests;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    if (e.is_directory() && fs::exists(e.path() / "model.onnx") &&
+    std::error_code model_ec;
+    if (e.is_directory(model_ec) && fs::is_regular_file(e.path() / "model.onnx", model_ec) &&
         e.path().filename().string().find(filter) != std::string::npos) {
       tests.push_back(e.path());
     }
@@ -425,8 +427,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& [name, detail] : failures) std::cout << "FAILED " << name << ": " << line(detail);
   std::cout << "device " << device << ": passed: " << passed_names.size() << ", failed: " << failures.size()
-            << ", unsupported: " << unsupported.size() << " (" << tests.size() << " tests, "
-            << std::lround(seconds * 10) / 10.0 << " s)\n";
+            << ", unsupported: " << unsupported.size() << " (" << tests.size() << " tests, " << std::fixed
+            << std::setprecision(1) << seconds << " s)\n";
   if (!write_path.empty()) {
     std::ofstream out(write_path);
     for (const auto& n : passed_names) out << n << "\n";
