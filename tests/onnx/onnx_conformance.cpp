@@ -10,7 +10,7 @@
 // "failed" on any other error or mismatch.
 //
 // Usage: kiln-onnx-conformance NODE_TEST_DIR [--device ID] [--expected FILE] [--exceptions FILE]
-//                              [--write-passing FILE] [--filter S] [-j N] [-v]
+//                              [--write-passing FILE] [--filter S] [-O0|-O1|-O2] [-j N] [-v]
 //   --device ID       reference (default; the runtime's reference interpreter), opencl:0,
 //                     vulkan:0, ... When the device does not exist the run is skipped (exit 77),
 //                     unless KILN_REQUIRE_DRIVERS names its driver: then it fails (exit 1).
@@ -19,6 +19,7 @@
 //   --exceptions FILE ... except tests listed there for this device's driver: lines
 //                     "DRIVER TEST  # why", e.g. "vulkan test_foo  # ..." (a test that passes
 //                     anyway is reported, so the list can shrink).
+//   -O0|-O1|-O2       the pipeline's optimization level (default -O2, as kilnc's)
 //   -j N              tests run on N threads (default: the hardware's threads), each with its
 //                     own session; results are printed in name order.
 #include <algorithm>
@@ -110,6 +111,8 @@ struct CompileError {
   bool unsupported = false;
 };
 
+int g_opt_level = 2;  // set once by main before any test runs
+
 Result<std::vector<uint8_t>> compile(const fs::path& dir, const onnx_import::ImportOptions& options,
                                      const std::string& target, CompileError& error) {
   Diagnostics diags(100);
@@ -121,7 +124,7 @@ Result<std::vector<uint8_t>> compile(const fs::path& dir, const onnx_import::Imp
   }
   ir::Graph graph = std::move(imported).value();
   passes::PipelineOptions pipeline;
-  pipeline.opt_level = 2;
+  pipeline.opt_level = g_opt_level;
   Result<ir::ExecutionPlan> plan = passes::run_pipeline(graph, pipeline);
   if (!plan.is_ok()) {
     error.text = "pipeline: " + plan.status().message() + "\n";
@@ -137,7 +140,7 @@ Result<std::vector<uint8_t>> compile(const fs::path& dir, const onnx_import::Imp
       return t.status();
     }
     codegen::TargetOptions target_options;
-    target_options.opt_level = 2;
+    target_options.opt_level = g_opt_level;
     Result<codegen::CompiledKernels> compiled = (*t)->compile(graph, *plan, target_options);
     if (!compiled.is_ok()) {
       error.text = "codegen (" + target + "): " + compiled.status().message() + "\n";
@@ -323,7 +326,7 @@ Result<std::vector<std::vector<std::string>>> read_list(const std::string& path)
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: kiln-onnx-conformance NODE_TEST_DIR [--device ID] [--expected FILE] [--exceptions FILE]"
-                 " [--write-passing FILE] [--filter S] [-j N] [-v]\n";
+                 " [--write-passing FILE] [--filter S] [-O0|-O1|-O2] [-j N] [-v]\n";
     return 2;
   }
   const fs::path root = argv[1];
@@ -341,7 +344,8 @@ int main(int argc, char** argv) {
       const int n = std::atoi(argv[++i]);
       if (n < 1 || n > 256) { std::cerr << "kiln-onnx-conformance: -j needs 1..256\n"; return 2; }
       jobs = unsigned(n);
-    } else if (a == "-v") verbose = true;
+    } else if (a == "-O0" || a == "-O1" || a == "-O2") g_opt_level = a[2] - '0';
+    else if (a == "-v") verbose = true;
     else { std::cerr << "kiln-onnx-conformance: unknown argument '" << a << "'\n"; return 2; }
   }
   std::error_code ec;
