@@ -30,6 +30,7 @@ namespace {
 constexpr uint32_t kCudaBlock = 256;          // threads per block of every template but rows-per-block
 constexpr uint32_t kMaxRowRegisters = 16;     // normalizations keep up to this many elements per thread
 constexpr uint32_t kMaxWarpRow = 128;         // rows up to this long (static) get one warp each
+constexpr uint32_t kDynamicWarpRow = 512;     // rows of run-time length up to this get one warp each
 
 bool static_product(const ir::Shape& shape, int64_t& out) {
   out = 1;
@@ -245,6 +246,87 @@ std::string carrier_word(const std::string& var, size_t bytes, size_t word) {
 
 }  // namespace
 
+// Reads `points.size()` consecutive elements of buffer b from `offset` (aligned) in one access and
+// records their compute values in the points.
+void Emitter::cuda_vector_load(int b, const std::string& offset, std::vector<Point>& points) {
+  const ModelBuffer& buf = m_.buffers[size_t(b)];
+  const uint32_t width = uint32_t(points.size());
+  const size_t size = ir::dtype_size(buf.dtype);
+  const size_t bytes = width * size;
+  const std::string type = carrier_type(bytes);
+  const std::string raw = fresh("raw");
+  line(type + " " + raw + " = *(const " + type + "*)(b" + std::to_string(b) + " + " + offset + ");");
+  for (uint32_t j = 0; j < width; ++j) {
+    std::string bits;
+    if (size == 4) bits = carrier_word(raw, bytes, j);
+    else if (size == 8)
+      bits = "(((unsigned long long)" + carrier_word(raw, bytes, 2 * j + 1) + " << 32) | (unsigned long long)" +
+             carrier_word(raw, bytes, 2 * j) + ")";
+    else
+      bits = "((" + carrier_word(raw, bytes, j * size / 4) + " >> " + std::to_string(8 * ((j * size) % 4)) +
+             ") & " + (size == 2 ? "0xffffu" : "0xffu") + ")";
+    std::string value;
+    switch (buf.dtype) {
+      case DType::kF32: value = "U2F(" + bits + ")"; break;
+      case DType::kF16: value = "k_h2f((ushort)" + bits + ")"; break;
+      case DType::kBF16: value = "k_bf2f(" + bits + ")"; break;
+      case DType::kI32: value = "(int)" + bits; break;
+      case DType::kI64: value = "(long long)" + bits; break;
+      case DType::kI8: value = "(int)(signed char)" + bits; break;
+      case DType::kU8: case DType::kBool: value = "(int)" + bits; break;
+    }
+    const std::string name = fresh("x");
+    line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
+    points[j].vals[buf.value] = name;
+  }
+}
+
+// Writes buffer b's value at each point to consecutive elements from `offset` (aligned), in one access.
+void Emitter::cuda_vector_store(int b, const std::string& offset, const std::vector<Point>& points) {
+  const ModelBuffer& buf = m_.buffers[size_t(b)];
+  const uint32_t width = uint32_t(points.size());
+  const size_t size = ir::dtype_size(buf.dtype);
+  const size_t bytes = width * size;
+  const size_t words = std::max<size_t>(bytes / 4, 1);
+  std::vector<std::string> word(words);
+  for (uint32_t j = 0; j < width; ++j) {
+    auto it = points[j].vals.find(buf.value);
+    if (it == points[j].vals.end()) {
+      fail(internal_error("kernel '" + m_.kernel->name + "': output '" + m_.node(buf.value).name +
+                          "' is not computed by the kernel"));
+      return;
+    }
+    const std::string& v = it->second;
+    auto put = [&](size_t w, const std::string& bits, size_t shift) {
+      const std::string term = shift ? "(" + bits + " << " + std::to_string(shift) + ")" : bits;
+      word[w] += (word[w].empty() ? "" : " | ") + term;
+    };
+    switch (buf.dtype) {
+      case DType::kF32: put(j, "F2U(" + v + ")", 0); break;
+      case DType::kI32: put(j, "(uint)(" + v + ")", 0); break;
+      case DType::kI64:
+        put(2 * j, "(uint)((unsigned long long)(" + v + "))", 0);
+        put(2 * j + 1, "(uint)((unsigned long long)(" + v + ") >> 32)", 0);
+        break;
+      case DType::kF16: put(j / 2, "(uint)k_f2h(" + v + ")", 16 * (j % 2)); break;
+      case DType::kBF16: put(j / 2, "(k_f2bf(" + v + ") & 0xffffu)", 16 * (j % 2)); break;
+      case DType::kI8: case DType::kU8: case DType::kBool:
+        put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
+        break;
+    }
+  }
+  const std::string dst = "(b" + std::to_string(b) + " + " + offset + ")";
+  if (bytes == 16) {
+    line("*(uint4*)" + dst + " = make_uint4(" + word[0] + ", " + word[1] + ", " + word[2] + ", " + word[3] + ");");
+  } else if (bytes == 8) {
+    line("*(uint2*)" + dst + " = make_uint2(" + word[0] + ", " + word[1] + ");");
+  } else if (bytes == 4) {
+    line("*(uint*)" + dst + " = " + word[0] + ";");
+  } else {
+    line("*(ushort*)" + dst + " = (ushort)(" + word[0] + ");");
+  }
+}
+
 void Emitter::emit_cuda_vectorized(const CudaConfig& c) {
   const uint32_t width = c.vector_width;
   const std::string W = "TO_IDX(" + std::to_string(width) + ")";
@@ -283,89 +365,115 @@ void Emitter::emit_cuda_vectorized(const CudaConfig& c) {
   for (size_t b = 0; b < m_.buffers.size(); ++b) {
     const ModelBuffer& buf = m_.buffers[b];
     if (buf.written || access[b] == Access::kScalar) continue;
-    const size_t size = ir::dtype_size(buf.dtype);
-    const size_t bytes = width * size;
-    const std::string type = carrier_type(bytes);
     const std::string offset = access[b] == Access::kFull ? "lin" : "(lin % " + product(buf.shape) + ")";
-    const std::string raw = fresh("raw");
-    line(type + " " + raw + " = *(const " + type + "*)(b" + std::to_string(b) + " + " + offset + ");");
-    for (uint32_t j = 0; j < width; ++j) {
-      std::string bits;
-      if (size == 4) bits = carrier_word(raw, bytes, j);
-      else if (size == 8)
-        bits = "(((unsigned long long)" + carrier_word(raw, bytes, 2 * j + 1) + " << 32) | (unsigned long long)" +
-               carrier_word(raw, bytes, 2 * j) + ")";
-      else
-        bits = "((" + carrier_word(raw, bytes, j * size / 4) + " >> " + std::to_string(8 * ((j * size) % 4)) +
-               ") & " + (size == 2 ? "0xffffu" : "0xffu") + ")";
-      std::string value;
-      switch (buf.dtype) {
-        case DType::kF32: value = "U2F(" + bits + ")"; break;
-        case DType::kF16: value = "k_h2f((ushort)" + bits + ")"; break;
-        case DType::kBF16: value = "k_bf2f(" + bits + ")"; break;
-        case DType::kI32: value = "(int)" + bits; break;
-        case DType::kI64: value = "(long long)" + bits; break;
-        case DType::kI8: value = "(int)(signed char)" + bits; break;
-        case DType::kU8: case DType::kBool: value = "(int)" + bits; break;
-      }
-      const std::string name = fresh("x");
-      line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
-      points[j].vals[buf.value] = name;
-    }
+    cuda_vector_load(int(b), offset, points);
   }
   for (uint32_t j = 0; j < width; ++j) {
     for (NodeId n : m_.kernel->nodes) emit_elementwise(n, points[j]);
   }
-  for (size_t b = 0; b < m_.buffers.size(); ++b) {
-    const ModelBuffer& buf = m_.buffers[b];
-    if (!buf.written) continue;
-    const size_t size = ir::dtype_size(buf.dtype);
-    const size_t bytes = width * size;
-    const size_t words = std::max<size_t>(bytes / 4, 1);
-    std::vector<std::string> word(words);
-    for (uint32_t j = 0; j < width; ++j) {
-      auto it = points[j].vals.find(buf.value);
-      if (it == points[j].vals.end()) {
-        fail(internal_error("kernel '" + m_.kernel->name + "': output '" + m_.node(buf.value).name +
-                            "' is not computed by the kernel"));
-        return;
-      }
-      const std::string& v = it->second;
-      auto put = [&](size_t w, const std::string& bits, size_t shift) {
-        const std::string term = shift ? "(" + bits + " << " + std::to_string(shift) + ")" : bits;
-        word[w] += (word[w].empty() ? "" : " | ") + term;
-      };
-      switch (buf.dtype) {
-        case DType::kF32: put(j, "F2U(" + v + ")", 0); break;
-        case DType::kI32: put(j, "(uint)(" + v + ")", 0); break;
-        case DType::kI64:
-          put(2 * j, "(uint)((unsigned long long)(" + v + "))", 0);
-          put(2 * j + 1, "(uint)((unsigned long long)(" + v + ") >> 32)", 0);
-          break;
-        case DType::kF16: put(j / 2, "(uint)k_f2h(" + v + ")", 16 * (j % 2)); break;
-        case DType::kBF16: put(j / 2, "(k_f2bf(" + v + ") & 0xffffu)", 16 * (j % 2)); break;
-        case DType::kI8: case DType::kU8: case DType::kBool:
-          put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
-          break;
-      }
-    }
-    const std::string dst = "(b" + std::to_string(b) + " + lin)";
-    if (bytes == 16) {
-      line("*(uint4*)" + dst + " = make_uint4(" + word[0] + ", " + word[1] + ", " + word[2] + ", " + word[3] + ");");
-    } else if (bytes == 8) {
-      line("*(uint2*)" + dst + " = make_uint2(" + word[0] + ", " + word[1] + ");");
-    } else if (bytes == 4) {
-      line("*(uint*)" + dst + " = " + word[0] + ";");
-    } else {
-      line("*(ushort*)" + dst + " = (ushort)(" + word[0] + ");");
-    }
-  }
+  for (size_t b = 0; b < m_.buffers.size(); ++b)
+    if (m_.buffers[b].written) cuda_vector_store(int(b), "lin", points);
   close();
   // The tail (and everything, when the vector path is off) element by element.
   emit_cuda_scalar_loop("nvec * " + W + " + gid * " + block + " + lid", "ngroups * " + block);
 }
 
+namespace {
+
+// The buffers a cached row kernel can move in 16-byte vectors, with their offsets relative to
+// the vector's first element (row, k0): read buffers of the kernel's full shape (row * K + k0)
+// or of the reduced shape alone (k0: layer_norm's scale and bias), and every written buffer,
+// which must be of the full shape. Empty when the kernel cannot use vectors: the reduced axes
+// are not the innermost ones (so a row is not contiguous), a written buffer is broadcast, a
+// buffer wider than 2 bytes takes part (f32 rows already move 128 bytes per warp access), or
+// the plan does not align arena offsets to 16 bytes.
+struct RowVectors {
+  uint32_t width = 1;
+  std::vector<std::pair<int, bool>> buffers;  // buffer index, whether at the row's offset
+};
+
+RowVectors row_vectors_of(const KernelModel& m, const ir::Shape& red_shape) {
+  RowVectors rv;
+  size_t first_reduced = m.space.size();
+  while (first_reduced > 0 && m.reduced_axes[first_reduced - 1]) --first_reduced;
+  for (size_t d = 0; d < first_reduced; ++d)
+    if (m.reduced_axes[d]) return rv;
+  size_t widest = 1;
+  for (size_t b = 0; b < m.buffers.size(); ++b) {
+    const ModelBuffer& buf = m.buffers[b];
+    ir::Shape trimmed = buf.shape;
+    while (!trimmed.empty() && trimmed.front().is_one() && trimmed.size() > red_shape.size())
+      trimmed.erase(trimmed.begin());
+    const bool full = buf.shape == m.space;
+    const bool reduced_only = !full && trimmed == red_shape;
+    if (buf.written && !full) return rv;
+    if (!full && !reduced_only) continue;
+    if (m.plan != nullptr) {
+      const ir::BufferAssignment* placed = m.plan->find_buffer(buf.value);
+      const bool in_arena = placed && (placed->storage == ir::Storage::kArena || placed->storage == ir::Storage::kAlias);
+      if (in_arena && m.plan->alignment % 16 != 0) return rv;
+    }
+    widest = std::max(widest, ir::dtype_size(buf.dtype));
+    rv.buffers.push_back({int(b), full});
+  }
+  if (widest != 2 || rv.buffers.empty()) return RowVectors{};
+  rv.width = 8;
+  return rv;
+}
+
+}  // namespace
+
 void Emitter::emit_cuda_rows(const CudaConfig& c) {
+  const Node& a = m_.node(m_.anchor);
+  ir::Shape row_shape, red_shape;
+  for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
+  const bool normalize = a.op == OpKind::kSoftmax || a.op == OpKind::kLogSoftmax || a.op == OpKind::kLayerNorm;
+  line("IDX rows = " + product(row_shape) + ";");
+  line("IDX K = " + product(red_shape) + ";");
+
+  // Both variants of one configuration: 16-byte vectors when every vector buffer is aligned and
+  // K is a multiple of the width (so every row start is aligned too), else scalar accesses.
+  auto variants = [&](const CudaConfig& cc) {
+    const RowVectors rv = cc.row_registers > 0 ? row_vectors_of(m_, red_shape) : RowVectors{};
+    if (rv.width == 1 || cc.row_registers % rv.width != 0) {
+      emit_cuda_rows_body(cc, 1);
+      return;
+    }
+    std::string ok = "K % TO_IDX(" + std::to_string(rv.width) + ") == TO_IDX(0)";
+    for (const auto& [b, full] : rv.buffers)
+      ok += " && (((unsigned long long)b" + std::to_string(b) + ") & 15ull) == 0ull";
+    open("if (" + ok + ")");
+    emit_cuda_rows_body(cc, rv.width);
+    close();
+    open("else");
+    emit_cuda_rows_body(cc, 1);
+    close();
+  };
+
+  int64_t k = 0;
+  if (c.mode == CudaConfig::Mode::kRowsPerBlock && !static_product(red_shape, k)) {
+    // Rows of run-time length: a block per row is latency-bound for short rows (attention
+    // scores [B, H, S, S] with S = 128 leave most of 256 threads idle and pay two barriers per
+    // reduction), so short rows take one warp each, 8 rows per block, held in registers. K is
+    // uniform over the launch, so every thread of a block takes the same branch. The dispatch
+    // (one row per block, at most the occupancy limit of blocks) suits both: the loops are
+    // grid-stride, and the warp path strides by 8 rows per block.
+    CudaConfig warp = c;
+    warp.mode = CudaConfig::Mode::kRowsPerWarp;
+    warp.row_threads = 32;
+    warp.row_registers = normalize ? kDynamicWarpRow / 32 : 0;
+    open("if (K <= TO_IDX(" + std::to_string(kDynamicWarpRow) + "))");
+    variants(warp);
+    close();
+    open("else");
+    variants(c);
+    close();
+    return;
+  }
+  variants(c);
+}
+
+void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
   const Node& a = m_.node(m_.anchor);
   ir::Shape row_shape, red_shape;
   for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
@@ -375,9 +483,14 @@ void Emitter::emit_cuda_rows(const CudaConfig& c) {
   const uint32_t G = c.row_threads;
   const std::string Gs = "TO_IDX(" + std::to_string(G) + ")";
   const uint32_t warps = G / 32;
-
-  line("IDX rows = " + product(row_shape) + ";");
-  line("IDX K = " + product(red_shape) + ";");
+  const RowVectors rv = vec > 1 ? row_vectors_of(m_, red_shape) : RowVectors{};
+  const std::string V = std::to_string(vec);
+  // Element k of register slot i: slots go in runs of `vec` consecutive elements per thread.
+  auto slot_k = [&](const std::string& i) {
+    if (vec == 1) return "tid + TO_IDX(" + i + ") * " + Gs;
+    return "tid * TO_IDX(" + V + ") + TO_IDX((" + i + ") % " + V + ") + TO_IDX((" + i + ") / " + V + ") * TO_IDX(" +
+           std::to_string(G * vec) + ")";
+  };
   if (G == 1) {
     line("IDX tid = TO_IDX(0);");
     open("for (IDX row = gid * TO_IDX(" + std::to_string(c.block) + ") + lid; row < rows; row += ngroups * TO_IDX(" +
@@ -410,11 +523,11 @@ void Emitter::emit_cuda_rows(const CudaConfig& c) {
     close();
   };
   // The same over the row's elements cached in registers: per_element(p, slot) at element
-  // k = tid + slot * G (point_at is only computed when `with_point`).
+  // slot_k(slot) (point_at is only computed when `with_point`).
   auto cached_pass = [&](bool with_point, auto&& per_element) {
     line("#pragma unroll");
     open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
-    line("IDX k = tid + TO_IDX(i) * " + Gs + ";");
+    line("IDX k = " + slot_k("i") + ";");
     open("if (k < K)");
     Point p;
     if (with_point) p = point_at("k");
@@ -530,7 +643,33 @@ void Emitter::emit_cuda_rows(const CudaConfig& c) {
   }
 
   const bool cached = c.row_registers > 0;
-  if (cached) {
+  // The `vec` points of the run of slots that starts at element k0, the vector buffers read there.
+  auto vector_points = [&](const std::string& k0) {
+    std::vector<Point> points;
+    for (uint32_t j = 0; j < vec; ++j) points.push_back(point_at("(" + k0 + " + TO_IDX(" + std::to_string(j) + "))"));
+    for (const auto& [b, full] : rv.buffers) {
+      if (m_.buffers[size_t(b)].written) continue;
+      cuda_vector_load(b, full ? "row * K + " + k0 : k0, points);
+    }
+    return points;
+  };
+  if (cached && vec > 1) {
+    // Read the row once into registers, `vec` consecutive elements per 16-byte access.
+    line("float xr[" + std::to_string(c.row_registers) + "];");
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(c.row_registers / vec) + "; ++i)");
+    line("IDX k0 = " + slot_k("i * " + V) + ";");
+    line("#pragma unroll");
+    line("for (int j = 0; j < " + V + "; ++j) xr[i * " + V + " + j] = 0.0f;");
+    open("if (k0 < K)");
+    std::vector<Point> points = vector_points("k0");
+    for (uint32_t j = 0; j < vec; ++j) {
+      for (NodeId n : m_.prologue) emit_elementwise(n, points[j]);
+      line("xr[i * " + V + " + " + std::to_string(j) + "] = " + as_f(value(operand, points[j])) + ";");
+    }
+    close();
+    close();
+  } else if (cached) {
     // Read the row once (prologue included) into registers.
     line("float xr[" + std::to_string(c.row_registers) + "];");
     line("#pragma unroll");
@@ -626,7 +765,26 @@ void Emitter::emit_cuda_rows(const CudaConfig& c) {
     for (NodeId n : m_.epilogue) emit_elementwise(n, p);
     store_outputs(p);
   };
-  if (cached) cached_pass(true, write);
+  if (cached && vec > 1) {
+    // Write the row from registers: each run of `vec` results in one 16-byte store per output.
+    line("#pragma unroll");
+    open("for (int i = 0; i < " + std::to_string(c.row_registers / vec) + "; ++i)");
+    line("IDX k0 = " + slot_k("i * " + V) + ";");
+    open("if (k0 < K)");
+    std::vector<Point> points = vector_points("k0");
+    for (uint32_t j = 0; j < vec; ++j) {
+      const std::string av = fresh("a");
+      line("float " + av + " = " + output(points[j], "xr[i * " + V + " + " + std::to_string(j) + "]") + ";");
+      points[j].vals[m_.anchor] = av;
+      for (NodeId n : m_.epilogue) emit_elementwise(n, points[j]);
+    }
+    for (const auto& [b, full] : rv.buffers)
+      // As store_outputs: a written buffer the points do not hold is stored elsewhere.
+      if (m_.buffers[size_t(b)].written && points[0].vals.count(m_.buffers[size_t(b)].value))
+        cuda_vector_store(b, "row * K + k0", points);
+    close();
+    close();
+  } else if (cached) cached_pass(true, write);
   else pass([&](Point& p, const std::string& x) { write(p, as_f(x)); });
   close();
 }

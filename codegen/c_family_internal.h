@@ -113,6 +113,11 @@ class Emitter {
   void emit_cuda_pointwise(const CudaConfig& c);
   void emit_cuda_vectorized(const CudaConfig& c);
   void emit_cuda_rows(const CudaConfig& c);
+  // One variant of the rows template: `vec` > 1 moves the cached row in 16-byte vectors.
+  void emit_cuda_rows_body(const CudaConfig& c, uint32_t vec);
+  // 16-byte (or narrower) accesses of points.size() consecutive elements of a buffer.
+  void cuda_vector_load(int buffer, const std::string& offset, std::vector<Point>& points);
+  void cuda_vector_store(int buffer, const std::string& offset, const std::vector<Point>& points);
   void emit_cuda_matmul(const CudaConfig& c);
   // The scalar pointwise loop over [start, total) (CUDA: the generic path and the vector tail).
   void emit_cuda_scalar_loop(const std::string& start, const std::string& step);
