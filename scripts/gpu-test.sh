@@ -109,16 +109,22 @@ if wants backends; then
 fi
 
 # ---- 6. examples ----
+# The GPU devices of every driver (cuda:0, and NVIDIA's Vulkan and OpenCL devices): the same
+# artifact (every target) runs on each, checked against the reference and profiled.
+GPU_DEVICES=$("$BIN/kiln-run" --list-devices | awk '$2 == "gpu" {print $1}')
 run_example() {  # run_example GRAPH DIMS...
   local graph=$1
   shift
-  local name art
+  local name art device
   name=$(basename "$graph" .graph)
   art="$WORK/examples/$name.kiln"
   mkdir -p "$WORK/examples"
-  "$BIN/kilnc" "$graph" --target=cuda -o "$art" || return 1
-  "$BIN/kiln-run" "$art" --device=cuda:0 "$@" --check --profile || return 1
-  "$BIN/kiln-run" "$art" --device=cuda:0 "$@" --bench=500 | grep -A3 '^bench' || return 1
+  "$BIN/kilnc" "$graph" -o "$art" || return 1
+  for device in $GPU_DEVICES; do
+    echo "-- $name on $device"
+    "$BIN/kiln-run" "$art" --device="$device" "$@" --check --profile || return 1
+    "$BIN/kiln-run" "$art" --device="$device" "$@" --bench=500 | grep -A3 '^bench' || return 1
+  done
   "$BIN/kiln-run" "$art" --device=cuda:0 "$@" --bench=500 --no-cuda-graph | grep -A3 '^bench' || return 1
 }
 if wants examples; then
@@ -129,12 +135,17 @@ if wants examples; then
   # The same with the generated GEMM kernels instead of cuBLASLt, for comparing their errors.
   KILN_CUBLASLT=0 step "example encoder_block (B=8 S=128), KILN_CUBLASLT=0" "$OUT/examples.txt" \
     "$BIN/kiln-run" "$WORK/examples/encoder_block.kiln" --device=cuda:0 --dim B=8 --dim S=128 --check
+  # The ONNX example models on every device against NumPy and onnxruntime (python3 has it there).
+  step "ONNX examples (every device)" "$OUT/examples.txt" python3 tests/onnx/check_examples.py \
+    --kilnc "$BIN/kilnc" --kiln-run "$BIN/kiln-run" --examples examples/onnx --work "$WORK/onnx" \
+    --ort-python python3
 fi
 
 # ---- 7. benchmarks ----
 if wants bench && [ -f bench/gpu_bench.py ]; then
   mkdir -p "$OUT/bench"
-  step "bench/gpu_bench.py" "$OUT/bench/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT/bench"
+  step "bench/gpu_bench.py" "$OUT/bench/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT/bench" \
+    --no-markdown-file
 fi
 
 echo "== summary"
