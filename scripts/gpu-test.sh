@@ -11,20 +11,21 @@
 #   5. the cross-backend suite tests/backends/run_backends.py (cuda:0 and the NVIDIA Vulkan and
 #      OpenCL devices, each against the reference interpreter);
 #   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
-#   7. bench/gpu_bench.py, when present.
+#   7. bench/sass_report.py: registers, spills and instruction mix of the benchmarked kernels;
+#   8. bench/gpu_bench.py, when present.
 # Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
 # and unit tests), cuda_checks.txt, backends.txt, examples.txt, summary.txt, and bench/ (what
 # gpu_bench.py writes). Exit status 1 when a step failed (the summary says which).
 #
 # Environment: BUNDLE (default gpu-bundle), OUT (default gpu-test-out), STEPS (default
-# "unit cuda backends examples bench": a subset runs only those), BACKENDS_ARGS (extra
+# "unit cuda backends examples sass bench": a subset runs only those), BACKENDS_ARGS (extra
 # run_backends.py arguments, e.g. "--filter matmul").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 BUNDLE=${BUNDLE:-gpu-bundle}
 OUT=${OUT:-gpu-test-out}
-STEPS=${STEPS:-unit cuda backends examples bench}
+STEPS=${STEPS:-unit cuda backends examples sass bench}
 BIN="$PWD/$BUNDLE/bin"
 WORK=/tmp/kiln-gpu-test
 mkdir -p "$OUT" "$WORK"
@@ -141,7 +142,17 @@ if wants examples; then
     --ort-python python3
 fi
 
-# ---- 7. benchmarks ----
+# ---- 7. SASS of the hot kernels ----
+# Registers, spills and the instruction mix (16-byte loads, shuffles, barriers) of the kernels
+# the benchmarks time, read off the cubin with the GPU machine's cuobjdump.
+if wants sass; then
+  step "bench/sass_report.py" "$OUT/sass.txt" python3 bench/sass_report.py --kilnc "$BIN/kilnc" \
+    --out "$WORK/sass" bench/graphs/ew_chain.graph bench/graphs/softmax_f32.graph \
+    bench/graphs/softmax_f16.graph bench/graphs/layer_norm_f32.graph bench/graphs/layer_norm_f16.graph \
+    examples/mlp.graph examples/encoder_block.graph
+fi
+
+# ---- 8. benchmarks ----
 if wants bench && [ -f bench/gpu_bench.py ]; then
   mkdir -p "$OUT/bench"
   step "bench/gpu_bench.py" "$OUT/bench/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT/bench" \
