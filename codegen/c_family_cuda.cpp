@@ -96,6 +96,47 @@ uint32_t vector_width_of(const KernelModel& m) {
   return width;
 }
 
+// The buffers a cached row kernel can move in 16-byte vectors, with their offsets relative to
+// the vector's first element (row, k0): read buffers of the kernel's full shape (row * K + k0)
+// or of the reduced shape alone (k0: layer_norm's scale and bias), and every written buffer,
+// which must be of the full shape. Empty when the kernel cannot use vectors: the reduced axes
+// are not the innermost ones (so a row is not contiguous), a written buffer is broadcast, a
+// buffer wider than 2 bytes takes part (f32 rows already move 128 bytes per warp access), or
+// the plan does not align arena offsets to 16 bytes.
+struct RowVectors {
+  uint32_t width = 1;
+  std::vector<std::pair<int, bool>> buffers;  // buffer index, whether at the row's offset
+};
+
+RowVectors row_vectors_of(const KernelModel& m, const ir::Shape& red_shape) {
+  RowVectors rv;
+  size_t first_reduced = m.space.size();
+  while (first_reduced > 0 && m.reduced_axes[first_reduced - 1]) --first_reduced;
+  for (size_t d = 0; d < first_reduced; ++d)
+    if (m.reduced_axes[d]) return rv;
+  size_t widest = 1;
+  for (size_t b = 0; b < m.buffers.size(); ++b) {
+    const ModelBuffer& buf = m.buffers[b];
+    ir::Shape trimmed = buf.shape;
+    while (!trimmed.empty() && trimmed.front().is_one() && trimmed.size() > red_shape.size())
+      trimmed.erase(trimmed.begin());
+    const bool full = buf.shape == m.space;
+    const bool reduced_only = !full && trimmed == red_shape;
+    if (buf.written && !full) return rv;
+    if (!full && !reduced_only) continue;
+    if (m.plan != nullptr) {
+      const ir::BufferAssignment* placed = m.plan->find_buffer(buf.value);
+      const bool in_arena = placed && (placed->storage == ir::Storage::kArena || placed->storage == ir::Storage::kAlias);
+      if (in_arena && m.plan->alignment % 16 != 0) return rv;
+    }
+    widest = std::max(widest, ir::dtype_size(buf.dtype));
+    rv.buffers.push_back({int(b), full});
+  }
+  if (widest != 2 || rv.buffers.empty()) return RowVectors{};
+  rv.width = 8;
+  return rv;
+}
+
 }  // namespace
 
 CudaConfig cuda_config(const KernelModel& m) {
@@ -126,7 +167,13 @@ CudaConfig cuda_config(const KernelModel& m) {
       } else {
         c.mode = CudaConfig::Mode::kRowsPerBlock;
         // About 8 elements per thread, 128 to 1024 threads; 256 for rows of run-time length.
-        c.block = k_static ? std::clamp(pow2_at_least(uint64_t((k + 7) / 8)), 128u, 1024u) : 256u;
+        // Normalizations that move f16/bf16 rows in 16-byte vectors take about 16 per thread
+        // (two vectors): smaller blocks put more rows in flight per SM between the barriers
+        // of the row reductions, and a 1024-thread block holding one vector per thread was
+        // latency-bound.
+        const bool vectors = normalize && k_static && row_vectors_of(m, reduced).width > 1;
+        const int64_t per_thread = vectors ? 16 : 8;
+        c.block = k_static ? std::clamp(pow2_at_least(uint64_t((k + per_thread - 1) / per_thread)), 128u, 1024u) : 256u;
         c.row_threads = c.block;
         if (normalize && k_static && (k + c.block - 1) / c.block <= int64_t(kMaxRowRegisters))
           c.row_registers = uint32_t((k + c.block - 1) / c.block);
@@ -377,51 +424,6 @@ void Emitter::emit_cuda_vectorized(const CudaConfig& c) {
   // The tail (and everything, when the vector path is off) element by element.
   emit_cuda_scalar_loop("nvec * " + W + " + gid * " + block + " + lid", "ngroups * " + block);
 }
-
-namespace {
-
-// The buffers a cached row kernel can move in 16-byte vectors, with their offsets relative to
-// the vector's first element (row, k0): read buffers of the kernel's full shape (row * K + k0)
-// or of the reduced shape alone (k0: layer_norm's scale and bias), and every written buffer,
-// which must be of the full shape. Empty when the kernel cannot use vectors: the reduced axes
-// are not the innermost ones (so a row is not contiguous), a written buffer is broadcast, a
-// buffer wider than 2 bytes takes part (f32 rows already move 128 bytes per warp access), or
-// the plan does not align arena offsets to 16 bytes.
-struct RowVectors {
-  uint32_t width = 1;
-  std::vector<std::pair<int, bool>> buffers;  // buffer index, whether at the row's offset
-};
-
-RowVectors row_vectors_of(const KernelModel& m, const ir::Shape& red_shape) {
-  RowVectors rv;
-  size_t first_reduced = m.space.size();
-  while (first_reduced > 0 && m.reduced_axes[first_reduced - 1]) --first_reduced;
-  for (size_t d = 0; d < first_reduced; ++d)
-    if (m.reduced_axes[d]) return rv;
-  size_t widest = 1;
-  for (size_t b = 0; b < m.buffers.size(); ++b) {
-    const ModelBuffer& buf = m.buffers[b];
-    ir::Shape trimmed = buf.shape;
-    while (!trimmed.empty() && trimmed.front().is_one() && trimmed.size() > red_shape.size())
-      trimmed.erase(trimmed.begin());
-    const bool full = buf.shape == m.space;
-    const bool reduced_only = !full && trimmed == red_shape;
-    if (buf.written && !full) return rv;
-    if (!full && !reduced_only) continue;
-    if (m.plan != nullptr) {
-      const ir::BufferAssignment* placed = m.plan->find_buffer(buf.value);
-      const bool in_arena = placed && (placed->storage == ir::Storage::kArena || placed->storage == ir::Storage::kAlias);
-      if (in_arena && m.plan->alignment % 16 != 0) return rv;
-    }
-    widest = std::max(widest, ir::dtype_size(buf.dtype));
-    rv.buffers.push_back({int(b), full});
-  }
-  if (widest != 2 || rv.buffers.empty()) return RowVectors{};
-  rv.width = 8;
-  return rv;
-}
-
-}  // namespace
 
 void Emitter::emit_cuda_rows(const CudaConfig& c) {
   const Node& a = m_.node(m_.anchor);

@@ -273,3 +273,35 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   CHECK(loaded->kernels == compiled->kernels);
 }
 #endif
+
+TEST_CASE("cuda dialect: short rows of run-time length take a warp each; f16 rows move 16-byte vectors") {
+  Compiled c = compile(
+      "graph g(x: f16[N, S], z: f16[M, 4096], s: f16[4096], b: f16[4096]) -> (y: f16[N, S], w: f16[M, 4096]) {\n"
+      "  y = softmax(x, axis=-1)\n  w = layer_norm(z, s, b, axis=-1, epsilon=1e-5)\n}\n");
+  for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
+    Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
+    REQUIRE(m.is_ok());
+    const std::string src = cuda_source(c, k);
+    const artifact::KernelDispatch d = codegen::cuda_dispatch(*m);
+    const std::string& name = c.graph.kernels()[k].name;
+    INFO(name << "\n" << src);
+    if (name.find("softmax") != std::string::npos) {
+      // A run-time branch: a warp per row (8 per block, 16 elements per lane) for short rows,
+      // the block path otherwise; one row per block in the dispatch suits both (grid-stride).
+      CHECK(d.workgroup_size == 256);
+      CHECK(d.items_per_group == 1);
+      CHECK(has(src, "if (K <= TO_IDX(512))"));
+      CHECK(has(src, "row += ngroups * TO_IDX(8)"));
+      CHECK(has(src, "float xr[16];"));
+      CHECK(has(src, "__syncthreads"));  // the long-row branch
+    } else {
+      // 4096 f16 elements: 256 threads hold two 8-element vectors each; scale and bias too.
+      CHECK(d.workgroup_size == 256);
+      CHECK(has(src, "float xr[16];"));
+      CHECK(has(src, "K % TO_IDX(8) == TO_IDX(0)"));  // the run-time check, with a scalar path
+    }
+    CHECK(has(src, "uint4 raw"));
+    CHECK(has(src, "*(uint4*)(b"));
+    CHECK(has(src, "else {"));
+  }
+}
