@@ -378,10 +378,10 @@ int main(int argc, char** argv) {
     std::cout << "FAILED: listing devices: " << devices.status().to_string() << "\n";
     return 1;
   }
-  std::string description;
+  std::optional<std::string> description;
   for (const rt::DeviceInfo& d : devices.value())
     if (d.id == device) description = d.description;
-  if (description.empty()) {
+  if (!description) {
     const std::vector<std::string> required = required_drivers();
     const bool must = std::find(required.begin(), required.end(), driver) != required.end();
     std::string reason = driver_unavailable_reason(driver);
@@ -390,7 +390,7 @@ int main(int argc, char** argv) {
               << (must ? "; KILN_REQUIRE_DRIVERS requires the " + driver + " driver" : "") << "\n";
     return must ? 1 : kSkipExitCode;
   }
-  std::cout << "device: " << device << " (" << description << "), " << jobs << " threads\n";
+  std::cout << "device: " << device << " (" << *description << "), " << jobs << " threads\n";
 
   std::vector<fs::path> tests;
   for (const auto& e : fs::directory_iterator(root, ec)) {
