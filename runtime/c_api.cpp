@@ -278,6 +278,20 @@ Result<std::vector<int64_t>> read_dims(const int64_t* dims, size_t rank) {
     if (!(cond)) return bad_argument(message); \
   } while (0)
 
+// A kiln_buffer on the session's device around the hal::Buffer that `make` creates there.
+template <typename MakeBuffer>
+kiln_status new_buffer(kiln_session* session, kiln_buffer** out, MakeBuffer make) {
+  return guarded([&]() -> Status {
+    auto core = std::make_shared<BufferCore>();
+    core->device = session->core->device;
+    KILN_ASSIGN_OR_RETURN(core->buffer, make(*core->device->device));
+    auto buffer = std::make_unique<kiln_buffer>();
+    buffer->core = std::move(core);
+    *out = buffer.release();
+    return Status::ok();
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -740,15 +754,15 @@ kiln_status kiln_buffer_create(kiln_session* session, size_t bytes, kiln_buffer*
   KILN_REQUIRE_ARG(out, "kiln_buffer_create: out is NULL");
   *out = nullptr;
   KILN_REQUIRE_ARG(session, "kiln_buffer_create: session is NULL");
-  return guarded([&]() -> Status {
-    auto core = std::make_shared<BufferCore>();
-    core->device = session->core->device;
-    KILN_ASSIGN_OR_RETURN(core->buffer, core->device->device->allocate(bytes));
-    auto buffer = std::make_unique<kiln_buffer>();
-    buffer->core = std::move(core);
-    *out = buffer.release();
-    return Status::ok();
-  });
+  return new_buffer(session, out, [&](hal::Device& device) { return device.allocate(bytes); });
+}
+
+kiln_status kiln_buffer_wrap_native(kiln_session* session, void* native, size_t bytes, kiln_buffer** out) {
+  KILN_REQUIRE_ARG(out, "kiln_buffer_wrap_native: out is NULL");
+  *out = nullptr;
+  KILN_REQUIRE_ARG(session, "kiln_buffer_wrap_native: session is NULL");
+  KILN_REQUIRE_ARG(native, "kiln_buffer_wrap_native: native is NULL");
+  return new_buffer(session, out, [&](hal::Device& device) { return device.wrap_native(native, bytes); });
 }
 
 void kiln_buffer_destroy(kiln_buffer* buffer) { delete buffer; }

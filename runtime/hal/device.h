@@ -31,6 +31,16 @@ class Device {
   virtual bool has_device_timers() const = 0;
 
   virtual Result<std::unique_ptr<Buffer>> allocate(size_t bytes) = 0;
+  // A Buffer over memory the application already holds on this device, used in place and never
+  // freed by Kiln (the application keeps it alive until the Buffer is destroyed and no stream
+  // uses it). `native` is the API's handle: CUDA, a CUdeviceptr. kUnsupported for devices whose
+  // driver cannot wrap memory; kInvalidArgument when the handle is not `bytes` of this device's
+  // memory.
+  virtual Result<std::unique_ptr<Buffer>> wrap_native(void* native, size_t bytes) {
+    (void)native;
+    (void)bytes;
+    return unsupported("device '" + info().id + "' cannot use application-owned memory in place");
+  }
   // Prepares `artifact` for this device. kUnsupported when the artifact holds no kernels for
   // the device's target (naming the targets it does hold).
   virtual Result<std::unique_ptr<Executable>> load_executable(

@@ -4,7 +4,9 @@
 //  - N threads x M runs, each thread with its own session on the one shared artifact, give
 //    results byte-identical to a single-threaded run on that device, and close to the
 //    reference device's;
-//  - device buffers bound in place (input and output) and an asynchronous run with its event.
+//  - device buffers bound in place (input and output) and an asynchronous run with its event;
+//  - memory the application allocated itself (kiln_buffer_wrap_native): used in place and left
+//    to the application on CUDA devices, refused with KILN_UNSUPPORTED elsewhere.
 // Devices whose driver has no kernels in the artifact are skipped with the reason printed.
 #include <doctest/doctest.h>
 
@@ -19,6 +21,7 @@
 #include "frontend/parser.h"
 #include "kiln/runtime.h"
 #include "passes/pipeline.h"
+#include "runtime/drivers/cuda/cuda_api.h"
 
 using namespace kiln;
 
@@ -194,6 +197,89 @@ TEST_CASE("c_api devices: threads, device buffers and async runs on every listed
     kiln_buffer_destroy(xb);
     kiln_buffer_destroy(pb);
     kiln_session_destroy(session);
+  }
+  kiln_artifact_destroy(artifact);
+}
+
+TEST_CASE("c_api devices: application-owned memory is used in place where the driver can wrap it") {
+  std::vector<uint8_t> bytes = compile_for_every_target();
+  kiln_artifact* artifact = nullptr;
+  REQUIRE(kiln_artifact_load_memory(bytes.data(), bytes.size(), &artifact) == KILN_OK);
+  const size_t x_bytes = size_t(kRows) * 24 * 4, p_bytes = size_t(kRows) * 7 * 4;
+  const std::vector<float> x = pattern(size_t(kRows) * 24, 1);
+  const int64_t xd[2] = {kRows, 24};
+
+  size_t devices = 0;
+  REQUIRE(kiln_device_count(&devices) == KILN_OK);
+  for (size_t d = 0; d < devices; ++d) {
+    kiln_device_info info;
+    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
+    const std::string id = info.id;
+    CAPTURE(id);
+    int can_run = 0;
+    REQUIRE(kiln_artifact_supports_device(artifact, id.c_str(), &can_run) == KILN_OK);
+    if (!can_run) continue;
+    kiln_session* session = nullptr;
+    REQUIRE(kiln_session_create(artifact, id.c_str(), &session) == KILN_OK);
+    kiln_buffer* wrapped = nullptr;
+    CHECK(kiln_buffer_wrap_native(session, nullptr, 16, &wrapped) == KILN_INVALID_ARGUMENT);
+    if (id.rfind("cuda:", 0) != 0) {
+      // Host memory is no native device handle anywhere but here, and only CUDA wraps memory.
+      std::vector<float> host(4);
+      CHECK(kiln_buffer_wrap_native(session, host.data(), 16, &wrapped) == KILN_UNSUPPORTED);
+      CHECK(wrapped == nullptr);
+      CHECK(std::string(kiln_last_error_message()).find("in place") != std::string::npos);
+      kiln_session_destroy(session);
+      continue;
+    }
+    const Outputs single = run_probe(session);
+    REQUIRE_MESSAGE(single.status == KILN_OK, single.error);
+
+    // The application's own allocations, in the device's primary context (as a framework's).
+    Result<const runtime::cuda::CudaApi*> loaded = runtime::cuda::cuda_api();
+    REQUIRE(loaded.is_ok());
+    const runtime::cuda::CudaApi& api = **loaded;
+    runtime::cuda::CUdevice device = 0;
+    runtime::cuda::CUcontext context = nullptr;
+    REQUIRE(api.cuDeviceGet(&device, std::stoi(id.substr(5))) == runtime::cuda::CUDA_SUCCESS);
+    REQUIRE(api.cuDevicePrimaryCtxRetain(&context, device) == runtime::cuda::CUDA_SUCCESS);
+    REQUIRE(api.cuCtxSetCurrent(context) == runtime::cuda::CUDA_SUCCESS);
+    runtime::cuda::CUdeviceptr x_mem = 0, p_mem = 0;
+    REQUIRE(api.cuMemAlloc_v2(&x_mem, x_bytes) == runtime::cuda::CUDA_SUCCESS);
+    REQUIRE(api.cuMemAlloc_v2(&p_mem, p_bytes) == runtime::cuda::CUDA_SUCCESS);
+    auto as_handle = [](runtime::cuda::CUdeviceptr p) { return reinterpret_cast<void*>(uintptr_t(p)); };
+
+    // Refused: more bytes than the allocation holds, and memory that is not the device's.
+    CHECK(kiln_buffer_wrap_native(session, as_handle(x_mem), x_bytes + 4096, &wrapped) == KILN_INVALID_ARGUMENT);
+    CHECK(std::string(kiln_last_error_message()).find("remain in its allocation") != std::string::npos);
+    std::vector<float> host(4);
+    CHECK(kiln_buffer_wrap_native(session, host.data(), 16, &wrapped) == KILN_INVALID_ARGUMENT);
+
+    kiln_buffer* xb = nullptr;
+    kiln_buffer* pb = nullptr;
+    REQUIRE_MESSAGE(kiln_buffer_wrap_native(session, as_handle(x_mem), x_bytes, &xb) == KILN_OK,
+                    std::string(kiln_last_error_message()));
+    REQUIRE(kiln_buffer_wrap_native(session, as_handle(p_mem), p_bytes, &pb) == KILN_OK);
+    REQUIRE(kiln_buffer_write(xb, 0, x.data(), x_bytes) == KILN_OK);
+    REQUIRE(kiln_session_set_input_buffer(session, "x", KILN_DTYPE_F32, xd, 2, xb) == KILN_OK);
+    REQUIRE(kiln_session_set_output_buffer(session, "p", pb) == KILN_OK);
+    for (int run = 0; run < 3; ++run) {  // the third run replays a CUDA graph over the same memory
+      REQUIRE_MESSAGE(kiln_session_run(session) == KILN_OK, std::string(kiln_last_error_message()));
+      // Read back with the application's own copy: the result is in its memory, in place.
+      std::vector<float> p(size_t(kRows) * 7);
+      REQUIRE(api.cuCtxSetCurrent(context) == runtime::cuda::CUDA_SUCCESS);
+      REQUIRE(api.cuMemcpyDtoHAsync_v2(p.data(), p_mem, p_bytes, nullptr) == runtime::cuda::CUDA_SUCCESS);
+      REQUIRE(api.cuStreamSynchronize(nullptr) == runtime::cuda::CUDA_SUCCESS);
+      CHECK(std::memcmp(p.data(), single.p.data(), p_bytes) == 0);
+    }
+    kiln_session_destroy(session);
+    kiln_buffer_destroy(xb);
+    kiln_buffer_destroy(pb);
+    // Kiln left the memory to the application: freeing it once is fine (a double free fails).
+    REQUIRE(api.cuCtxSetCurrent(context) == runtime::cuda::CUDA_SUCCESS);
+    CHECK(api.cuMemFree_v2(x_mem) == runtime::cuda::CUDA_SUCCESS);
+    CHECK(api.cuMemFree_v2(p_mem) == runtime::cuda::CUDA_SUCCESS);
+    api.cuDevicePrimaryCtxRelease_v2(device);
   }
   kiln_artifact_destroy(artifact);
 }

@@ -47,6 +47,8 @@ LoadedApi load_api() {
   KILN_CU_LOAD(cuCtxSetCurrent)
   KILN_CU_LOAD(cuMemAlloc_v2)
   KILN_CU_LOAD(cuMemFree_v2)
+  KILN_CU_LOAD(cuMemGetAddressRange_v2)
+  KILN_CU_LOAD(cuPointerGetAttribute)
   KILN_CU_LOAD(cuMemHostAlloc)
   KILN_CU_LOAD(cuMemFreeHost)
   KILN_CU_LOAD(cuMemcpyHtoDAsync_v2)

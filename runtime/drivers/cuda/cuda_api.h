@@ -49,6 +49,10 @@ inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr int CU_DEVICE_ATTRIBUTE_INTEGRATED = 18;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+// CUpointer_attribute, CUmemorytype
+inline constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+inline constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+inline constexpr unsigned CU_MEMORYTYPE_DEVICE = 2;
 // CUfunction_attribute
 inline constexpr int CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
 // CUstream_flags, CUevent_flags, cuMemHostAlloc flags, CUstreamCaptureMode
@@ -77,6 +81,8 @@ struct CudaApi {
   CUresult (*cuCtxSetCurrent)(CUcontext context) = nullptr;
   CUresult (*cuMemAlloc_v2)(CUdeviceptr* ptr, size_t bytes) = nullptr;
   CUresult (*cuMemFree_v2)(CUdeviceptr ptr) = nullptr;
+  CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr) = nullptr;
+  CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr) = nullptr;
   CUresult (*cuMemHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;
   CUresult (*cuMemFreeHost)(void* ptr) = nullptr;
   CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) = nullptr;

@@ -61,6 +61,12 @@ void StagingPool::release(Lane* lane) {
 
 namespace {
 
+std::string format_pointer(CUdeviceptr pointer) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(pointer));
+  return text;
+}
+
 // Returns a borrowed lane to its pool on every path.
 class LaneGuard {
  public:
@@ -196,6 +202,32 @@ Result<std::unique_ptr<hal::Buffer>> CudaDevice::allocate(size_t bytes) {
   return std::unique_ptr<hal::Buffer>(std::move(buffer));
 }
 
+Result<std::unique_ptr<hal::Buffer>> CudaDevice::wrap_native(void* native, size_t bytes) {
+  const auto pointer = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(native));
+  const std::string what = name() + ": application memory " + format_pointer(pointer);
+  ScopedContext current(api_, context_);
+  KILN_RETURN_IF_ERROR(current.status());
+  // Kernels read and write the whole range, so it must be device memory of this GPU and lie
+  // inside one allocation: a stray pointer would fault the context every session shares, where
+  // a refused wrap is an error the application can handle.
+  unsigned memory_type = 0;
+  int ordinal = -1;
+  CUresult r = api_.cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, pointer);
+  if (r == CUDA_SUCCESS) r = api_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer);
+  if (r != CUDA_SUCCESS) return invalid_argument(what + " is not CUDA memory (" + cu_error_name(r) + ")");
+  if (memory_type != CU_MEMORYTYPE_DEVICE || ordinal != record_.ordinal)
+    return invalid_argument(what + " is not device memory of this GPU (device ordinal " + std::to_string(ordinal) + ")");
+  CUdeviceptr base = 0;
+  size_t allocation_bytes = 0;
+  r = api_.cuMemGetAddressRange_v2(&base, &allocation_bytes, pointer);
+  if (r != CUDA_SUCCESS) return invalid_argument(what + ": no allocation found (" + cu_error_name(r) + ")");
+  const size_t available = allocation_bytes - size_t(pointer - base);
+  if (bytes > available)
+    return invalid_argument(what + ": " + std::to_string(bytes) + " bytes asked, but only " +
+                            std::to_string(available) + " remain in its allocation");
+  return std::unique_ptr<hal::Buffer>(CudaBuffer::borrow(*this, pointer, bytes));
+}
+
 Result<std::unique_ptr<hal::Executable>> CudaDevice::load_executable(
     std::shared_ptr<const artifact::LoadedArtifact> artifact) {
   if (!artifact) return invalid_argument(name() + ": no artifact to load");
@@ -284,10 +316,15 @@ Result<std::unique_ptr<CudaBuffer>> CudaBuffer::create(CudaDevice& device, size_
   const CUresult r = api.cuMemAlloc_v2(&pointer, std::max<size_t>(bytes, 1));
   if (r != CUDA_SUCCESS)
     return cu_status(r, device.name() + ": cannot allocate " + std::to_string(bytes) + " bytes (cuMemAlloc)");
-  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, pointer, bytes));
+  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, pointer, bytes, /*owned=*/true));
+}
+
+std::unique_ptr<CudaBuffer> CudaBuffer::borrow(CudaDevice& device, CUdeviceptr pointer, size_t bytes) {
+  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, pointer, bytes, /*owned=*/false));
 }
 
 CudaBuffer::~CudaBuffer() {
+  if (!owned_) return;
   ScopedContext current(device_.api(), device_.context());
   device_.api().cuMemFree_v2(pointer_);
 }

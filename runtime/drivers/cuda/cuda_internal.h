@@ -77,6 +77,8 @@ class CudaDevice final : public hal::Device {
   const hal::DeviceInfo& info() const override { return record_.info; }
   bool has_device_timers() const override { return true; }
   Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) override;
+  // `native` is a CUdeviceptr: device memory of this GPU, `bytes` of it inside one allocation.
+  Result<std::unique_ptr<hal::Buffer>> wrap_native(void* native, size_t bytes) override;
   Result<std::unique_ptr<hal::Executable>> load_executable(
       std::shared_ptr<const artifact::LoadedArtifact> artifact) override;
   Result<std::unique_ptr<hal::Stream>> create_stream() override;
@@ -113,6 +115,8 @@ class CudaDevice final : public hal::Device {
 class CudaBuffer final : public hal::Buffer {
  public:
   static Result<std::unique_ptr<CudaBuffer>> create(CudaDevice& device, size_t bytes);
+  // A buffer over application-owned device memory: used in place, never freed by Kiln.
+  static std::unique_ptr<CudaBuffer> borrow(CudaDevice& device, CUdeviceptr pointer, size_t bytes);
   ~CudaBuffer() override;
 
   size_t size() const override { return size_; }
@@ -124,12 +128,13 @@ class CudaBuffer final : public hal::Buffer {
   const CudaDevice& device() const { return device_; }
 
  private:
-  CudaBuffer(CudaDevice& device, CUdeviceptr pointer, size_t size)
-      : device_(device), pointer_(pointer), size_(size) {}
+  CudaBuffer(CudaDevice& device, CUdeviceptr pointer, size_t size, bool owned)
+      : device_(device), pointer_(pointer), size_(size), owned_(owned) {}
   Status check_range(size_t offset, size_t count) const;
   CudaDevice& device_;
   CUdeviceptr pointer_;
   size_t size_;
+  bool owned_;  // false for borrow(): the application frees the memory
 };
 
 // One kernel of the loaded module.

@@ -231,6 +231,15 @@ kiln_status kiln_session_profile_clock(const kiln_session* session, const char**
 
 /* Allocates `bytes` on the session's device (KILN_OUT_OF_MEMORY when it cannot). */
 kiln_status kiln_buffer_create(kiln_session* session, size_t bytes, kiln_buffer** out);
+/* Wraps `bytes` of memory that the application already holds on the session's device, so that
+ * kiln_session_set_input_buffer / set_output_buffer use it in place, with no copy (e.g. a
+ * tensor of another framework). `native` is the device API's handle: on a CUDA device a
+ * CUdeviceptr cast to void*. The memory stays the application's: Kiln never frees it, and it
+ * must stay valid until the kiln_buffer is destroyed and no run that uses it is in flight; the
+ * application orders its own work on the memory against Kiln's runs (kiln_event_wait).
+ * KILN_INVALID_ARGUMENT when the pointer is not `bytes` of this device's memory,
+ * KILN_UNSUPPORTED on devices whose driver cannot wrap memory (reference, OpenCL, Vulkan). */
+kiln_status kiln_buffer_wrap_native(kiln_session* session, void* native, size_t bytes, kiln_buffer** out);
 void kiln_buffer_destroy(kiln_buffer* buffer);
 kiln_status kiln_buffer_size(const kiln_buffer* buffer, size_t* bytes);
 /* Synchronous copies; [offset, offset + bytes) must lie inside the buffer. */

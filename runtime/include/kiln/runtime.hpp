@@ -171,6 +171,8 @@ class Buffer : public Owner<kiln_buffer, kiln_buffer_destroy> {
  public:
   using Owner::Owner;
   inline static Result<Buffer> create(Session& session, size_t bytes);
+  // Application-owned device memory used in place (kiln_buffer_wrap_native).
+  inline static Result<Buffer> wrap_native(Session& session, void* native, size_t bytes);
   size_t size() const {
     size_t n = 0;
     return kiln_buffer_size(handle_, &n) == KILN_OK ? n : 0;
@@ -265,6 +267,13 @@ class Session : public Owner<kiln_session, kiln_session_destroy> {
 inline Result<Buffer> Buffer::create(Session& session, size_t bytes) {
   kiln_buffer* b = nullptr;
   Status s(kiln_buffer_create(session.get(), bytes, &b));
+  if (!s) return s;
+  return Buffer(b);
+}
+
+inline Result<Buffer> Buffer::wrap_native(Session& session, void* native, size_t bytes) {
+  kiln_buffer* b = nullptr;
+  Status s(kiln_buffer_wrap_native(session.get(), native, bytes, &b));
   if (!s) return s;
   return Buffer(b);
 }
