@@ -8,6 +8,7 @@
 #                     protobuf, onnx, SPIRV-Tools, flatbuffers, ...): not glibc/libstdc++/libgcc,
 #                     which are newer there, and not the GPU APIs (libcuda, NVRTC, cuBLAS,
 #                     OpenCL, Vulkan), which are there or are loaded with dlopen
+#   gpu-bundle/onnx_node_tests.tgz  the ONNX backend node tests (kiln-onnx-conformance on cuda:0)
 #   gpu-bundle/debs/  Debian's libvulkan1, libglvnd0, libglx0, libegl1 (the GPU machine has no
 #                     Vulkan loader, and NVIDIA's Vulkan ICD needs libglvnd)
 #
@@ -30,7 +31,9 @@ LIMIT_BYTES=$((60 * 1024 * 1024))  # the device tool carries 64 MiB with the wor
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags
 TARGETS=(kilnc kiln-run kiln-embed kiln-cuda-graph-check kiln-unit-tests)
-if grep -q 'kiln-bench' "$BUILD_DIR/build.ninja" 2>/dev/null; then TARGETS+=(kiln-bench); fi
+for optional in kiln-bench kiln-onnx-conformance; do
+  if grep -q "$optional" "$BUILD_DIR/build.ninja" 2>/dev/null; then TARGETS+=("$optional"); fi
+done
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 
 rm -rf "$BUNDLE"
@@ -56,6 +59,13 @@ done
 # (libGLX_nvidia.so.0) needs, unpacked on the GPU machine by gpu-test.sh.
 if ! (cd "$BUNDLE/debs" && apt-get download libvulkan1 libglvnd0 libglx0 libegl1 >/dev/null 2>&1); then
   echo "make-gpu-bundle: warning: could not download the Vulkan loader debs (Vulkan will be unavailable there)" >&2
+fi
+
+# The ONNX backend node tests (generated here by python3-onnx 1.12, which the GPU machine's newer
+# onnx would not reproduce), packed for kiln-onnx-conformance on cuda:0: about 4 MiB.
+if [[ " ${TARGETS[*]} " == *" kiln-onnx-conformance "* ]]; then
+  ctest --test-dir "$BUILD_DIR" -R '^onnx_node_data$' >/dev/null
+  tar czf "$BUNDLE/onnx_node_tests.tgz" -C "$BUILD_DIR/tests/onnx/onnx_tests" node
 fi
 
 size=$(du -sb "$BUNDLE" | cut -f1)
