@@ -144,6 +144,7 @@ CudaConfig cuda_config(const KernelModel& m) {
   c.block = kCudaBlock;
   switch (m.kind) {
     case KernelTemplate::kPointwise: {
+      if (cuda_conv_gemm_config(m, c)) break;  // conv2d as an implicit GEMM (c_family_cuda_conv.cpp)
       c.vector_width = vector_width_of(m);
       c.mode = c.vector_width > 1 ? CudaConfig::Mode::kVectorized : CudaConfig::Mode::kPointwise;
       break;
@@ -250,6 +251,7 @@ void Emitter::emit_cuda() {
     case CudaConfig::Mode::kRowsPerWarp:
     case CudaConfig::Mode::kRowsPerBlock: emit_cuda_rows(c); return;
     case CudaConfig::Mode::kMatMul: emit_cuda_matmul(c); return;
+    case CudaConfig::Mode::kConvGemm: emit_cuda_conv_gemm(c); return;
   }
 }
 
@@ -920,6 +922,9 @@ artifact::KernelDispatch cuda_dispatch(const KernelModel& m) {
       d.items_per_group = c.block / c.row_threads;
       break;
     }
+    case cfam::CudaConfig::Mode::kConvGemm:
+      d = cfam::cuda_conv_gemm_dispatch(m, c);
+      break;
     case cfam::CudaConfig::Mode::kMatMul: {
       // Work units are output tiles. A symbolic extent E contributes E + (tile - 1) units of
       // 1/tile tile each, so that ceil(work_items / items_per_group) covers every tile.

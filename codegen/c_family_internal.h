@@ -4,6 +4,7 @@
 //   c_family_pointwise.cpp  the pointwise template and its anchors (layout, conv, pooling)
 //   c_family_rows.cpp     the row-reduction template (reduce, argmax, normalizations) and matmul
 //   c_family_cuda.cpp     CUDA C: loads/stores, launch configuration and its own templates
+//   c_family_cuda_conv.cpp  CUDA C: conv2d as an implicit GEMM
 // Not a public header. An Emitter renders one kernel once; it is not thread-safe.
 #pragma once
 
@@ -26,6 +27,7 @@ struct CudaConfig {
     kRowsPerWarp,    // short rows: one warp per row, warp shuffles only
     kRowsPerBlock,   // long rows: one block per row, shuffles + shared memory across warps
     kMatMul,         // register-blocked tiles staged in shared memory
+    kConvGemm,       // conv2d as an implicit GEMM: kMatMul's tiles, A gathered from the input
   };
   Mode mode = Mode::kPointwise;
   uint32_t block = 256;         // threads per block
@@ -35,6 +37,10 @@ struct CudaConfig {
   uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // kMatMul: block tile, k step, thread tile
 };
 CudaConfig cuda_config(const KernelModel& model);
+// c_family_cuda_conv.cpp: whether a conv2d kernel runs as an implicit GEMM (then sets c's mode,
+// block and tiles), and its dispatch (work units: output tiles).
+bool cuda_conv_gemm_config(const KernelModel& model, CudaConfig& c);
+artifact::KernelDispatch cuda_conv_gemm_dispatch(const KernelModel& model, const CudaConfig& c);
 // The CUDA C type a buffer of `dtype` is declared with (f16 and bf16: ushort bits).
 std::string cuda_storage_type(ir::DType dtype);
 
@@ -119,6 +125,7 @@ class Emitter {
   void cuda_vector_load(int buffer, const std::string& offset, std::vector<Point>& points);
   void cuda_vector_store(int buffer, const std::string& offset, const std::vector<Point>& points);
   void emit_cuda_matmul(const CudaConfig& c);
+  void emit_cuda_conv_gemm(const CudaConfig& c);  // c_family_cuda_conv.cpp
   // The scalar pointwise loop over [start, total) (CUDA: the generic path and the vector tail).
   void emit_cuda_scalar_loop(const std::string& start, const std::string& step);
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).

@@ -305,3 +305,100 @@ TEST_CASE("cuda dialect: short rows of run-time length take a warp each; f16 row
     CHECK(has(src, "else {"));
   }
 }
+
+namespace {
+
+// The model and CUDA source of the graph's only conv kernel.
+std::pair<codegen::KernelModel, std::string> conv_kernel(const Compiled& c) {
+  for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
+    if (c.graph.kernels()[k].kind != ir::KernelKind::kConv) continue;
+    Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
+    REQUIRE(m.is_ok());
+    return {std::move(m).value(), cuda_source(c, k)};
+  }
+  FAIL("the graph has no conv kernel");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("cuda dialect: typical convs run as an implicit GEMM with their epilogue") {
+  struct Case {
+    const char* graph;
+    const char* acc;  // the register tile chosen
+  };
+  const Case cases[] = {
+      // 7x7 stride-2 stem, bias and relu, symbolic batch.
+      {"graph g(x: f32[N, 3, 224, 224], w: f32[64, 3, 7, 7], b: f32[64]) -> (y: f32[N, 64, 112, 112]) {\n"
+       "  y = relu(conv2d(x, w, b, strides=[2, 2], pads=[3, 3, 3, 3]))\n}\n",
+       "float acc[4][4];"},
+      // 3x3 pad 1 with a broadcast bias add, f16 storage.
+      {"graph g(x: f16[N, 64, 17, 15], w: f16[96, 64, 3, 3], b: f16[96, 1, 1]) -> (y: f16[N, 96, 17, 15]) {\n"
+       "  y = relu(add(conv2d(x, w, pads=[1, 1, 1, 1]), b))\n}\n",
+       "float acc[4][4];"},
+      // 1x1 with few output channels: 128-pixel x 32-channel tiles.
+      {"graph g(x: f32[N, 64, 28, 28], w: f32[32, 64, 1, 1]) -> (y: f32[N, 32, 28, 28]) {\n"
+       "  y = conv2d(x, w)\n}\n",
+       "float acc[8][2];"},
+      // A ResNet 3x3 layer at batch 32: enough 128x128 tiles for two waves.
+      {"graph g(x: f32[32, 128, 56, 56], w: f32[128, 128, 3, 3]) -> (y: f32[32, 128, 56, 56]) {\n"
+       "  y = conv2d(x, w, pads=[1, 1, 1, 1])\n}\n",
+       "float acc[8][8];"},
+      // Grouped (2 groups of 32 channels) and dilated.
+      {"graph g(x: f32[2, 64, 20, 20], w: f32[64, 32, 3, 3]) -> (y: f32[2, 64, 16, 16]) {\n"
+       "  y = conv2d(x, w, dilations=[2, 2], groups=2)\n}\n",
+       "float acc[8][2];"},
+  };
+  for (const Case& tc : cases) {
+    Compiled c = compile(tc.graph);
+    auto [m, src] = conv_kernel(c);
+    INFO(tc.graph << "\n" << src);
+    CHECK(has(src, "// implicit GEMM"));
+    CHECK(has(src, "__shared__ float tile_a"));
+    CHECK(has(src, tc.acc));
+    const artifact::KernelDispatch d = codegen::cuda_dispatch(m);
+    CHECK(d.workgroup_size == 256);
+  }
+  // The epilogue runs at each output's coordinates; the bias joins the accumulator.
+  {
+    Compiled c = compile(cases[0].graph);
+    auto [m, src] = conv_kernel(c);
+    CHECK(has(src, "y += TO_F(b2[oc]);"));
+    CHECK(has(src, "k_relu("));
+    // Symbolic batch: (N*112*112 + 63) units of 1/64 pixel tile, one channel tile.
+    const artifact::KernelDispatch d = codegen::cuda_dispatch(m);
+    CHECK(d.items_per_group == 64);
+    CHECK(d.work_items == ir::SizeExpr::symbol("N") * (112 * 112) + ir::SizeExpr::constant(63));
+  }
+  {
+    // Static batch: the tile count itself (2 groups x 1 channel tile x ceil(512 / 128) pixel tiles).
+    Compiled c = compile(cases[4].graph);
+    const artifact::KernelDispatch d = codegen::cuda_dispatch(conv_kernel(c).first);
+    CHECK(d.items_per_group == 1);
+    CHECK(d.work_items == ir::SizeExpr::constant(2 * 4));
+  }
+}
+
+TEST_CASE("cuda dialect: convs a GEMM tile would mostly waste keep the direct template") {
+  const char* graphs[] = {
+      // depthwise: one channel per group
+      "graph g(x: f32[N, 32, 16, 16], w: f32[32, 1, 3, 3]) -> (y: f32[N, 32, 16, 16]) {\n"
+      "  y = conv2d(x, w, pads=[1, 1, 1, 1], groups=32)\n}\n",
+      // fewer than 16 output channels
+      "graph g(x: f32[N, 16, 8, 8], w: f32[8, 16, 3, 3]) -> (y: f32[N, 8, 6, 6]) {\n  y = conv2d(x, w)\n}\n",
+      // a reduction of 9 (one input channel, 3x3)
+      "graph g(x: f32[N, 1, 28, 28], w: f32[32, 1, 3, 3]) -> (y: f32[N, 32, 26, 26]) {\n  y = conv2d(x, w)\n}\n",
+      // 16 output pixels in all
+      "graph g(x: f32[1, 64, 4, 4], w: f32[64, 64, 1, 1]) -> (y: f32[1, 64, 4, 4]) {\n  y = conv2d(x, w)\n}\n",
+  };
+  for (const char* graph : graphs) {
+    Compiled c = compile(graph);
+    auto [m, src] = conv_kernel(c);
+    INFO(graph << "\n" << src);
+    CHECK_FALSE(has(src, "implicit GEMM"));
+    CHECK_FALSE(has(src, "__shared__"));
+    const artifact::KernelDispatch d = codegen::cuda_dispatch(m);
+    CHECK(d.items_per_group == 256);  // one thread per output element
+    CHECK(d.work_items == ir::SizeExpr::of_shape(m.space, 1));
+  }
+}
