@@ -12,10 +12,10 @@
 #      OpenCL devices, each against the reference interpreter);
 #   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
 #   7. bench/sass_report.py: registers, spills and instruction mix of the benchmarked kernels;
-#   8. bench/gpu_bench.py, when present.
+#   8. bench/gpu_bench.py, when present, then bench/onnx_models.py (the example ONNX models).
 # Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
-# and unit tests), cuda_checks.txt, backends.txt, examples.txt, summary.txt, and bench/ (what
-# gpu_bench.py writes). Exit status 1 when a step failed (the summary says which).
+# and unit tests), cuda_checks.txt, backends.txt, examples.txt, sass.txt, summary.txt, and bench/
+# (what gpu_bench.py writes, and bench.txt, the log of both benchmark programs). Exit status 1 when a step failed (the summary says which).
 #
 # Environment: BUNDLE (default gpu-bundle), OUT (default gpu-test-out), STEPS (default
 # "unit cuda backends examples sass bench": a subset runs only those), BACKENDS_ARGS (extra
@@ -163,6 +163,9 @@ if wants bench && [ -f bench/gpu_bench.py ]; then
   mkdir -p "$OUT/bench"
   step "bench/gpu_bench.py" "$OUT/bench/bench.txt" python3 bench/gpu_bench.py --bin-dir "$BIN" --out "$OUT/bench" \
     --no-markdown-file
+  # The example ONNX models: kilnc times per target, latency per device, onnxruntime CPU beside.
+  step "bench/onnx_models.py" "$OUT/bench/bench.txt" python3 bench/onnx_models.py --build "$BUNDLE" \
+    --ort-python python3
 fi
 
 echo "== summary"
