@@ -698,7 +698,16 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       combine({{"float", "mx", neg_inf}}, [&](const std::vector<std::string>& o) { line("mx = k_fmax(mx, " + o[0] + ");"); });
       line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
       line("float total = 0.0f;");
-      cached_pass(false, [&](Point&, const std::string& x) { line("total += exp(" + x + " - mx);"); });
+      if (a.op == OpKind::kSoftmax) {
+        // The registers keep exp(x - mx) for the output pass: one exponential per element, not
+        // two (with f16 rows the exponentials, not the bytes, bounded the kernel).
+        cached_pass(false, [&](Point&, const std::string& x) {
+          line(x + " = exp(" + x + " - mx);");
+          line("total += " + x + ";");
+        });
+      } else {
+        cached_pass(false, [&](Point&, const std::string& x) { line("total += exp(" + x + " - mx);"); });
+      }
       combine({{"float", "total", "0.0f"}}, sum_merge("total"));
     } else {
       // Online maximum and sum: one read of the row. The sum is kept relative to the running
@@ -719,9 +728,15 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
       line("if (isinf(mx) && mx > 0.0f) total = U2F(0x7fc00000u);");
     }
-    line("float log_total = log(total);");
-    if (a.op == OpKind::kSoftmax) output = [&](Point&, const std::string& x) { return "exp(" + x + " - mx) / total"; };
-    else output = [&](Point&, const std::string& x) { return "(" + x + " - mx) - log_total"; };
+    if (a.op == OpKind::kSoftmax) {
+      // One division per row; a multiply per element.
+      line("float inv_total = 1.0f / total;");
+      if (cached) output = [&](Point&, const std::string& x) { return x + " * inv_total"; };
+      else output = [&](Point&, const std::string& x) { return "exp(" + x + " - mx) * inv_total"; };
+    } else {
+      line("float log_total = log(total);");
+      output = [&](Point&, const std::string& x) { return "(" + x + " - mx) - log_total"; };
+    }
   } else {
     const double eps = std::get<ir::LayerNormAttrs>(a.attrs).epsilon;
     if (cached) {
