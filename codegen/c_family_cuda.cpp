@@ -495,6 +495,17 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
     return "tid * TO_IDX(" + V + ") + TO_IDX((" + i + ") % " + V + ") + TO_IDX((" + i + ") / " + V + ") * TO_IDX(" +
            std::to_string(G * vec) + ")";
   };
+  // Every register slot holds an element when a static row fills them exactly; then the
+  // per-slot `k < K` tests, a compare and branch per element and pass, are left out.
+  int64_t static_k = 0;
+  const bool slots_full = c.row_registers > 0 && static_product(red_shape, static_k) &&
+                          static_k == int64_t(c.row_registers) * int64_t(G);
+  auto open_in_row = [&](const std::string& k) {
+    if (!slots_full) open("if (" + k + " < K)");
+  };
+  auto close_in_row = [&] {
+    if (!slots_full) close();
+  };
   if (G == 1) {
     line("IDX tid = TO_IDX(0);");
     open("for (IDX row = gid * TO_IDX(" + std::to_string(c.block) + ") + lid; row < rows; row += ngroups * TO_IDX(" +
@@ -532,11 +543,11 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
     line("#pragma unroll");
     open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
     line("IDX k = " + slot_k("i") + ";");
-    open("if (k < K)");
+    open_in_row("k");
     Point p;
     if (with_point) p = point_at("k");
     per_element(p, std::string("xr[i]"));
-    close();
+    close_in_row();
     close();
   };
   auto as_f = [&](const std::string& x) { return xk == Num::kF ? x : "TO_F(" + x + ")"; };
@@ -665,13 +676,13 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
     line("IDX k0 = " + slot_k("i * " + V) + ";");
     line("#pragma unroll");
     line("for (int j = 0; j < " + V + "; ++j) xr[i * " + V + " + j] = 0.0f;");
-    open("if (k0 < K)");
+    open_in_row("k0");
     std::vector<Point> points = vector_points("k0");
     for (uint32_t j = 0; j < vec; ++j) {
       for (NodeId n : m_.prologue) emit_elementwise(n, points[j]);
       line("xr[i * " + V + " + " + std::to_string(j) + "] = " + as_f(value(operand, points[j])) + ";");
     }
-    close();
+    close_in_row();
     close();
   } else if (cached) {
     // Read the row once (prologue included) into registers.
@@ -680,11 +691,11 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
     open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
     line("IDX k = tid + TO_IDX(i) * " + Gs + ";");
     line("xr[i] = 0.0f;");
-    open("if (k < K)");
+    open_in_row("k");
     Point p = point_at("k");
     for (NodeId n : m_.prologue) emit_elementwise(n, p);
     line("xr[i] = " + as_f(value(operand, p)) + ";");
-    close();
+    close_in_row();
     close();
   }
   auto sum_merge = [&](const std::string& var) {
@@ -789,7 +800,7 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
     line("#pragma unroll");
     open("for (int i = 0; i < " + std::to_string(c.row_registers / vec) + "; ++i)");
     line("IDX k0 = " + slot_k("i * " + V) + ";");
-    open("if (k0 < K)");
+    open_in_row("k0");
     std::vector<Point> points = vector_points("k0");
     for (uint32_t j = 0; j < vec; ++j) {
       const std::string av = fresh("a");
@@ -801,7 +812,7 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       // As store_outputs: a written buffer the points do not hold is stored elsewhere.
       if (m_.buffers[size_t(b)].written && points[0].vals.count(m_.buffers[size_t(b)].value))
         cuda_vector_store(b, "row * K + k0", points);
-    close();
+    close_in_row();
     close();
   } else if (cached) cached_pass(true, write);
   else pass([&](Point& p, const std::string& x) { write(p, as_f(x)); });

@@ -144,7 +144,13 @@ __forceinline__ long long k_sub_l(long long a, long long b) { return (long long)
 __forceinline__ long long k_mul_l(long long a, long long b) { return (long long)((ulong_t)a * (ulong_t)b); }
 __forceinline__ long long k_neg_l(long long a) { return (long long)(0ull - (ulong_t)a); }
 __forceinline__ long long k_f2l(float x) { return __float2ll_rz(x); }
+__forceinline__ float k_fmax(float a, float b) { return fmaxf(a, b); }  // one FMNMX; NaN-ignoring
 )";
+
+// IEEE maxNum (a NaN operand is ignored), written out for GLSL, whose max() leaves NaN
+// undefined, and for OpenCL C; the CUDA macros above map it to fmaxf, one instruction.
+constexpr const char* kPortableFmax =
+    "float k_fmax(float a, float b) { return isnan(a) ? b : (isnan(b) ? a : (a > b ? a : b)); }\n";
 
 // Written once for both dialects with the macros above.
 constexpr const char* kCommon = R"(float k_bf2f(uint b) { return U2F(b << 16); }
@@ -155,7 +161,6 @@ uint k_f2bf(float f) {
 }
 float k_maxf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); }
 float k_minf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a < b ? a : b); }
-float k_fmax(float a, float b) { return isnan(a) ? b : (isnan(b) ? a : (a > b ? a : b)); }
 float k_sigmoid(float x) {
   if (x >= 0.0f) return 1.0f / (1.0f + exp(-x));
   float e = exp(x);
@@ -215,6 +220,7 @@ std::string prelude(Dialect dialect, bool with_i64) {
   }
   std::string text = dialect == Dialect::kGlsl ? kGlslMacros : kOpenClMacros;
   if (with_i64) text += dialect == Dialect::kGlsl ? kGlslI64 : kOpenClI64;
+  text += kPortableFmax;
   text += kCommon;
   if (with_i64) text += kCommonI64;
   return text;
