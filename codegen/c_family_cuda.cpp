@@ -711,7 +711,7 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       line("float total = 0.0f;");
       if (a.op == OpKind::kSoftmax) {
         // The registers keep exp(x - mx) for the output pass: one exponential per element, not
-        // two (with f16 rows the exponentials, not the bytes, bounded the kernel).
+        // two (they were a large share of the f16 kernel's instructions).
         cached_pass(false, [&](Point&, const std::string& x) {
           line(x + " = exp(" + x + " - mx);");
           line("total += " + x + ";");

@@ -148,7 +148,7 @@ __forceinline__ float k_fmax(float a, float b) { return fmaxf(a, b); }  // one F
 )";
 
 // IEEE maxNum (a NaN operand is ignored), written out for GLSL, whose max() leaves NaN
-// undefined, and for OpenCL C; the CUDA macros above map it to fmaxf, one instruction.
+// undefined, and for OpenCL C; CUDA's own definition above is fmaxf, one instruction.
 constexpr const char* kPortableFmax =
     "float k_fmax(float a, float b) { return isnan(a) ? b : (isnan(b) ? a : (a > b ? a : b)); }\n";
 

@@ -15,7 +15,8 @@
 #   8. bench/gpu_bench.py, when present, then bench/onnx_models.py (the example ONNX models).
 # Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
 # and unit tests), cuda_checks.txt, backends.txt, examples.txt, sass.txt, summary.txt, and bench/
-# (what gpu_bench.py writes, and bench.txt, the log of both benchmark programs). Exit status 1 when a step failed (the summary says which).
+# (what gpu_bench.py writes, and bench.txt, the log of both benchmark programs). Exit status 1
+# when a step failed (the summary says which).
 #
 # Environment: BUNDLE (default gpu-bundle), OUT (default gpu-test-out), STEPS (default
 # "unit cuda backends examples sass bench": a subset runs only those), BACKENDS_ARGS (extra
