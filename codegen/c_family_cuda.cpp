@@ -255,30 +255,10 @@ void Emitter::emit_cuda() {
   }
 }
 
-void Emitter::emit_cuda_scalar_loop(const std::string& start, const std::string& step) {
-  open("for (IDX lin = " + start + "; lin < total; lin += " + step + ")");
-  Point p;
-  p.space = m_.space;
-  p.coords = decompose("lin", m_.space);
-  for (NodeId n : m_.kernel->nodes) {
-    if (n == m_.anchor) {
-      const Node& anchor = m_.node(n);
-      const std::string v = pointwise_anchor(anchor, p, "lin");
-      const std::string name = fresh("a");
-      line(ctype(num_of(anchor.type.dtype)) + " " + name + " = " + v + ";");
-      p.vals[n] = name;
-    } else {
-      emit_elementwise(n, p);
-    }
-  }
-  store_outputs(p);
-  close();
-}
-
 void Emitter::emit_cuda_pointwise(const CudaConfig& c) {
   const std::string block = "TO_IDX(" + std::to_string(c.block) + ")";
   line("IDX total = " + product(m_.space) + ";");
-  emit_cuda_scalar_loop("gid * " + block + " + lid", "ngroups * " + block);
+  emit_pointwise_loop("gid * " + block + " + lid", "ngroups * " + block);
 }
 
 namespace {
@@ -424,7 +404,7 @@ void Emitter::emit_cuda_vectorized(const CudaConfig& c) {
     if (m_.buffers[b].written) cuda_vector_store(int(b), "lin", points);
   close();
   // The tail (and everything, when the vector path is off) element by element.
-  emit_cuda_scalar_loop("nvec * " + W + " + gid * " + block + " + lid", "ngroups * " + block);
+  emit_pointwise_loop("nvec * " + W + " + gid * " + block + " + lid", "ngroups * " + block);
 }
 
 void Emitter::emit_cuda_rows(const CudaConfig& c) {

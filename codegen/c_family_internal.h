@@ -112,6 +112,9 @@ class Emitter {
 
   // ---- templates ----
   void emit_pointwise();
+  // The pointwise loop over linear output indices [start, total), `step` apart: the whole
+  // pointwise template, and on CUDA also the scalar tail of the vectorized one.
+  void emit_pointwise_loop(const std::string& start, const std::string& step);
   void emit_rows();
   void emit_matmul();
   // CUDA templates (c_family_cuda.cpp), chosen by cuda_config().
@@ -126,8 +129,6 @@ class Emitter {
   void cuda_vector_store(int buffer, const std::string& offset, const std::vector<Point>& points);
   void emit_cuda_matmul(const CudaConfig& c);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // c_family_cuda_conv.cpp
-  // The scalar pointwise loop over [start, total) (CUDA: the generic path and the vector tail).
-  void emit_cuda_scalar_loop(const std::string& start, const std::string& step);
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
 

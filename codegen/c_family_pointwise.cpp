@@ -15,7 +15,11 @@ using ir::OpKind;
 void Emitter::emit_pointwise() {
   const std::string wg = "TO_IDX(" + std::to_string(m_.dispatch.workgroup_size) + ")";
   line("IDX total = " + product(m_.space) + ";");
-  open("for (IDX lin = gid * " + wg + " + lid; lin < total; lin += ngroups * " + wg + ")");
+  emit_pointwise_loop("gid * " + wg + " + lid", "ngroups * " + wg);
+}
+
+void Emitter::emit_pointwise_loop(const std::string& start, const std::string& step) {
+  open("for (IDX lin = " + start + "; lin < total; lin += " + step + ")");
   Point p;
   p.space = m_.space;
   p.coords = decompose("lin", m_.space);
