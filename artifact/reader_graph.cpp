@@ -332,6 +332,9 @@ Result<ir::ExecutionPlan> convert_plan(const fb::Plan* p, const ir::Graph& graph
       std::optional<ir::Storage> storage = from_fb(b->storage());
       if (!storage) return bad(where + ": unknown storage code " + std::to_string(int(b->storage())));
       buffer.storage = *storage;
+      // Drivers upload a constant buffer from its node's tensor: checked once, here.
+      if (buffer.storage == ir::Storage::kConstant && graph.node(buffer.value).op != ir::OpKind::kConstant)
+        return bad(where + ": stored as a constant, but value " + std::to_string(buffer.value) + " is not one");
       KILN_ASSIGN_OR_RETURN(buffer.offset, read_size_expr(b->offset(), where));
       KILN_ASSIGN_OR_RETURN(buffer.size, read_size_expr(b->size(), where));
       if (b->alias_of() != ir::kNoNode) {

@@ -231,6 +231,19 @@ TEST_CASE("artifact: the writer refuses graphs it cannot represent") {
   CHECK(r.status().message().find("erased") != std::string::npos);
 }
 
+TEST_CASE("artifact: a plan that stores a computed value as a constant is refused at load") {
+  SampleModel model = sample_model();
+  // Buffer 0 is input x; the drivers would upload it from a constant tensor it does not have.
+  model.plan.buffers[0].storage = ir::Storage::kConstant;
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(model.graph, model.plan);
+  REQUIRE(bytes.is_ok());
+  Result<artifact::LoadedArtifact> loaded = read_bytes(std::move(bytes).value());
+  REQUIRE_FALSE(loaded.is_ok());
+  CHECK(loaded.status().code() == ErrorCode::kCorrupt);
+  CHECK_MESSAGE(loaded.status().message().find("plan buffer 0: stored as a constant, but value") != std::string::npos,
+                loaded.status().message());
+}
+
 TEST_CASE("artifact: newer format versions are refused with both versions named") {
   SampleModel model = sample_model();
   std::vector<uint8_t> bytes = write_or_fail(model.graph, model.plan);

@@ -151,9 +151,6 @@ Status CudaProgram::upload_constants() {
   const ir::Graph& graph = artifact_->graph;
   for (const ir::BufferAssignment& buffer : artifact_->plan.buffers) {
     if (buffer.storage != ir::Storage::kConstant) continue;
-    if (buffer.value >= graph.num_nodes() || graph.node(buffer.value).op != ir::OpKind::kConstant)
-      return corrupt("the plan's constant buffer refers to value " + std::to_string(buffer.value) +
-                     ", which is not a constant");
     const ir::Tensor& data = graph.constant_of(buffer.value);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaBuffer> uploaded, CudaBuffer::create(device_, data.size_bytes()));
     if (data.size_bytes() > 0)

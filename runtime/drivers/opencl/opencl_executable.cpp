@@ -183,9 +183,6 @@ Status OpenClExecutable::upload_constants() {
   const ir::Graph& graph = artifact_->graph;
   for (const ir::BufferAssignment& buffer : artifact_->plan.buffers) {
     if (buffer.storage != ir::Storage::kConstant) continue;
-    if (buffer.value >= graph.num_nodes() || graph.node(buffer.value).op != ir::OpKind::kConstant)
-      return corrupt("the plan's constant buffer refers to value " + std::to_string(buffer.value) +
-                     ", which is not a constant");
     const ir::Tensor& data = graph.constant_of(buffer.value);
     KILN_ASSIGN_OR_RETURN(cl_mem mem, device_.create_mem(data.size_bytes(), CL_MEM_READ_ONLY,
                                                          data.size_bytes() ? data.data() : nullptr));
