@@ -568,8 +568,7 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
   if (!normalize) {
     std::string result;
     if (a.op == OpKind::kArgMax) {
-      const std::string lowest = xk == Num::kF ? neg_inf : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
-      const std::string better = xk == Num::kF ? "k_better_f" : xk == Num::kL ? "k_better_l" : "k_better_i";
+      const std::string lowest = argmax_lowest(xk), better = argmax_better(xk);
       line(ctype(xk) + " bv = " + lowest + ";");
       line("IDX bi = K;");
       pass([&](Point&, const std::string& x) {
@@ -581,33 +580,9 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       result = convert("TO_L(bi)", Num::kL, a.type.dtype);
     } else {
       const bool is_f = xk == Num::kF;
-      std::string init = lit(xk, "0");
-      std::function<std::string(const std::string&, const std::string&)> op;
-      switch (a.op) {
-        case OpKind::kReduceSum: case OpKind::kReduceMean:
-          op = [&, is_f](const std::string& u, const std::string& v) {
-            return is_f ? "(" + u + " + " + v + ")" : int_fn("add", xk) + "(" + u + ", " + v + ")";
-          };
-          break;
-        case OpKind::kReduceProd:
-          init = lit(xk, "1");
-          op = [&, is_f](const std::string& u, const std::string& v) {
-            return is_f ? "(" + u + " * " + v + ")" : int_fn("mul", xk) + "(" + u + ", " + v + ")";
-          };
-          break;
-        case OpKind::kReduceMax:
-          init = is_f ? neg_inf : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
-          op = [is_f](const std::string& u, const std::string& v) {
-            return is_f ? "k_maxf(" + u + ", " + v + ")" : "(" + u + " > " + v + " ? " + u + " : " + v + ")";
-          };
-          break;
-        default:  // kReduceMin
-          init = is_f ? "U2F(0x7f800000u)" : xk == Num::kL ? "9223372036854775807l" : "2147483647";
-          op = [is_f](const std::string& u, const std::string& v) {
-            return is_f ? "k_minf(" + u + ", " + v + ")" : "(" + u + " < " + v + " ? " + u + " : " + v + ")";
-          };
-          break;
-      }
+      const RowReduction reduction = row_reduction(a.op, xk);
+      const std::string& init = reduction.init;
+      const auto& op = reduction.combine;
       line(ctype(xk) + " acc = " + init + ";");
       pass([&](Point&, const std::string& x) { line("acc = " + op("acc", x) + ";"); });
       combine({{ctype(xk), "acc", init}}, [&](const std::vector<std::string>& o) { line("acc = " + op("acc", o[0]) + ";"); });
@@ -617,21 +592,9 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       }
       result = convert(result, xk, a.type.dtype);
     }
-    // One thread per row finishes it: the anchor's value and the epilogue at the output element.
+    // One thread per row finishes it.
     open("if (tid == TO_IDX(0))");
-    Point p;
-    p.space = a.type.shape;
-    const bool keep_rank = a.type.shape.size() == m_.space.size();
-    size_t ri = 0;
-    for (size_t d = 0; d < m_.space.size(); ++d) {
-      if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
-      else if (keep_rank) p.coords.push_back("TO_IDX(0)");
-    }
-    const std::string av = fresh("a");
-    line(ctype(num_of(a.type.dtype)) + " " + av + " = " + result + ";");
-    p.vals[m_.anchor] = av;
-    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-    store_outputs(p);
+    emit_row_result(row_coords, result);
     close();
     close();
     return;

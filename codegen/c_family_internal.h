@@ -8,6 +8,7 @@
 // Not a public header. An Emitter renders one kernel once; it is not thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -111,6 +112,18 @@ class Emitter {
   void store_outputs(Point& p);
 
   // ---- templates ----
+  // A reduce_* anchor's identity value and combining expression over operands of kind xk.
+  struct RowReduction {
+    std::string init;
+    std::function<std::string(const std::string&, const std::string&)> combine;
+  };
+  RowReduction row_reduction(ir::OpKind op, Num xk);
+  // The extreme value argmax starts from, and its comparison function, for operands of kind xk.
+  static std::string argmax_lowest(Num xk);
+  static std::string argmax_better(Num xk);
+  // Finishes a reduced row: `result` as the anchor's value at the row's output element (the
+  // row's coordinates, 0 on reduced axes when the rank is kept), the epilogue and the stores.
+  void emit_row_result(const std::vector<std::string>& row_coords, const std::string& result);
   void emit_pointwise();
   // The pointwise loop over linear output indices [start, total), `step` apart: the whole
   // pointwise template, and on CUDA also the scalar tail of the vectorized one.

@@ -27,6 +27,55 @@ void tree_reduce(Emitter& e, const std::string& sh, uint32_t wg, Combine combine
 
 }  // namespace
 
+Emitter::RowReduction Emitter::row_reduction(OpKind op, Num xk) {
+  const bool is_f = xk == Num::kF;
+  switch (op) {
+    case OpKind::kReduceSum: case OpKind::kReduceMean:
+      return {lit(xk, "0"), [this, is_f, xk](const std::string& u, const std::string& v) {
+                return is_f ? "(" + u + " + " + v + ")" : int_fn("add", xk) + "(" + u + ", " + v + ")";
+              }};
+    case OpKind::kReduceProd:
+      return {lit(xk, "1"), [this, is_f, xk](const std::string& u, const std::string& v) {
+                return is_f ? "(" + u + " * " + v + ")" : int_fn("mul", xk) + "(" + u + ", " + v + ")";
+              }};
+    case OpKind::kReduceMax:
+      return {is_f ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)",
+              [is_f](const std::string& u, const std::string& v) {
+                return is_f ? "k_maxf(" + u + ", " + v + ")" : "(" + u + " > " + v + " ? " + u + " : " + v + ")";
+              }};
+    default:  // kReduceMin
+      return {is_f ? "U2F(0x7f800000u)" : xk == Num::kL ? "9223372036854775807l" : "2147483647",
+              [is_f](const std::string& u, const std::string& v) {
+                return is_f ? "k_minf(" + u + ", " + v + ")" : "(" + u + " < " + v + " ? " + u + " : " + v + ")";
+              }};
+  }
+}
+
+std::string Emitter::argmax_lowest(Num xk) {
+  return xk == Num::kF ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+}
+
+std::string Emitter::argmax_better(Num xk) {
+  return xk == Num::kF ? "k_better_f" : xk == Num::kL ? "k_better_l" : "k_better_i";
+}
+
+void Emitter::emit_row_result(const std::vector<std::string>& row_coords, const std::string& result) {
+  const Node& a = m_.node(m_.anchor);
+  Point p;
+  p.space = a.type.shape;
+  const bool keep_rank = a.type.shape.size() == m_.space.size();
+  size_t ri = 0;
+  for (size_t d = 0; d < m_.space.size(); ++d) {
+    if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
+    else if (keep_rank) p.coords.push_back("TO_IDX(0)");
+  }
+  const std::string av = fresh("a");
+  line(ctype(num_of(a.type.dtype)) + " " + av + " = " + result + ";");
+  p.vals[m_.anchor] = av;
+  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+  store_outputs(p);
+}
+
 void Emitter::emit_rows() {
   const Node& a = m_.node(m_.anchor);
   const uint32_t wg = m_.dispatch.workgroup_size;
@@ -61,8 +110,7 @@ void Emitter::emit_rows() {
     std::string result;
     if (a.op == OpKind::kArgMax) {
       const std::string sv = shared_array(ctype(xk), "shv", wg), si = shared_array("IDX", "shi", wg);
-      std::string lowest = xk == Num::kF ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
-      const std::string better = xk == Num::kF ? "k_better_f" : xk == Num::kL ? "k_better_l" : "k_better_i";
+      const std::string lowest = argmax_lowest(xk), better = argmax_better(xk);
       line(ctype(xk) + " bv = " + lowest + ";");
       line("IDX bi = K;");
       pass([&](Point&, const std::string& x) {
@@ -82,34 +130,10 @@ void Emitter::emit_rows() {
       result = convert(result, Num::kL, a.type.dtype);
     } else {
       const std::string sh = shared_array(ctype(xk), "sh", wg);
-      std::string init = lit(xk, "0");
-      std::function<std::string(const std::string&, const std::string&)> combine;
       const bool is_f = xk == Num::kF;
-      switch (a.op) {
-        case OpKind::kReduceSum: case OpKind::kReduceMean:
-          combine = [&, is_f](const std::string& u, const std::string& v) {
-            return is_f ? "(" + u + " + " + v + ")" : int_fn("add", xk) + "(" + u + ", " + v + ")";
-          };
-          break;
-        case OpKind::kReduceProd:
-          init = lit(xk, "1");
-          combine = [&, is_f](const std::string& u, const std::string& v) {
-            return is_f ? "(" + u + " * " + v + ")" : int_fn("mul", xk) + "(" + u + ", " + v + ")";
-          };
-          break;
-        case OpKind::kReduceMax:
-          init = is_f ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
-          combine = [is_f](const std::string& u, const std::string& v) {
-            return is_f ? "k_maxf(" + u + ", " + v + ")" : "(" + u + " > " + v + " ? " + u + " : " + v + ")";
-          };
-          break;
-        default:  // kReduceMin
-          init = is_f ? "U2F(0x7f800000u)" : xk == Num::kL ? "9223372036854775807l" : "2147483647";
-          combine = [is_f](const std::string& u, const std::string& v) {
-            return is_f ? "k_minf(" + u + ", " + v + ")" : "(" + u + " < " + v + " ? " + u + " : " + v + ")";
-          };
-          break;
-      }
+      const RowReduction reduction = row_reduction(a.op, xk);
+      const std::string& init = reduction.init;
+      const auto& combine = reduction.combine;
       line(ctype(xk) + " acc = " + init + ";");
       pass([&](Point&, const std::string& x) { line("acc = " + combine("acc", x) + ";"); });
       line(sh + "[lid] = acc;");
@@ -122,21 +146,9 @@ void Emitter::emit_rows() {
       }
       result = convert(result, xk, a.type.dtype);
     }
-    // Thread 0 finishes the row: the anchor's value and the epilogue at the output element.
+    // Thread 0 finishes the row.
     open("if (lid == TO_IDX(0))");
-    Point p;
-    p.space = a.type.shape;
-    const bool keep_rank = a.type.shape.size() == m_.space.size();
-    size_t ri = 0;
-    for (size_t d = 0; d < m_.space.size(); ++d) {
-      if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
-      else if (keep_rank) p.coords.push_back("TO_IDX(0)");
-    }
-    const std::string av = fresh("a");
-    line(ctype(num_of(a.type.dtype)) + " " + av + " = " + result + ";");
-    p.vals[m_.anchor] = av;
-    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-    store_outputs(p);
+    emit_row_result(row_coords, result);
     close();
     close();
     return;
