@@ -332,6 +332,14 @@ void Emitter::emit_elementwise(NodeId id, Point& p) {
   p.vals[id] = name;
 }
 
+void Emitter::finish_anchor(Point& p, const std::string& type, const std::string& value) {
+  const std::string av = fresh("a");
+  line(type + " " + av + " = " + value + ";");
+  p.vals[m_.anchor] = av;
+  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
+  store_outputs(p);
+}
+
 void Emitter::store_outputs(Point& p) {
   for (size_t b = 0; b < m_.buffers.size(); ++b) {
     if (!m_.buffers[b].written) continue;

@@ -731,13 +731,7 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       return "(" + x + " - mean) * inv_std * " + s + " + " + b;
     };
   }
-  auto write = [&](Point& p, const std::string& x) {
-    const std::string av = fresh("a");
-    line("float " + av + " = " + output(p, x) + ";");
-    p.vals[m_.anchor] = av;
-    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-    store_outputs(p);
-  };
+  auto write = [&](Point& p, const std::string& x) { finish_anchor(p, "float", output(p, x)); };
   if (cached && vec > 1) {
     // Write the row from registers: each run of `vec` results in one 16-byte store per output.
     line("#pragma unroll");
@@ -855,11 +849,7 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   p.coords = bc;
   if (!a1) p.coords.push_back("row");
   if (!b1) p.coords.push_back("col");
-  const std::string av = fresh("a");
-  line(ctype(kind) + " " + av + " = " + convert("acc[i][j]", kind, a.type.dtype) + ";");
-  p.vals[m_.anchor] = av;
-  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-  store_outputs(p);
+  finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, a.type.dtype));
   close();
   close();
   close();

@@ -226,11 +226,7 @@ void Emitter::emit_cuda_conv_gemm(const CudaConfig& c) {
   Point p;
   p.space = m_.space;
   p.coords = {"on", "oc", "ooh", "oow"};
-  const std::string av = fresh("a");
-  line("float " + av + " = " + convert("y", Num::kF, a.type.dtype) + ";");
-  p.vals[m_.anchor] = av;
-  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-  store_outputs(p);
+  finish_anchor(p, "float", convert("y", Num::kF, a.type.dtype));
   close();
   close();
   close();

@@ -110,6 +110,9 @@ class Emitter {
   void emit_elementwise(ir::NodeId n, Point& p);
   // Stores every kernel output that p holds, at p's row-major offset.
   void store_outputs(Point& p);
+  // Binds the anchor's value at p (a fresh variable of C type `type` = `value`), computes the
+  // epilogue there and stores the outputs: how every anchored template finishes an element.
+  void finish_anchor(Point& p, const std::string& type, const std::string& value);
 
   // ---- templates ----
   // A reduce_* anchor's identity value and combining expression over operands of kind xk.

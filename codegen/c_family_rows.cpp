@@ -69,11 +69,7 @@ void Emitter::emit_row_result(const std::vector<std::string>& row_coords, const 
     if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
     else if (keep_rank) p.coords.push_back("TO_IDX(0)");
   }
-  const std::string av = fresh("a");
-  line(ctype(num_of(a.type.dtype)) + " " + av + " = " + result + ";");
-  p.vals[m_.anchor] = av;
-  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-  store_outputs(p);
+  finish_anchor(p, ctype(num_of(a.type.dtype)), result);
 }
 
 void Emitter::emit_rows() {
@@ -200,11 +196,7 @@ void Emitter::emit_rows() {
       const std::string s = value(a.inputs[1], p), b = value(a.inputs[2], p);
       y = "(" + as_f(x) + " - mean) * inv_std * " + s + " + " + b;
     }
-    const std::string av = fresh("a");
-    line("float " + av + " = " + y + ";");
-    p.vals[m_.anchor] = av;
-    for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-    store_outputs(p);
+    finish_anchor(p, "float", y);
   });
   close();
 }
@@ -262,11 +254,7 @@ void Emitter::emit_matmul() {
   p.coords = bc;
   if (!a1) p.coords.push_back("row");
   if (!b1) p.coords.push_back("col");
-  const std::string av = fresh("a");
-  line(ctype(kind) + " " + av + " = " + convert("acc", kind, a.type.dtype) + ";");
-  p.vals[m_.anchor] = av;
-  for (NodeId n : m_.epilogue) emit_elementwise(n, p);
-  store_outputs(p);
+  finish_anchor(p, ctype(kind), convert("acc", kind, a.type.dtype));
   close();
   close();
 }
