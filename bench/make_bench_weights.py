@@ -7,40 +7,20 @@ Seeded random values (NumPy only, so it also runs where PyTorch is missing): mat
 1/sqrt(fan_in) as an initialized network's are, so activations keep a unit scale through the
 layers and f16 neither overflows nor flushes; biases small; layer_norm scales near 1. gpu_bench.py
 imports `weight_tensors` to give PyTorch exactly the same values.
-
-The safetensors format: 8-byte little-endian header length, a JSON header mapping each tensor name
-to its dtype, shape and [begin, end) byte offsets in the data section, then the data.
+The files are written by examples/make_mlp_weights.py's safetensors writer.
 """
-import json
 import os
-import struct
 import sys
 
 import numpy as np
 
-SAFETENSORS_DTYPE = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from make_mlp_weights import write_safetensors  # noqa: E402  (after the path insert)
 
 MLP_WIDTH = 1024
 MLP_LAYERS = 4
 ENCODER_D = 768
 ENCODER_FFN = 3072
-
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, array in tensors.items():
-        data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPE[array.dtype], "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header_bytes = json.dumps(header, sort_keys=True).encode()
-    header_bytes += b" " * (-len(header_bytes) % 8)  # keep the data 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(header_bytes)))
-        f.write(header_bytes)
-        for blob in blobs:
-            f.write(blob)
 
 
 def _dense(rng, fan_in, fan_out, dtype):

@@ -12,11 +12,16 @@ import sys
 import numpy as np
 
 
+SAFETENSORS_DTYPE = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
+
+
 def write_safetensors(path, tensors):
+    """Writes {name: array} (float32 or float16 arrays); bench/make_bench_weights.py uses it too."""
     header, offset, blobs = {}, 0, []
     for name, array in tensors.items():
         data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": SAFETENSORS_DTYPE[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
     header_bytes = json.dumps(header, sort_keys=True).encode()
