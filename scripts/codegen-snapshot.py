@@ -24,7 +24,7 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 def corpus(work):
     cases = os.path.join(work, "cases")
-    subprocess.run([sys.executable, os.path.join(SRC, "tests/interp/gen_cases.py"), cases],
+    subprocess.run(["/usr/bin/python3", os.path.join(SRC, "tests/interp/gen_cases.py"), cases],
                    check=True, stdout=subprocess.DEVNULL)
     graphs = []
     with open(os.path.join(cases, "cases.txt")) as f:
