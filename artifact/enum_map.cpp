@@ -1,6 +1,11 @@
-// Explicit ir:: <-> file enum mapping (see enum_map.h). Generated once by hand from the two enum
-// lists; keep both directions in sync when adding a value (append to kiln.fbs, never renumber).
+// ir:: <-> file enum mapping (see enum_map.h). Ops are mapped by name (below); the smaller enums
+// by hand. Append new values to kiln.fbs, never renumber.
 #include "artifact/enum_map.h"
+
+#include "artifact/op_enum.h"
+
+#include <array>
+#include <vector>
 
 #include "support/check.h"
 
@@ -35,139 +40,45 @@ std::optional<ir::DType> from_fb(fb::DType v) {
   return std::nullopt;  // a value this build does not know
 }
 
-fb::OpKind to_fb(ir::OpKind v) {
-  switch (v) {
-    case ir::OpKind::kInput: return fb::OpKind::Input;
-    case ir::OpKind::kConstant: return fb::OpKind::Constant;
-    case ir::OpKind::kNeg: return fb::OpKind::Neg;
-    case ir::OpKind::kAbs: return fb::OpKind::Abs;
-    case ir::OpKind::kExp: return fb::OpKind::Exp;
-    case ir::OpKind::kLog: return fb::OpKind::Log;
-    case ir::OpKind::kSqrt: return fb::OpKind::Sqrt;
-    case ir::OpKind::kRsqrt: return fb::OpKind::Rsqrt;
-    case ir::OpKind::kReciprocal: return fb::OpKind::Reciprocal;
-    case ir::OpKind::kTanh: return fb::OpKind::Tanh;
-    case ir::OpKind::kSigmoid: return fb::OpKind::Sigmoid;
-    case ir::OpKind::kRelu: return fb::OpKind::Relu;
-    case ir::OpKind::kSilu: return fb::OpKind::Silu;
-    case ir::OpKind::kErf: return fb::OpKind::Erf;
-    case ir::OpKind::kSin: return fb::OpKind::Sin;
-    case ir::OpKind::kCos: return fb::OpKind::Cos;
-    case ir::OpKind::kFloor: return fb::OpKind::Floor;
-    case ir::OpKind::kCeil: return fb::OpKind::Ceil;
-    case ir::OpKind::kRound: return fb::OpKind::Round;
-    case ir::OpKind::kSign: return fb::OpKind::Sign;
-    case ir::OpKind::kGelu: return fb::OpKind::Gelu;
-    case ir::OpKind::kNot: return fb::OpKind::Not;
-    case ir::OpKind::kAdd: return fb::OpKind::Add;
-    case ir::OpKind::kSub: return fb::OpKind::Sub;
-    case ir::OpKind::kMul: return fb::OpKind::Mul;
-    case ir::OpKind::kDiv: return fb::OpKind::Div;
-    case ir::OpKind::kPow: return fb::OpKind::Pow;
-    case ir::OpKind::kMaximum: return fb::OpKind::Maximum;
-    case ir::OpKind::kMinimum: return fb::OpKind::Minimum;
-    case ir::OpKind::kEqual: return fb::OpKind::Equal;
-    case ir::OpKind::kNotEqual: return fb::OpKind::NotEqual;
-    case ir::OpKind::kLess: return fb::OpKind::Less;
-    case ir::OpKind::kLessEqual: return fb::OpKind::LessEqual;
-    case ir::OpKind::kGreater: return fb::OpKind::Greater;
-    case ir::OpKind::kGreaterEqual: return fb::OpKind::GreaterEqual;
-    case ir::OpKind::kAnd: return fb::OpKind::And;
-    case ir::OpKind::kOr: return fb::OpKind::Or;
-    case ir::OpKind::kXor: return fb::OpKind::Xor;
-    case ir::OpKind::kWhere: return fb::OpKind::Where;
-    case ir::OpKind::kCast: return fb::OpKind::Cast;
-    case ir::OpKind::kClamp: return fb::OpKind::Clamp;
-    case ir::OpKind::kReduceSum: return fb::OpKind::ReduceSum;
-    case ir::OpKind::kReduceMean: return fb::OpKind::ReduceMean;
-    case ir::OpKind::kReduceMax: return fb::OpKind::ReduceMax;
-    case ir::OpKind::kReduceMin: return fb::OpKind::ReduceMin;
-    case ir::OpKind::kReduceProd: return fb::OpKind::ReduceProd;
-    case ir::OpKind::kArgMax: return fb::OpKind::ArgMax;
-    case ir::OpKind::kSoftmax: return fb::OpKind::Softmax;
-    case ir::OpKind::kLogSoftmax: return fb::OpKind::LogSoftmax;
-    case ir::OpKind::kLayerNorm: return fb::OpKind::LayerNorm;
-    case ir::OpKind::kMatMul: return fb::OpKind::MatMul;
-    case ir::OpKind::kReshape: return fb::OpKind::Reshape;
-    case ir::OpKind::kTranspose: return fb::OpKind::Transpose;
-    case ir::OpKind::kBroadcastTo: return fb::OpKind::BroadcastTo;
-    case ir::OpKind::kSlice: return fb::OpKind::Slice;
-    case ir::OpKind::kConcat: return fb::OpKind::Concat;
-    case ir::OpKind::kGather: return fb::OpKind::Gather;
-    case ir::OpKind::kConv2d: return fb::OpKind::Conv2d;
-    case ir::OpKind::kMaxPool2d: return fb::OpKind::MaxPool2d;
-    case ir::OpKind::kAvgPool2d: return fb::OpKind::AvgPool2d;
-    case ir::OpKind::kGlobalAvgPool2d: return fb::OpKind::GlobalAvgPool2d;
+namespace {
+
+// The file's op enum and ir's operator table meet by name: each OpKind's identifier
+// (ir::op_kind_id, "ReduceSum") is the name of its kiln.fbs value. The mapping is built once from
+// the two lists; test_artifact checks that every ir op has a file value and every file value an
+// ir op, so a new op without a kiln.fbs value fails there.
+struct OpKindMap {
+  std::array<std::optional<fb::OpKind>, ir::kNumOpKinds> to_file;
+  std::vector<std::optional<ir::OpKind>> from_file;  // indexed by the file value
+
+  OpKindMap() {
+    from_file.assign(size_t(fb::OpKind::MAX) + 1, std::nullopt);
+    for (fb::OpKind file : fb::EnumValuesOpKind()) {
+      for (int k = 0; k < ir::kNumOpKinds; ++k) {
+        if (ir::op_kind_id(ir::OpKind(k)) != fb::EnumNameOpKind(file)) continue;
+        to_file[size_t(k)] = file;
+        from_file[size_t(file)] = ir::OpKind(k);
+      }
+    }
   }
-  KILN_CHECK(false, "unknown ir::OpKind");
-  return fb::OpKind::Input;
+};
+
+const OpKindMap& op_kind_map() {
+  static const OpKindMap map;
+  return map;
+}
+
+}  // namespace
+
+fb::OpKind to_fb(ir::OpKind v) {
+  const std::optional<fb::OpKind>& file = op_kind_map().to_file.at(size_t(v));
+  KILN_CHECK(file.has_value(), "ir::OpKind without a value in artifact/kiln.fbs");
+  return *file;
 }
 
 std::optional<ir::OpKind> from_fb(fb::OpKind v) {
-  switch (v) {
-    case fb::OpKind::Input: return ir::OpKind::kInput;
-    case fb::OpKind::Constant: return ir::OpKind::kConstant;
-    case fb::OpKind::Neg: return ir::OpKind::kNeg;
-    case fb::OpKind::Abs: return ir::OpKind::kAbs;
-    case fb::OpKind::Exp: return ir::OpKind::kExp;
-    case fb::OpKind::Log: return ir::OpKind::kLog;
-    case fb::OpKind::Sqrt: return ir::OpKind::kSqrt;
-    case fb::OpKind::Rsqrt: return ir::OpKind::kRsqrt;
-    case fb::OpKind::Reciprocal: return ir::OpKind::kReciprocal;
-    case fb::OpKind::Tanh: return ir::OpKind::kTanh;
-    case fb::OpKind::Sigmoid: return ir::OpKind::kSigmoid;
-    case fb::OpKind::Relu: return ir::OpKind::kRelu;
-    case fb::OpKind::Silu: return ir::OpKind::kSilu;
-    case fb::OpKind::Erf: return ir::OpKind::kErf;
-    case fb::OpKind::Sin: return ir::OpKind::kSin;
-    case fb::OpKind::Cos: return ir::OpKind::kCos;
-    case fb::OpKind::Floor: return ir::OpKind::kFloor;
-    case fb::OpKind::Ceil: return ir::OpKind::kCeil;
-    case fb::OpKind::Round: return ir::OpKind::kRound;
-    case fb::OpKind::Sign: return ir::OpKind::kSign;
-    case fb::OpKind::Gelu: return ir::OpKind::kGelu;
-    case fb::OpKind::Not: return ir::OpKind::kNot;
-    case fb::OpKind::Add: return ir::OpKind::kAdd;
-    case fb::OpKind::Sub: return ir::OpKind::kSub;
-    case fb::OpKind::Mul: return ir::OpKind::kMul;
-    case fb::OpKind::Div: return ir::OpKind::kDiv;
-    case fb::OpKind::Pow: return ir::OpKind::kPow;
-    case fb::OpKind::Maximum: return ir::OpKind::kMaximum;
-    case fb::OpKind::Minimum: return ir::OpKind::kMinimum;
-    case fb::OpKind::Equal: return ir::OpKind::kEqual;
-    case fb::OpKind::NotEqual: return ir::OpKind::kNotEqual;
-    case fb::OpKind::Less: return ir::OpKind::kLess;
-    case fb::OpKind::LessEqual: return ir::OpKind::kLessEqual;
-    case fb::OpKind::Greater: return ir::OpKind::kGreater;
-    case fb::OpKind::GreaterEqual: return ir::OpKind::kGreaterEqual;
-    case fb::OpKind::And: return ir::OpKind::kAnd;
-    case fb::OpKind::Or: return ir::OpKind::kOr;
-    case fb::OpKind::Xor: return ir::OpKind::kXor;
-    case fb::OpKind::Where: return ir::OpKind::kWhere;
-    case fb::OpKind::Cast: return ir::OpKind::kCast;
-    case fb::OpKind::Clamp: return ir::OpKind::kClamp;
-    case fb::OpKind::ReduceSum: return ir::OpKind::kReduceSum;
-    case fb::OpKind::ReduceMean: return ir::OpKind::kReduceMean;
-    case fb::OpKind::ReduceMax: return ir::OpKind::kReduceMax;
-    case fb::OpKind::ReduceMin: return ir::OpKind::kReduceMin;
-    case fb::OpKind::ReduceProd: return ir::OpKind::kReduceProd;
-    case fb::OpKind::ArgMax: return ir::OpKind::kArgMax;
-    case fb::OpKind::Softmax: return ir::OpKind::kSoftmax;
-    case fb::OpKind::LogSoftmax: return ir::OpKind::kLogSoftmax;
-    case fb::OpKind::LayerNorm: return ir::OpKind::kLayerNorm;
-    case fb::OpKind::MatMul: return ir::OpKind::kMatMul;
-    case fb::OpKind::Reshape: return ir::OpKind::kReshape;
-    case fb::OpKind::Transpose: return ir::OpKind::kTranspose;
-    case fb::OpKind::BroadcastTo: return ir::OpKind::kBroadcastTo;
-    case fb::OpKind::Slice: return ir::OpKind::kSlice;
-    case fb::OpKind::Concat: return ir::OpKind::kConcat;
-    case fb::OpKind::Gather: return ir::OpKind::kGather;
-    case fb::OpKind::Conv2d: return ir::OpKind::kConv2d;
-    case fb::OpKind::MaxPool2d: return ir::OpKind::kMaxPool2d;
-    case fb::OpKind::AvgPool2d: return ir::OpKind::kAvgPool2d;
-    case fb::OpKind::GlobalAvgPool2d: return ir::OpKind::kGlobalAvgPool2d;
-  }
-  return std::nullopt;  // a value this build does not know
+  const auto& from_file = op_kind_map().from_file;
+  if (size_t(v) >= from_file.size()) return std::nullopt;  // a value this build does not know
+  return from_file[size_t(v)];
 }
 
 fb::KernelKind to_fb(ir::KernelKind v) {
@@ -219,3 +130,23 @@ std::optional<ir::Storage> from_fb(fb::Storage v) {
 }
 
 }  // namespace kiln::artifact::detail
+
+namespace kiln::artifact {
+
+std::vector<std::string> op_enum_mismatches() {
+  std::vector<std::string> out;
+  const auto& map = detail::op_kind_map();
+  for (int k = 0; k < ir::kNumOpKinds; ++k) {
+    if (!map.to_file[size_t(k)]) {
+      out.push_back("ir op '" + std::string(ir::op_kind_id(ir::OpKind(k))) + "' has no value in kiln.fbs");
+    }
+  }
+  for (fb::OpKind file : fb::EnumValuesOpKind()) {
+    if (!map.from_file[size_t(file)]) {
+      out.push_back("kiln.fbs op '" + std::string(fb::EnumNameOpKind(file)) + "' is no ir op");
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::artifact

@@ -1,7 +1,8 @@
-// Explicit mapping between the ir:: enums and the artifact file's enums (kiln.fbs). Internal to
-// the artifact library. The switches have no default so -Wswitch flags a new ir:: value that
-// has no file encoding yet; the file -> ir direction returns nullopt for values this build does
-// not know (a corrupt or newer file).
+// Mapping between the ir:: enums and the artifact file's enums (kiln.fbs). Internal to the
+// artifact library. Ops map by name (ir::op_kind_id == the kiln.fbs value's name; a unit test
+// checks both lists agree); the smaller enums by switches without default, so -Wswitch flags a
+// new ir:: value that has no file encoding yet. The file -> ir direction returns nullopt for
+// values this build does not know (a corrupt or newer file).
 #pragma once
 
 #include <optional>

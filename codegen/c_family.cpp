@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "codegen/c_family_internal.h"
+#include "support/check.h"
 
 namespace kiln::codegen {
 namespace cfam {
@@ -171,10 +172,37 @@ std::string Emitter::value(NodeId v, Point& p) {
   return name;
 }
 
+std::string Emitter::expand(std::string_view form, const std::vector<std::string>& operands, Num kind) const {
+  std::string out;
+  for (size_t i = 0; i < form.size(); ++i) {
+    if (form[i] != '{') {
+      out += form[i];
+      continue;
+    }
+    const size_t end = form.find('}', i);
+    const std::string_view key = form.substr(i + 1, end - i - 1);
+    i = end;
+    if (key.size() == 1 && key[0] >= '0' && key[0] <= '9') out += operands.at(size_t(key[0] - '0'));
+    else if (key == "k") out += kind == Num::kL ? "l" : "i";
+    else if (key.substr(0, 4) == "lit:") out += lit(kind, std::string(key.substr(4)));
+    else if (key == "lowest") out += kind == Num::kF ? "U2F(0xff800000u)" : kind == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+    else if (key == "highest") out += kind == Num::kF ? "U2F(0x7f800000u)" : kind == Num::kL ? "9223372036854775807l" : "2147483647";
+    else KILN_CHECK(false, "unknown placeholder in a C expression template");
+  }
+  return out;
+}
+
+std::string_view Emitter::float_form(const ir::Node& n) const {
+  const ir::CExpr& e = ir::op_info(n.op).expr;
+  const std::string_view override_form = cuda() ? e.cuda_float_form : glsl() ? e.glsl_float_form : e.opencl_float_form;
+  if (!override_form.empty()) return override_form;
+  return e.float_form_for ? e.float_form_for(n.attrs) : e.float_form;
+}
+
 std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::string>& a,
                                       const std::vector<DType>& t, Num& kind) {
   const OpKind op = n.op;
-  const ir::OpFamily family = ir::op_info(op).family;
+  const ir::OpInfo& info = ir::op_info(op);
   auto any_float = [&]() {
     for (DType d : t) if (ir::is_float(d)) return true;
     return false;
@@ -184,100 +212,41 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
     if (from == k) return a[i];
     return k == Num::kF ? "TO_F(" + a[i] + ")" : k == Num::kL ? "TO_L(" + a[i] + ")" : "TO_I(" + a[i] + ")";
   };
-  switch (family) {
-    case ir::OpFamily::kUnary: {
-      const bool int_capable = op == OpKind::kNeg || op == OpKind::kAbs || op == OpKind::kRelu ||
-                               op == OpKind::kSign || op == OpKind::kFloor || op == OpKind::kCeil ||
-                               op == OpKind::kRound || op == OpKind::kReciprocal || op == OpKind::kNot;
-      if (!ir::is_float(t[0]) && !ir::is_float(n.type.dtype) && int_capable) {
-        kind = num_of(t[0]);
-        const std::string x = a[0];
-        const std::string z = lit(kind, "0");
-        switch (op) {
-          case OpKind::kNeg: return int_fn("neg", kind) + "(" + x + ")";
-          case OpKind::kAbs: return "(" + x + " < " + z + " ? " + int_fn("neg", kind) + "(" + x + ") : " + x + ")";
-          case OpKind::kRelu: return "(" + x + " > " + z + " ? " + x + " : " + z + ")";
-          case OpKind::kSign:
-            return "(" + x + " > " + z + " ? " + lit(kind, "1") + " : (" + x + " < " + z + " ? " +
-                   lit(kind, "-1") + " : " + z + "))";
-          case OpKind::kReciprocal: return int_fn("div", kind) + "(" + lit(kind, "1") + ", " + x + ")";
-          case OpKind::kNot: kind = Num::kI; return "(" + x + " == " + z + " ? 1 : 0)";
-          default: return x;  // floor / ceil / round of an integer
-        }
-      }
-      kind = Num::kF;
-      const std::string x = as_kind(0, Num::kF);
-      switch (op) {
-        case OpKind::kNeg: return "(-" + x + ")";
-        case OpKind::kAbs: return "k_fabs(" + x + ")";
-        case OpKind::kExp: return "exp(" + x + ")";
-        case OpKind::kLog: return "log(" + x + ")";
-        case OpKind::kSqrt: return "sqrt(" + x + ")";
-        case OpKind::kRsqrt: return "k_rsqrt(" + x + ")";
-        case OpKind::kReciprocal: return "(1.0f / " + x + ")";
-        case OpKind::kTanh: return "k_tanh(" + x + ")";
-        case OpKind::kSigmoid: return "k_sigmoid(" + x + ")";
-        case OpKind::kRelu: return "k_relu(" + x + ")";
-        case OpKind::kSilu: return "(" + x + " * k_sigmoid(" + x + "))";
-        case OpKind::kErf: return "k_erf(" + x + ")";
-        case OpKind::kSin: return "sin(" + x + ")";
-        case OpKind::kCos: return "cos(" + x + ")";
-        case OpKind::kFloor: return "floor(" + x + ")";
-        case OpKind::kCeil: return "ceil(" + x + ")";
-        case OpKind::kRound: return "k_round(" + x + ")";
-        case OpKind::kSign: return "k_signf(" + x + ")";
-        case OpKind::kGelu: {
-          const auto* g = std::get_if<ir::GeluAttrs>(&n.attrs);
-          return (g && g->tanh_approximation ? "k_gelu_tanh(" : "k_gelu(") + x + ")";
-        }
-        case OpKind::kNot: kind = Num::kI; return "(" + x + " == 0.0f ? 1 : 0)";
-        default: break;
-      }
-      break;
+  // The table's template in the number kind `k`, every operand converted to it.
+  auto templated = [&](Num k) -> std::string {
+    const std::string_view form = k == Num::kF ? float_form(n) : info.expr.int_form;
+    if (form.empty()) {
+      fail(unsupported("kernel '" + m_.kernel->name + "': op '" + std::string(info.name) +
+                       "' has no C expression in the operator table"));
+      return "0";
     }
-    case ir::OpFamily::kBinary: {
-      if (any_float()) {
-        kind = Num::kF;
-        const std::string x = as_kind(0, Num::kF), y = as_kind(1, Num::kF);
-        switch (op) {
-          case OpKind::kAdd: return "(" + x + " + " + y + ")";
-          case OpKind::kSub: return "(" + x + " - " + y + ")";
-          case OpKind::kMul: return "(" + x + " * " + y + ")";
-          case OpKind::kDiv: return "(" + x + " / " + y + ")";
-          case OpKind::kPow: return "k_powf(" + x + ", " + y + ")";
-          case OpKind::kMaximum: return "k_maxf(" + x + ", " + y + ")";
-          case OpKind::kMinimum: return "k_minf(" + x + ", " + y + ")";
-          default: break;
-        }
-        break;
+    std::vector<std::string> operands;
+    for (size_t i = 0; i < a.size(); ++i) operands.push_back(as_kind(i, k));
+    std::string expr = expand(form, operands, k);
+    kind = info.expr.bool_result ? Num::kI : k;
+    return expr;
+  };
+  // Integer operands compute in 64 bits when either is 64-bit.
+  auto int_kind = [&]() {
+    for (DType d : t) if (num_of(d) == Num::kL) return Num::kL;
+    return Num::kI;
+  };
+  switch (info.family) {
+    case ir::OpFamily::kUnary:
+      // An integer operand stays integer where the op has an integer form.
+      if (!ir::is_float(t[0]) && !ir::is_float(n.type.dtype) && !info.expr.int_form.empty()) {
+        return templated(num_of(t[0]));
       }
-      kind = (num_of(t[0]) == Num::kL || num_of(t[1]) == Num::kL) ? Num::kL : Num::kI;
-      const std::string x = as_kind(0, kind), y = as_kind(1, kind);
-      switch (op) {
-        case OpKind::kAdd: return int_fn("add", kind) + "(" + x + ", " + y + ")";
-        case OpKind::kSub: return int_fn("sub", kind) + "(" + x + ", " + y + ")";
-        case OpKind::kMul: return int_fn("mul", kind) + "(" + x + ", " + y + ")";
-        case OpKind::kDiv: return int_fn("div", kind) + "(" + x + ", " + y + ")";
-        case OpKind::kPow: return int_fn("pow", kind) + "(" + x + ", " + y + ")";
-        case OpKind::kMaximum: return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
-        case OpKind::kMinimum: return "(" + x + " < " + y + " ? " + x + " : " + y + ")";
-        default: break;
-      }
-      break;
-    }
-    case ir::OpFamily::kCompare: {
-      Num k = any_float() ? Num::kF : ((num_of(t[0]) == Num::kL || num_of(t[1]) == Num::kL) ? Num::kL : Num::kI);
-      kind = Num::kI;
-      const char* sym = op == OpKind::kEqual ? "==" : op == OpKind::kNotEqual ? "!=" : op == OpKind::kLess ? "<"
-                      : op == OpKind::kLessEqual ? "<=" : op == OpKind::kGreater ? ">" : ">=";
-      return "(" + as_kind(0, k) + " " + sym + " " + as_kind(1, k) + " ? 1 : 0)";
-    }
+      return templated(Num::kF);
+    case ir::OpFamily::kBinary:
+    case ir::OpFamily::kCompare:
+      return templated(any_float() ? Num::kF : int_kind());
     case ir::OpFamily::kLogic: {
+      // Operands are truth-tested in their own kind.
+      std::vector<std::string> truths;
+      for (size_t i = 0; i < a.size(); ++i) truths.push_back("(" + a[i] + " != " + lit(num_of(t[i]), "0") + ")");
       kind = Num::kI;
-      const std::string x = "(" + a[0] + " != " + lit(num_of(t[0]), "0") + ")";
-      const std::string y = "(" + a[1] + " != " + lit(num_of(t[1]), "0") + ")";
-      const char* sym = op == OpKind::kAnd ? " && " : op == OpKind::kOr ? " || " : " != ";
-      return "(" + x + sym + y + " ? 1 : 0)";
+      return expand(info.expr.int_form, truths, Num::kI);
     }
     case ir::OpFamily::kSelect: {
       kind = num_of(n.type.dtype);
@@ -309,7 +278,9 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
       if (c.max) { std::string hi = bound(std::floor(*c.max)); x = "(" + x + " > " + hi + " ? " + hi + " : " + x + ")"; }
       return x;
     }
-    default: break;
+    case ir::OpFamily::kSource: case ir::OpFamily::kReduce: case ir::OpFamily::kNormalize:
+    case ir::OpFamily::kLinalg: case ir::OpFamily::kLayout: case ir::OpFamily::kConv:
+      break;
   }
   fail(unsupported("kernel '" + m_.kernel->name + "': op '" + std::string(ir::op_name(op)) +
                    "' is not elementwise"));

@@ -101,6 +101,11 @@ class Emitter {
   void cuda_store(int buffer, const std::string& offset, const std::string& value);
   // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
   std::string convert(const std::string& e, Num from, ir::DType to) const;
+  // Expands a C expression template of the operator table (ir::CExpr: {0} operands, {k},
+  // {lit:V}, and {lowest} / {highest}, the extreme values of `kind`).
+  std::string expand(std::string_view form, const std::vector<std::string>& operands, Num kind) const;
+  // The float form of n's op in this dialect (its override, or the attribute-dependent form).
+  std::string_view float_form(const ir::Node& n) const;
   // Wrap-safe integer arithmetic helpers by kind: "k_add_i" / "k_add_l".
   std::string int_fn(const char* op, Num n) const { return std::string("k_") + op + (n == Num::kL ? "_l" : "_i"); }
 
@@ -122,7 +127,7 @@ class Emitter {
   };
   RowReduction row_reduction(ir::OpKind op, Num xk);
   // The extreme value argmax starts from, and its comparison function, for operands of kind xk.
-  static std::string argmax_lowest(Num xk);
+  std::string argmax_lowest(Num xk) const { return expand("{lowest}", {}, xk); }
   static std::string argmax_better(Num xk);
   // Finishes a reduced row: `result` as the anchor's value at the row's output element (the
   // row's coordinates, 0 on reduced axes when the rank is kept), the epilogue and the stores.

@@ -213,7 +213,19 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       }
       return int_fn("div", kind) + "(" + acc + ", " + (kind == Num::kL ? "TO_L(" : "TO_I(") + divisor + "))";
     }
-    default:
+    // Elementwise ops are computed by emit_elementwise, and the other anchors have their own
+    // templates: none reaches the pointwise anchor.
+    case OpKind::kInput: case OpKind::kConstant: case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp:
+    case OpKind::kLog: case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kTanh:
+    case OpKind::kSigmoid: case OpKind::kRelu: case OpKind::kSilu: case OpKind::kErf: case OpKind::kSin:
+    case OpKind::kCos: case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
+    case OpKind::kGelu: case OpKind::kNot: case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul:
+    case OpKind::kDiv: case OpKind::kPow: case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kEqual:
+    case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual: case OpKind::kGreater:
+    case OpKind::kGreaterEqual: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor: case OpKind::kWhere:
+    case OpKind::kCast: case OpKind::kClamp: case OpKind::kReduceSum: case OpKind::kReduceMean:
+    case OpKind::kReduceMax: case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax:
+    case OpKind::kSoftmax: case OpKind::kLogSoftmax: case OpKind::kLayerNorm: case OpKind::kMatMul:
       break;
   }
   fail(unsupported("kernel '" + m_.kernel->name + "': no pointwise code for op '" +

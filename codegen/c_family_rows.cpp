@@ -28,31 +28,13 @@ void tree_reduce(Emitter& e, const std::string& sh, uint32_t wg, Combine combine
 }  // namespace
 
 Emitter::RowReduction Emitter::row_reduction(OpKind op, Num xk) {
-  const bool is_f = xk == Num::kF;
-  switch (op) {
-    case OpKind::kReduceSum: case OpKind::kReduceMean:
-      return {lit(xk, "0"), [this, is_f, xk](const std::string& u, const std::string& v) {
-                return is_f ? "(" + u + " + " + v + ")" : int_fn("add", xk) + "(" + u + ", " + v + ")";
-              }};
-    case OpKind::kReduceProd:
-      return {lit(xk, "1"), [this, is_f, xk](const std::string& u, const std::string& v) {
-                return is_f ? "(" + u + " * " + v + ")" : int_fn("mul", xk) + "(" + u + ", " + v + ")";
-              }};
-    case OpKind::kReduceMax:
-      return {is_f ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)",
-              [is_f](const std::string& u, const std::string& v) {
-                return is_f ? "k_maxf(" + u + ", " + v + ")" : "(" + u + " > " + v + " ? " + u + " : " + v + ")";
-              }};
-    default:  // kReduceMin
-      return {is_f ? "U2F(0x7f800000u)" : xk == Num::kL ? "9223372036854775807l" : "2147483647",
-              [is_f](const std::string& u, const std::string& v) {
-                return is_f ? "k_minf(" + u + ", " + v + ")" : "(" + u + " < " + v + " ? " + u + " : " + v + ")";
-              }};
-  }
-}
-
-std::string Emitter::argmax_lowest(Num xk) {
-  return xk == Num::kF ? "U2F(0xff800000u)" : xk == Num::kL ? "(-9223372036854775807l - 1l)" : "(-2147483647 - 1)";
+  // Partials combine with the expression of the row's binary op (add, mul, maximum, minimum).
+  const ir::ReduceFns& r = ir::op_info(op).reduce;
+  const ir::CExpr& combine = ir::op_info(r.combine).expr;
+  const std::string_view form = xk == Num::kF ? combine.float_form : combine.int_form;
+  return {expand(r.c_identity, {}, xk), [this, form, xk](const std::string& u, const std::string& v) {
+            return expand(form, {u, v}, xk);
+          }};
 }
 
 std::string Emitter::argmax_better(Num xk) {
@@ -80,7 +62,7 @@ void Emitter::emit_rows() {
   for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
   const NodeId operand = a.inputs[0];
   const Num xk = num_of(m_.node(operand).type.dtype);
-  const bool normalize = a.op == OpKind::kSoftmax || a.op == OpKind::kLogSoftmax || a.op == OpKind::kLayerNorm;
+  const bool normalize = ir::op_info(a.op).family == ir::OpFamily::kNormalize;
 
   line("IDX rows = " + product(row_shape) + ";");
   line("IDX K = " + product(red_shape) + ";");
@@ -137,7 +119,7 @@ void Emitter::emit_rows() {
       result = fresh("res");
       line(ctype(xk) + " " + result + " = " + sh + "[0];");
       line(barrier());
-      if (a.op == OpKind::kReduceMean) {
+      if (ir::op_info(a.op).reduce.mean) {
         result = is_f ? "(" + result + " / TO_F(K))" : int_fn("div", xk) + "(" + result + ", " + (xk == Num::kL ? "TO_L(K)" : "TO_I(K)") + ")";
       }
       result = convert(result, xk, a.type.dtype);

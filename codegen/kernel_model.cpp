@@ -33,17 +33,18 @@ void collect_symbols(const ir::Shape& shape, std::set<std::string>& symbols) {
   }
 }
 
+// The kernel template follows the anchor's fusion class: reductions and normalizations are row
+// kernels, matmul its tiled template; everything else (conv2d, pooling, layout, elementwise)
+// computes one output element per work item.
 KernelTemplate template_of(OpKind op) {
-  switch (op) {
-    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
-    case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax:
-    case OpKind::kSoftmax: case OpKind::kLogSoftmax: case OpKind::kLayerNorm:
-      return KernelTemplate::kRowReduce;
-    case OpKind::kMatMul:
-      return KernelTemplate::kMatMul;
-    default:
-      return KernelTemplate::kPointwise;
+  switch (ir::op_info(op).fusion) {
+    case ir::FusionClass::kPrologueAnchor: return KernelTemplate::kRowReduce;
+    case ir::FusionClass::kEpilogueAnchor:
+      return ir::op_info(op).family == ir::OpFamily::kLinalg ? KernelTemplate::kMatMul : KernelTemplate::kPointwise;
+    case ir::FusionClass::kSource: case ir::FusionClass::kCheap: case ir::FusionClass::kElementwise:
+    case ir::FusionClass::kOwnKernel: return KernelTemplate::kPointwise;
   }
+  return KernelTemplate::kPointwise;
 }
 
 // The product of the dims of `shape` whose flag in `pick` is `want` (all dims when pick is empty).
@@ -151,33 +152,25 @@ Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::Executi
       m.space = x.type.shape;
       const int64_t rank = int64_t(m.space.size());
       m.reduced_axes.assign(m.space.size(), false);
-      switch (anchor->op) {
-        case OpKind::kArgMax: {
-          const auto& a = std::get<ir::ArgMaxAttrs>(anchor->attrs);
-          KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a.axis, rank));
+      // The reduced axes come from the anchor's attribute struct: any reduction with
+      // ReduceAttrs, argmax, softmax / log_softmax (AxisAttrs) or layer_norm.
+      if (const auto* a = std::get_if<ir::ReduceAttrs>(&anchor->attrs)) {
+        for (int64_t axis : a->axes) {
+          if (axis < 0 || axis >= rank) return internal_error("reduce axis out of range");
           m.reduced_axes[size_t(axis)] = true;
-          break;
         }
-        case OpKind::kSoftmax: case OpKind::kLogSoftmax: {
-          const auto& a = std::get<ir::AxisAttrs>(anchor->attrs);
-          KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a.axis, rank));
-          m.reduced_axes[size_t(axis)] = true;
-          break;
-        }
-        case OpKind::kLayerNorm: {
-          const auto& a = std::get<ir::LayerNormAttrs>(anchor->attrs);
-          KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a.axis, rank));
-          for (int64_t d = axis; d < rank; ++d) m.reduced_axes[size_t(d)] = true;
-          break;
-        }
-        default: {
-          const auto& a = std::get<ir::ReduceAttrs>(anchor->attrs);
-          for (int64_t axis : a.axes) {
-            if (axis < 0 || axis >= rank) return internal_error("reduce axis out of range");
-            m.reduced_axes[size_t(axis)] = true;
-          }
-          break;
-        }
+      } else if (const auto* a = std::get_if<ir::ArgMaxAttrs>(&anchor->attrs)) {
+        KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a->axis, rank));
+        m.reduced_axes[size_t(axis)] = true;
+      } else if (const auto* a = std::get_if<ir::AxisAttrs>(&anchor->attrs)) {
+        KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a->axis, rank));
+        m.reduced_axes[size_t(axis)] = true;
+      } else if (const auto* a = std::get_if<ir::LayerNormAttrs>(&anchor->attrs)) {
+        KILN_ASSIGN_OR_RETURN(int64_t axis, ir::normalize_axis(a->axis, rank));
+        for (int64_t d = axis; d < rank; ++d) m.reduced_axes[size_t(d)] = true;
+      } else {
+        return internal_error("kernel '" + kernel.name + "': row anchor '" + anchor->name +
+                              "' has no reduced axes");
       }
       m.dispatch.work_items = product(m.space, m.reduced_axes, false);
       m.dispatch.items_per_group = 1;

@@ -121,16 +121,11 @@ std::string describe_attr_value(const AttrValue& value) {
 }
 
 std::vector<std::string_view> required_attributes(ir::OpKind kind) {
-  switch (kind) {
-    case ir::OpKind::kCast: return {"to"};
-    case ir::OpKind::kReshape: return {"shape"};
-    case ir::OpKind::kTranspose: return {"perm"};
-    case ir::OpKind::kBroadcastTo: return {"shape"};
-    case ir::OpKind::kSlice: return {"starts", "ends"};
-    case ir::OpKind::kMaxPool2d:
-    case ir::OpKind::kAvgPool2d: return {"kernel"};
-    default: return {};
+  std::vector<std::string_view> out;
+  for (std::string_view name : ir::op_info(kind).required_attrs) {
+    if (!name.empty()) out.push_back(name);
   }
+  return out;
 }
 
 std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, const NamedAttr& attr,

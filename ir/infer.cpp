@@ -24,7 +24,6 @@ std::string ints_to_string(const std::vector<int64_t>& values) {
 namespace {
 
 using infer_detail::Operands;
-using infer_detail::quoted_op;
 
 // True when the static part of the shape multiplies out past int64 (symbols count as >= 1).
 bool static_product_overflows(const Shape& shape) {
@@ -50,30 +49,35 @@ Status check_declared_type(const TensorType& type) {
   return Status::ok();
 }
 
-Result<TensorType> infer_unary(OpKind op, const Operands& in) {
-  const TensorType& x = in[0];
-  switch (op) {
-    case OpKind::kNot:
-      if (x.dtype != DType::kBool) {
-        return invalid_argument("not needs a bool operand, got " + x.to_string());
-      }
-      return x;
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kSign:
-    case OpKind::kRelu:
-      if (!is_float(x.dtype) && !is_signed_integer(x.dtype)) {
-        return invalid_argument(quoted_op(op) + " needs a floating-point or signed integer operand, got " +
-                                x.to_string());
-      }
-      return x;
-    default:
-      if (!is_float(x.dtype)) {
-        return invalid_argument(quoted_op(op) + " needs a floating-point operand, got " + x.to_string() +
-                                " (use cast)");
-      }
-      return x;
+}  // namespace
+
+namespace infer_detail {
+
+// The operand dtype check of the op's row (DTypeClass), for one-operand rules.
+Status check_operand_dtype(OpKind op, const TensorType& x) {
+  switch (op_info(op).operand_dtypes) {
+    case DTypeClass::kAny: return Status::ok();
+    case DTypeClass::kNumeric:
+      if (is_numeric(x.dtype)) return Status::ok();
+      return invalid_argument(quoted_op(op) + " needs a numeric operand, got " + x.to_string());
+    case DTypeClass::kFloat:
+      if (is_float(x.dtype)) return Status::ok();
+      return invalid_argument(quoted_op(op) + " needs a floating-point operand, got " + x.to_string() +
+                              " (use cast)");
+    case DTypeClass::kFloatOrSigned:
+      if (is_float(x.dtype) || is_signed_integer(x.dtype)) return Status::ok();
+      return invalid_argument(quoted_op(op) + " needs a floating-point or signed integer operand, got " +
+                              x.to_string());
+    case DTypeClass::kBool:
+      if (x.dtype == DType::kBool) return Status::ok();
+      return invalid_argument(quoted_op(op) + " needs a bool operand, got " + x.to_string());
   }
+  return internal_error("unknown dtype class");
+}
+
+Result<TensorType> infer_unary(OpKind op, const Operands& in, Attrs&) {
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, in[0]));
+  return in[0];
 }
 
 // Broadcasts operand shapes pairwise, reporting the full types of the pair that disagrees.
@@ -98,7 +102,7 @@ Status require_same_dtype(OpKind op, const TensorType& a, const TensorType& b) {
   return Status::ok();
 }
 
-Result<TensorType> infer_binary(OpKind op, const Operands& in) {
+Result<TensorType> infer_binary(OpKind op, const Operands& in, Attrs&) {
   KILN_RETURN_IF_ERROR(require_same_dtype(op, in[0], in[1]));
   if (!is_numeric(in[0].dtype)) {
     return invalid_argument(quoted_op(op) + " needs numeric operands, got " + in[0].to_string() + " and " +
@@ -108,10 +112,9 @@ Result<TensorType> infer_binary(OpKind op, const Operands& in) {
   return TensorType{in[0].dtype, std::move(shape)};
 }
 
-Result<TensorType> infer_compare(OpKind op, const Operands& in) {
+Result<TensorType> infer_compare(OpKind op, const Operands& in, Attrs&) {
   KILN_RETURN_IF_ERROR(require_same_dtype(op, in[0], in[1]));
-  const bool equality = op == OpKind::kEqual || op == OpKind::kNotEqual;
-  if (!equality && !is_numeric(in[0].dtype)) {
+  if (op_info(op).operand_dtypes == DTypeClass::kNumeric && !is_numeric(in[0].dtype)) {
     return invalid_argument(quoted_op(op) + " needs numeric operands, got " + in[0].to_string() + " and " +
                             in[1].to_string());
   }
@@ -119,7 +122,7 @@ Result<TensorType> infer_compare(OpKind op, const Operands& in) {
   return TensorType{DType::kBool, std::move(shape)};
 }
 
-Result<TensorType> infer_logic(OpKind op, const Operands& in) {
+Result<TensorType> infer_logic(OpKind op, const Operands& in, Attrs&) {
   if (in[0].dtype != DType::kBool || in[1].dtype != DType::kBool) {
     return invalid_argument(quoted_op(op) + " needs bool operands, got " + in[0].to_string() + " and " +
                             in[1].to_string());
@@ -128,7 +131,7 @@ Result<TensorType> infer_logic(OpKind op, const Operands& in) {
   return TensorType{DType::kBool, std::move(shape)};
 }
 
-Result<TensorType> infer_where(const Operands& in) {
+Result<TensorType> infer_where(OpKind, const Operands& in, Attrs&) {
   if (in[0].dtype != DType::kBool) {
     return invalid_argument("where needs a bool condition, got " + in[0].to_string());
   }
@@ -140,7 +143,8 @@ Result<TensorType> infer_where(const Operands& in) {
   return TensorType{in[1].dtype, std::move(shape)};
 }
 
-Result<TensorType> infer_clamp(const Operands& in, const ClampAttrs& attrs) {
+Result<TensorType> infer_clamp(OpKind, const Operands& in, Attrs& node_attrs) {
+  const auto& attrs = std::get<ClampAttrs>(node_attrs);
   if (!is_numeric(in[0].dtype)) {
     return invalid_argument("clamp needs a numeric operand, got " + in[0].to_string());
   }
@@ -148,6 +152,10 @@ Result<TensorType> infer_clamp(const Operands& in, const ClampAttrs& attrs) {
     return invalid_argument("clamp bounds must not be NaN");
   }
   return in[0];
+}
+
+Result<TensorType> infer_cast(OpKind, const Operands& in, Attrs& node_attrs) {
+  return TensorType{std::get<CastAttrs>(node_attrs).to, in[0].shape};
 }
 
 // Normalizes a list of axes against `rank`: non-negative, sorted, no duplicates.
@@ -166,15 +174,13 @@ Result<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes, in
   return out;
 }
 
-Result<TensorType> infer_reduce(OpKind op, const Operands& in, ReduceAttrs& attrs) {
+Result<TensorType> infer_reduce(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<ReduceAttrs>(node_attrs);
   const TensorType& x = in[0];
   if (!is_numeric(x.dtype)) {
     return invalid_argument(quoted_op(op) + " needs a numeric operand, got " + x.to_string());
   }
-  if (op == OpKind::kReduceMean && !is_float(x.dtype)) {
-    return invalid_argument("reduce_mean needs a floating-point operand, got " + x.to_string() +
-                            " (use cast)");
-  }
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, x));  // reduce_mean: floats only
   // An omitted (or empty) axes list reduces over every axis, as in ONNX. An explicit list that
   // names a strict subset of the axes wins over a stale all_axes flag.
   std::vector<int64_t> every_axis;
@@ -194,7 +200,7 @@ Result<TensorType> infer_reduce(OpKind op, const Operands& in, ReduceAttrs& attr
       continue;
     }
     const Dim& d = x.shape[i];
-    if ((op == OpKind::kReduceMax || op == OpKind::kReduceMin) && d.is_static() && d.size() == 0) {
+    if (op_info(op).reduce.needs_elements && d.is_static() && d.size() == 0) {
       return invalid_argument(quoted_op(op) + " over axis " + std::to_string(i) + " of " + x.to_string() +
                               ", which is empty");
     }
@@ -203,11 +209,10 @@ Result<TensorType> infer_reduce(OpKind op, const Operands& in, ReduceAttrs& attr
   return TensorType{x.dtype, std::move(shape)};
 }
 
-Result<TensorType> infer_argmax(const Operands& in, ArgMaxAttrs& attrs) {
+Result<TensorType> infer_argmax(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<ArgMaxAttrs>(node_attrs);
   const TensorType& x = in[0];
-  if (!is_numeric(x.dtype)) {
-    return invalid_argument("argmax needs a numeric operand, got " + x.to_string());
-  }
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, x));
   KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
   const Dim& d = x.shape[attrs.axis];
   if (d.is_static() && d.size() == 0) {
@@ -225,22 +230,18 @@ Result<TensorType> infer_argmax(const Operands& in, ArgMaxAttrs& attrs) {
   return TensorType{DType::kI64, std::move(shape)};
 }
 
-Result<TensorType> infer_softmax(OpKind op, const Operands& in, AxisAttrs& attrs) {
+Result<TensorType> infer_softmax(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<AxisAttrs>(node_attrs);
   const TensorType& x = in[0];
-  if (!is_float(x.dtype)) {
-    return invalid_argument(quoted_op(op) + " needs a floating-point operand, got " + x.to_string() +
-                            " (use cast)");
-  }
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, x));
   KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
   return x;
 }
 
-Result<TensorType> infer_layer_norm(const Operands& in, LayerNormAttrs& attrs) {
+Result<TensorType> infer_layer_norm(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<LayerNormAttrs>(node_attrs);
   const TensorType& x = in[0];
-  if (!is_float(x.dtype)) {
-    return invalid_argument("layer_norm needs a floating-point operand, got " + x.to_string() +
-                            " (use cast)");
-  }
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, x));
   KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
   if (!(attrs.epsilon >= 0.0) || std::isinf(attrs.epsilon)) {
     return invalid_argument("layer_norm epsilon must be a finite number >= 0");
@@ -258,6 +259,10 @@ Result<TensorType> infer_layer_norm(const Operands& in, LayerNormAttrs& attrs) {
   return x;
 }
 
+}  // namespace infer_detail
+
+namespace {
+
 Result<TensorType> infer_source(const Graph& graph, const Node& node) {
   if (node.op == OpKind::kInput) {
     KILN_RETURN_IF_ERROR(check_declared_type(node.type));
@@ -268,66 +273,6 @@ Result<TensorType> infer_source(const Graph& graph, const Node& node) {
     return invalid_argument("constant refers to missing data #" + std::to_string(attrs.constant_index));
   }
   return graph.constant(attrs.constant_index).type();
-}
-
-Result<TensorType> dispatch(const Graph& graph, const Node& node, const Operands& in, Attrs& attrs) {
-  using namespace infer_detail;
-  const OpKind op = node.op;
-  switch (op) {
-    case OpKind::kInput:
-    case OpKind::kConstant:
-      return infer_source(graph, node);
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog: case OpKind::kSqrt:
-    case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kTanh: case OpKind::kSigmoid:
-    case OpKind::kRelu: case OpKind::kSilu: case OpKind::kErf: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
-    case OpKind::kGelu: case OpKind::kNot:
-      return infer_unary(op, in);
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
-    case OpKind::kMaximum: case OpKind::kMinimum:
-      return infer_binary(op, in);
-    case OpKind::kEqual: case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual:
-    case OpKind::kGreater: case OpKind::kGreaterEqual:
-      return infer_compare(op, in);
-    case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor:
-      return infer_logic(op, in);
-    case OpKind::kWhere:
-      return infer_where(in);
-    case OpKind::kCast:
-      return TensorType{std::get<CastAttrs>(attrs).to, in[0].shape};
-    case OpKind::kClamp:
-      return infer_clamp(in, std::get<ClampAttrs>(attrs));
-    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
-    case OpKind::kReduceMin: case OpKind::kReduceProd:
-      return infer_reduce(op, in, std::get<ReduceAttrs>(attrs));
-    case OpKind::kArgMax:
-      return infer_argmax(in, std::get<ArgMaxAttrs>(attrs));
-    case OpKind::kSoftmax: case OpKind::kLogSoftmax:
-      return infer_softmax(op, in, std::get<AxisAttrs>(attrs));
-    case OpKind::kLayerNorm:
-      return infer_layer_norm(in, std::get<LayerNormAttrs>(attrs));
-    case OpKind::kMatMul:
-      return infer_matmul(in);
-    case OpKind::kReshape:
-      return infer_reshape(in, std::get<ReshapeAttrs>(attrs));
-    case OpKind::kTranspose:
-      return infer_transpose(in, std::get<TransposeAttrs>(attrs));
-    case OpKind::kBroadcastTo:
-      return infer_broadcast_to(in, std::get<BroadcastToAttrs>(attrs));
-    case OpKind::kSlice:
-      return infer_slice(in, std::get<SliceAttrs>(attrs));
-    case OpKind::kConcat:
-      return infer_concat(in, std::get<AxisAttrs>(attrs));
-    case OpKind::kGather:
-      return infer_gather(in, std::get<AxisAttrs>(attrs));
-    case OpKind::kConv2d:
-      return infer_conv2d(in, std::get<Conv2dAttrs>(attrs));
-    case OpKind::kMaxPool2d: case OpKind::kAvgPool2d:
-      return infer_pool2d(op, in, std::get<Pool2dAttrs>(attrs));
-    case OpKind::kGlobalAvgPool2d:
-      return infer_global_avg_pool2d(in);
-  }
-  return internal_error("unknown op kind " + std::to_string(int(op)));
 }
 
 std::string count_phrase(int n) { return std::to_string(n) + (n == 1 ? " operand" : " operands"); }
@@ -360,7 +305,7 @@ Status infer_node(const Graph& graph, Node& node) {
     in.push_back(graph.node(id).type);
   }
   Attrs attrs = node.attrs;
-  KILN_ASSIGN_OR_RETURN(TensorType type, dispatch(graph, node, in, attrs));
+  KILN_ASSIGN_OR_RETURN(TensorType type, info.infer ? info.infer(node.op, in, attrs) : infer_source(graph, node));
   if (static_product_overflows(type.shape)) {
     return invalid_argument("result " + type.to_string() + " has too many elements (overflows 64 bits)");
   }

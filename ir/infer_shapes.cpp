@@ -95,7 +95,7 @@ Status check_positive(std::string_view op, std::string_view name, const int64_t*
 
 }  // namespace
 
-Result<TensorType> infer_matmul(const Operands& in) {
+Result<TensorType> infer_matmul(OpKind, const Operands& in, Attrs&) {
   const TensorType& a = in[0];
   const TensorType& b = in[1];
   KILN_RETURN_IF_ERROR(require_same_dtype("matmul", a, b));
@@ -130,7 +130,8 @@ Result<TensorType> infer_matmul(const Operands& in) {
   return TensorType{a.dtype, std::move(out)};
 }
 
-Result<TensorType> infer_reshape(const Operands& in, ReshapeAttrs& attrs) {
+Result<TensorType> infer_reshape(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<ReshapeAttrs>(node_attrs);
   const TensorType& x = in[0];
   const Shape& target = attrs.shape;
   KILN_RETURN_IF_ERROR(check_attr_shape("reshape", target, /*allow_minus_one=*/true));
@@ -174,7 +175,8 @@ Result<TensorType> infer_reshape(const Operands& in, ReshapeAttrs& attrs) {
   return TensorType{x.dtype, std::move(out)};
 }
 
-Result<TensorType> infer_transpose(const Operands& in, TransposeAttrs& attrs) {
+Result<TensorType> infer_transpose(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<TransposeAttrs>(node_attrs);
   const TensorType& x = in[0];
   if (attrs.perm.empty()) {
     // NumPy's default: reverse the axes.
@@ -198,7 +200,8 @@ Result<TensorType> infer_transpose(const Operands& in, TransposeAttrs& attrs) {
   return TensorType{x.dtype, std::move(out)};
 }
 
-Result<TensorType> infer_broadcast_to(const Operands& in, BroadcastToAttrs& attrs) {
+Result<TensorType> infer_broadcast_to(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<BroadcastToAttrs>(node_attrs);
   const TensorType& x = in[0];
   const Shape& target = attrs.shape;
   KILN_RETURN_IF_ERROR(check_attr_shape("broadcast_to", target, /*allow_minus_one=*/false));
@@ -212,7 +215,8 @@ Result<TensorType> infer_broadcast_to(const Operands& in, BroadcastToAttrs& attr
   return TensorType{x.dtype, target};
 }
 
-Result<TensorType> infer_slice(const Operands& in, SliceAttrs& attrs) {
+Result<TensorType> infer_slice(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<SliceAttrs>(node_attrs);
   const TensorType& x = in[0];
   const size_t n = attrs.starts.size();
   if (attrs.ends.size() != n) {
@@ -280,7 +284,8 @@ Result<TensorType> infer_slice(const Operands& in, SliceAttrs& attrs) {
   return TensorType{x.dtype, std::move(out)};
 }
 
-Result<TensorType> infer_concat(const Operands& in, AxisAttrs& attrs) {
+Result<TensorType> infer_concat(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<AxisAttrs>(node_attrs);
   const TensorType& first = in[0];
   if (first.rank() == 0) return invalid_argument("concat needs operands of rank 1 or more, got " + first.to_string());
   KILN_ASSIGN_OR_RETURN(int64_t axis, normalize_axis(attrs.axis, first.rank()));
@@ -318,7 +323,8 @@ Result<TensorType> infer_concat(const Operands& in, AxisAttrs& attrs) {
   return TensorType{first.dtype, std::move(out)};
 }
 
-Result<TensorType> infer_gather(const Operands& in, AxisAttrs& attrs) {
+Result<TensorType> infer_gather(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<AxisAttrs>(node_attrs);
   const TensorType& x = in[0];
   const TensorType& indices = in[1];
   if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64) {
@@ -333,7 +339,8 @@ Result<TensorType> infer_gather(const Operands& in, AxisAttrs& attrs) {
   return TensorType{x.dtype, std::move(out)};
 }
 
-Result<TensorType> infer_conv2d(const Operands& in, Conv2dAttrs& attrs) {
+Result<TensorType> infer_conv2d(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<Conv2dAttrs>(node_attrs);
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   if (x.rank() != 4) return invalid_argument("conv2d needs an NCHW input of rank 4, got " + x.to_string());
@@ -389,7 +396,8 @@ Result<TensorType> infer_conv2d(const Operands& in, Conv2dAttrs& attrs) {
   return TensorType{x.dtype, {x.shape[0], Dim::of(out_channels), oh, ow}};
 }
 
-Result<TensorType> infer_pool2d(OpKind op, const Operands& in, Pool2dAttrs& attrs) {
+Result<TensorType> infer_pool2d(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<Pool2dAttrs>(node_attrs);
   const std::string name(op_name(op));
   const TensorType& x = in[0];
   if (x.rank() != 4) return invalid_argument(name + " needs an NCHW input of rank 4, got " + x.to_string());
@@ -415,7 +423,7 @@ Result<TensorType> infer_pool2d(OpKind op, const Operands& in, Pool2dAttrs& attr
   return TensorType{x.dtype, {x.shape[0], x.shape[1], oh, ow}};
 }
 
-Result<TensorType> infer_global_avg_pool2d(const Operands& in) {
+Result<TensorType> infer_global_avg_pool2d(OpKind, const Operands& in, Attrs&) {
   const TensorType& x = in[0];
   if (x.rank() != 4) {
     return invalid_argument("global_avg_pool2d needs an NCHW input of rank 4, got " + x.to_string());

@@ -80,6 +80,8 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
   return out;
 }
 
+}  // namespace
+
 Result<Tensor> eval_conv2d(const EvalContext& ctx) {
   const auto* attrs = std::get_if<Conv2dAttrs>(&ctx.node.attrs);
   if (attrs == nullptr) return node_error(ctx, "missing conv2d attributes");
@@ -194,19 +196,6 @@ Result<Tensor> eval_global_avg_pool2d(const EvalContext& ctx) {
     out[p] = area ? sum / area : 0;
   }
   return tensor_from_ints(ctx.out_dtype, out_shape, out);
-}
-
-}  // namespace
-
-Result<Tensor> eval_conv(const EvalContext& ctx) {
-  switch (ctx.node.op) {
-    case OpKind::kConv2d: return eval_conv2d(ctx);
-    case OpKind::kMaxPool2d:
-    case OpKind::kAvgPool2d: return eval_pool2d(ctx);
-    case OpKind::kGlobalAvgPool2d: return eval_global_avg_pool2d(ctx);
-    default: break;
-  }
-  return node_error(ctx, "not a convolution or pooling op");
 }
 
 }  // namespace kiln::ir::interp

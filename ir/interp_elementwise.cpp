@@ -1,13 +1,10 @@
 // Reference evaluation of elementwise ops: unary, binary arithmetic, compare, logic, where,
-// cast and clamp, all with NumPy broadcasting.
+// cast and clamp, all with NumPy broadcasting. The per-op scalar functions are the operator
+// table's (ir/ops.cpp, with the integer corner cases documented there); this file applies them.
 //
 // Domain choice: an op computes in double when any data operand (or, for unary ops, the result)
-// is a float dtype, otherwise exactly in int64 with wrap-around. Defined integer corner cases
-// (NumPy raises or leaves them undefined):
-//  - div truncates toward zero (the spec); x / 0 == 0 for integers; INT_MIN / -1 wraps.
-//  - pow with a negative integer exponent: 1 for base 1, +-1 for base -1, otherwise 0 (the
-//    reciprocal truncated toward zero); 0^0 == 1.
-//  - reciprocal of an integer is 1 / x with the same division rule.
+// is a float dtype, otherwise exactly in int64 with wrap-around. A unary op without an integer
+// form (no unary_i in its row) computes in double and converts back.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,141 +13,6 @@
 
 namespace kiln::ir::interp {
 namespace {
-
-constexpr double kSqrt2 = 1.41421356237309504880;
-constexpr double kSqrt2OverPi = 0.79788456080286535588;
-
-double sigmoid(double x) {
-  // Stable for large |x|: never exponentiates a large positive number.
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
-double unary_float(OpKind op, double x, bool gelu_tanh) {
-  switch (op) {
-    case OpKind::kNeg: return -x;
-    case OpKind::kAbs: return std::fabs(x);
-    case OpKind::kExp: return std::exp(x);
-    case OpKind::kLog: return std::log(x);
-    case OpKind::kSqrt: return std::sqrt(x);
-    case OpKind::kRsqrt: return 1.0 / std::sqrt(x);
-    case OpKind::kReciprocal: return 1.0 / x;
-    case OpKind::kTanh: return std::tanh(x);
-    case OpKind::kSigmoid: return sigmoid(x);
-    case OpKind::kRelu: return std::isnan(x) ? x : (x > 0 ? x : 0.0);
-    case OpKind::kSilu: return x * sigmoid(x);
-    case OpKind::kErf: return std::erf(x);
-    case OpKind::kSin: return std::sin(x);
-    case OpKind::kCos: return std::cos(x);
-    case OpKind::kFloor: return std::floor(x);
-    case OpKind::kCeil: return std::ceil(x);
-    case OpKind::kRound: return std::nearbyint(x);  // default rounding mode: half to even
-    case OpKind::kSign: return std::isnan(x) ? x : (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0));
-    case OpKind::kGelu:
-      if (gelu_tanh) return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-      return 0.5 * x * (1.0 + std::erf(x / kSqrt2));
-    case OpKind::kNot: return x == 0.0 ? 1.0 : 0.0;
-    default: break;
-  }
-  return std::numeric_limits<double>::quiet_NaN();
-}
-
-int64_t wrapping_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
-int64_t wrapping_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
-int64_t wrapping_mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
-
-int64_t int_div(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  if (b == -1) return int64_t(0 - uint64_t(a));  // avoids INT64_MIN / -1 overflow; wraps
-  return a / b;                                   // C++ truncates toward zero
-}
-
-int64_t int_pow(int64_t base, int64_t exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
-    return 0;
-  }
-  uint64_t result = 1, b = uint64_t(base);
-  uint64_t e = uint64_t(exponent);
-  while (e) {
-    if (e & 1) result *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return int64_t(result);
-}
-
-// Integer unary ops that stay integer. Returns false for ops with no exact integer meaning,
-// which then run in double and convert back.
-bool unary_int(OpKind op, int64_t x, int64_t& out) {
-  switch (op) {
-    case OpKind::kNeg: out = int64_t(0 - uint64_t(x)); return true;
-    case OpKind::kAbs: out = x < 0 ? int64_t(0 - uint64_t(x)) : x; return true;
-    case OpKind::kRelu: out = x > 0 ? x : 0; return true;
-    case OpKind::kSign: out = x > 0 ? 1 : (x < 0 ? -1 : 0); return true;
-    case OpKind::kFloor:
-    case OpKind::kCeil:
-    case OpKind::kRound: out = x; return true;
-    case OpKind::kReciprocal: out = int_div(1, x); return true;
-    case OpKind::kNot: out = x == 0 ? 1 : 0; return true;
-    default: return false;
-  }
-}
-
-double binary_float(OpKind op, double a, double b) {
-  switch (op) {
-    case OpKind::kAdd: return a + b;
-    case OpKind::kSub: return a - b;
-    case OpKind::kMul: return a * b;
-    case OpKind::kDiv: return a / b;
-    case OpKind::kPow: return std::pow(a, b);
-    // NumPy maximum/minimum propagate NaN.
-    case OpKind::kMaximum: return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b);
-    case OpKind::kMinimum: return (std::isnan(a) || std::isnan(b)) ? a + b : (a < b ? a : b);
-    default: break;
-  }
-  return std::numeric_limits<double>::quiet_NaN();
-}
-
-int64_t binary_int(OpKind op, int64_t a, int64_t b) {
-  switch (op) {
-    case OpKind::kAdd: return wrapping_add(a, b);
-    case OpKind::kSub: return wrapping_sub(a, b);
-    case OpKind::kMul: return wrapping_mul(a, b);
-    case OpKind::kDiv: return int_div(a, b);
-    case OpKind::kPow: return int_pow(a, b);
-    case OpKind::kMaximum: return a > b ? a : b;
-    case OpKind::kMinimum: return a < b ? a : b;
-    default: break;
-  }
-  return 0;
-}
-
-template <class T>
-bool compare(OpKind op, T a, T b) {
-  switch (op) {
-    case OpKind::kEqual: return a == b;
-    case OpKind::kNotEqual: return a != b;
-    case OpKind::kLess: return a < b;
-    case OpKind::kLessEqual: return a <= b;
-    case OpKind::kGreater: return a > b;
-    case OpKind::kGreaterEqual: return a >= b;
-    default: break;
-  }
-  return false;
-}
-
-bool logic(OpKind op, bool a, bool b) {
-  switch (op) {
-    case OpKind::kAnd: return a && b;
-    case OpKind::kOr: return a || b;
-    case OpKind::kXor: return a != b;
-    default: break;
-  }
-  return false;
-}
 
 // The output shape: all operands broadcast together.
 Result<std::vector<int64_t>> broadcast_all(const EvalContext& ctx) {
@@ -189,61 +51,56 @@ std::vector<Out> map_broadcast(const std::vector<int64_t>& out_shape,
 
 Result<Tensor> eval_unary(const EvalContext& ctx) {
   const Tensor& x = *ctx.inputs[0];
-  const OpKind op = ctx.node.op;
-  bool gelu_tanh = false;
-  if (const auto* g = std::get_if<GeluAttrs>(&ctx.node.attrs)) gelu_tanh = g->tanh_approximation;
-  int64_t probe = 0;
-  const bool int_domain = !is_float(x.dtype()) && !is_float(ctx.out_dtype) && unary_int(op, 0, probe);
+  const ScalarFns& fn = op_info(ctx.node.op).scalar;
+  if (fn.unary_f == nullptr) return node_error(ctx, "has no scalar function in the operator table");
+  const bool int_domain = !is_float(x.dtype()) && !is_float(ctx.out_dtype) && fn.unary_i != nullptr;
   if (int_domain) {
     std::vector<int64_t> v = load_ints(x);
-    for (int64_t& e : v) unary_int(op, e, e);
+    for (int64_t& e : v) e = fn.unary_i(e);
     return tensor_from_ints(ctx.out_dtype, x.shape(), v);
   }
   std::vector<double> v = load_doubles(x);
-  for (double& e : v) e = unary_float(op, e, gelu_tanh);
+  for (double& e : v) e = fn.unary_f(e, ctx.node.attrs);
   return tensor_from_doubles(ctx.out_dtype, x.shape(), v);
 }
 
 Result<Tensor> eval_binary(const EvalContext& ctx) {
   const Tensor& a = *ctx.inputs[0];
   const Tensor& b = *ctx.inputs[1];
-  const OpKind op = ctx.node.op;
+  const ScalarFns& fn = op_info(ctx.node.op).scalar;
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, broadcast_all(ctx));
   std::array<std::vector<int64_t>, 2> shapes = {a.shape(), b.shape()};
   if (is_float(a.dtype()) || is_float(b.dtype())) {
     std::vector<double> va = load_doubles(a), vb = load_doubles(b);
-    std::vector<double> out = map_broadcast<2, double, double>(
-        shape, {&va, &vb}, shapes, [op](double x, double y) { return binary_float(op, x, y); });
+    std::vector<double> out = map_broadcast<2, double, double>(shape, {&va, &vb}, shapes, fn.binary_f);
     return tensor_from_doubles(ctx.out_dtype, shape, out);
   }
   std::vector<int64_t> va = load_ints(a), vb = load_ints(b);
-  std::vector<int64_t> out = map_broadcast<2, int64_t, int64_t>(
-      shape, {&va, &vb}, shapes, [op](int64_t x, int64_t y) { return binary_int(op, x, y); });
+  std::vector<int64_t> out = map_broadcast<2, int64_t, int64_t>(shape, {&va, &vb}, shapes, fn.binary_i);
   return tensor_from_ints(ctx.out_dtype, shape, out);
 }
 
 Result<Tensor> eval_compare_or_logic(const EvalContext& ctx) {
   const Tensor& a = *ctx.inputs[0];
   const Tensor& b = *ctx.inputs[1];
-  const OpKind op = ctx.node.op;
+  const OpInfo& info = op_info(ctx.node.op);
+  const ScalarFns& fn = info.scalar;
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, broadcast_all(ctx));
   std::array<std::vector<int64_t>, 2> shapes = {a.shape(), b.shape()};
   std::vector<int64_t> out;
-  if (op_info(op).family == OpFamily::kLogic) {
+  if (info.family == OpFamily::kLogic) {
     std::vector<uint8_t> va = load_bools(a), vb = load_bools(b);
-    out = map_broadcast<2, uint8_t, int64_t>(shape, {&va, &vb}, shapes, [op](uint8_t x, uint8_t y) {
-      return int64_t(logic(op, x != 0, y != 0));
+    out = map_broadcast<2, uint8_t, int64_t>(shape, {&va, &vb}, shapes, [&fn](uint8_t x, uint8_t y) {
+      return fn.binary_i(x != 0, y != 0);
     });
   } else if (is_float(a.dtype()) || is_float(b.dtype())) {
     std::vector<double> va = load_doubles(a), vb = load_doubles(b);
-    out = map_broadcast<2, double, int64_t>(shape, {&va, &vb}, shapes, [op](double x, double y) {
-      return int64_t(compare(op, x, y));
+    out = map_broadcast<2, double, int64_t>(shape, {&va, &vb}, shapes, [&fn](double x, double y) {
+      return int64_t(fn.binary_f(x, y));
     });
   } else {
     std::vector<int64_t> va = load_ints(a), vb = load_ints(b);
-    out = map_broadcast<2, int64_t, int64_t>(shape, {&va, &vb}, shapes, [op](int64_t x, int64_t y) {
-      return int64_t(compare(op, x, y));
-    });
+    out = map_broadcast<2, int64_t, int64_t>(shape, {&va, &vb}, shapes, fn.binary_i);
   }
   return tensor_from_ints(ctx.out_dtype, shape, out);
 }
@@ -320,9 +177,10 @@ Result<Tensor> eval_elementwise(const EvalContext& ctx) {
     case OpFamily::kLogic: return eval_compare_or_logic(ctx);
     case OpFamily::kSelect: return eval_where(ctx);
     case OpFamily::kConvert:
-      if (ctx.node.op == OpKind::kCast) return eval_cast(ctx);
+      if (std::holds_alternative<CastAttrs>(ctx.node.attrs)) return eval_cast(ctx);
       return eval_clamp(ctx);
-    default: break;
+    case OpFamily::kSource: case OpFamily::kReduce: case OpFamily::kNormalize: case OpFamily::kLinalg:
+    case OpFamily::kLayout: case OpFamily::kConv: break;
   }
   return node_error(ctx, "not an elementwise op");
 }

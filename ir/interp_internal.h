@@ -121,18 +121,27 @@ void strided_copy(const std::byte* src, int64_t src_offset, const std::vector<in
 // "node 'h' (matmul): <message>" with the node's location.
 Status node_error(const EvalContext& ctx, const std::string& message);
 
-// ---- op families (one file each) -----------------------------------------------------------
+// ---- evaluators named by the operator table (one file per family) -----------------------------------------------------------
 
 // interp_elementwise.cpp: unary, binary, compare, logic, where, cast, clamp.
 Result<Tensor> eval_elementwise(const EvalContext& ctx);
-// interp_reduce.cpp: reduce_*, argmax, softmax, log_softmax, layer_norm.
+// interp_reduce.cpp: reduce_* (the row's ReduceFns), argmax, softmax and log_softmax, layer_norm.
 Result<Tensor> eval_reduce(const EvalContext& ctx);
-Result<Tensor> eval_normalize(const EvalContext& ctx);
+Result<Tensor> eval_argmax(const EvalContext& ctx);
+Result<Tensor> eval_softmax(const EvalContext& ctx);
+Result<Tensor> eval_layer_norm(const EvalContext& ctx);
 // interp_linalg.cpp: matmul.
 Result<Tensor> eval_matmul(const EvalContext& ctx);
-// interp_layout.cpp: reshape, transpose, broadcast_to, slice, concat, gather.
-Result<Tensor> eval_layout(const EvalContext& ctx);
-// interp_conv.cpp: conv2d, max_pool2d, avg_pool2d, global_avg_pool2d.
-Result<Tensor> eval_conv(const EvalContext& ctx);
+// interp_layout.cpp:
+Result<Tensor> eval_reshape(const EvalContext& ctx);
+Result<Tensor> eval_transpose(const EvalContext& ctx);
+Result<Tensor> eval_broadcast_to(const EvalContext& ctx);
+Result<Tensor> eval_slice(const EvalContext& ctx);
+Result<Tensor> eval_concat(const EvalContext& ctx);
+Result<Tensor> eval_gather(const EvalContext& ctx);
+// interp_conv.cpp: conv2d; max_pool2d and avg_pool2d; global_avg_pool2d.
+Result<Tensor> eval_conv2d(const EvalContext& ctx);
+Result<Tensor> eval_pool2d(const EvalContext& ctx);
+Result<Tensor> eval_global_avg_pool2d(const EvalContext& ctx);
 
 }  // namespace kiln::ir::interp

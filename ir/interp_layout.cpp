@@ -35,7 +35,19 @@ Result<Tensor> copy_with_strides(const EvalContext& ctx, const Tensor& x, int64_
   return out;
 }
 
-Result<Tensor> eval_reshape(const EvalContext& ctx, const Tensor& x) {
+// Layout ops move elements: the operand's dtype is the node's.
+Status check_same_dtype(const EvalContext& ctx) {
+  const Tensor& x = *ctx.inputs[0];
+  if (x.dtype() == ctx.out_dtype) return Status::ok();
+  return node_error(ctx, "operand dtype " + std::string(dtype_name(x.dtype())) +
+                             " differs from the node's dtype " + std::string(dtype_name(ctx.out_dtype)));
+}
+
+}  // namespace
+
+Result<Tensor> eval_reshape(const EvalContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
+  const Tensor& x = *ctx.inputs[0];
   const auto* attrs = std::get_if<ReshapeAttrs>(&ctx.node.attrs);
   if (attrs == nullptr) return node_error(ctx, "missing reshape attributes");
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, resolve_attr_shape(ctx, attrs->shape));
@@ -64,7 +76,9 @@ Result<Tensor> eval_reshape(const EvalContext& ctx, const Tensor& x) {
   return Tensor::from_bytes(x.dtype(), shape, std::span<const std::byte>(x.data(), x.size_bytes()));
 }
 
-Result<Tensor> eval_transpose(const EvalContext& ctx, const Tensor& x) {
+Result<Tensor> eval_transpose(const EvalContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
+  const Tensor& x = *ctx.inputs[0];
   const auto* attrs = std::get_if<TransposeAttrs>(&ctx.node.attrs);
   const int64_t rank = x.rank();
   std::vector<int64_t> perm;
@@ -87,7 +101,9 @@ Result<Tensor> eval_transpose(const EvalContext& ctx, const Tensor& x) {
   return copy_with_strides(ctx, x, 0, strides, out_shape);
 }
 
-Result<Tensor> eval_broadcast_to(const EvalContext& ctx, const Tensor& x) {
+Result<Tensor> eval_broadcast_to(const EvalContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
+  const Tensor& x = *ctx.inputs[0];
   const auto* attrs = std::get_if<BroadcastToAttrs>(&ctx.node.attrs);
   if (attrs == nullptr) return node_error(ctx, "missing broadcast_to attributes");
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, resolve_attr_shape(ctx, attrs->shape));
@@ -116,7 +132,9 @@ int64_t normalize_slice(int64_t dim, int64_t step, int64_t& start, int64_t end) 
   return start > end ? int64_t(uint64_t(start - end - 1) / magnitude + 1) : 0;
 }
 
-Result<Tensor> eval_slice(const EvalContext& ctx, const Tensor& x) {
+Result<Tensor> eval_slice(const EvalContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
+  const Tensor& x = *ctx.inputs[0];
   const auto* attrs = std::get_if<SliceAttrs>(&ctx.node.attrs);
   if (attrs == nullptr) return node_error(ctx, "missing slice attributes");
   const int64_t rank = x.rank();
@@ -147,6 +165,7 @@ Result<Tensor> eval_slice(const EvalContext& ctx, const Tensor& x) {
 }
 
 Result<Tensor> eval_concat(const EvalContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
   const Tensor& first = *ctx.inputs[0];
   const int64_t rank = first.rank();
   const auto* attrs = std::get_if<AxisAttrs>(&ctx.node.attrs);
@@ -186,6 +205,7 @@ Result<Tensor> eval_concat(const EvalContext& ctx) {
 // gather(x, indices, axis): out[pre..., idx..., post...] = x[pre..., indices[idx...], post...].
 // Negative indices count from the end; anything still out of range is an error.
 Result<Tensor> eval_gather(const EvalContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
   const Tensor& x = *ctx.inputs[0];
   const Tensor& indices = *ctx.inputs[1];
   if (!is_integer(indices.dtype())) return node_error(ctx, "gather indices must be i32 or i64");
@@ -218,26 +238,6 @@ Result<Tensor> eval_gather(const EvalContext& ctx) {
     }
   }
   return out;
-}
-
-}  // namespace
-
-Result<Tensor> eval_layout(const EvalContext& ctx) {
-  const Tensor& x = *ctx.inputs[0];
-  if (x.dtype() != ctx.out_dtype) {
-    return node_error(ctx, "operand dtype " + std::string(dtype_name(x.dtype())) +
-                               " differs from the node's dtype " + std::string(dtype_name(ctx.out_dtype)));
-  }
-  switch (ctx.node.op) {
-    case OpKind::kReshape: return eval_reshape(ctx, x);
-    case OpKind::kTranspose: return eval_transpose(ctx, x);
-    case OpKind::kBroadcastTo: return eval_broadcast_to(ctx, x);
-    case OpKind::kSlice: return eval_slice(ctx, x);
-    case OpKind::kConcat: return eval_concat(ctx);
-    case OpKind::kGather: return eval_gather(ctx);
-    default: break;
-  }
-  return node_error(ctx, "not a layout op");
 }
 
 }  // namespace kiln::ir::interp

@@ -69,66 +69,21 @@ Result<Tensor> eval_reduction(const EvalContext& ctx, const ReduceAttrs& attrs) 
     if (reduced[d]) strides[d] = 0;
   }
   const int64_t out_count = num_elements_of(out_shape);
-  const OpKind op = ctx.node.op;
-  if (count == 0 && out_count > 0 && (op == OpKind::kReduceMax || op == OpKind::kReduceMin)) {
+  const ReduceFns& fn = op_info(ctx.node.op).reduce;
+  if (count == 0 && out_count > 0 && fn.needs_elements) {
     return node_error(ctx, "reduction over zero elements has no identity");
   }
 
   if (is_float(x.dtype()) || is_float(ctx.out_dtype)) {
-    std::vector<double> v = load_doubles(x);
-    std::vector<double> acc;
-    switch (op) {
-      case OpKind::kReduceSum:
-      case OpKind::kReduceMean:
-        acc = reduce_into<double>(v, shape, strides, out_count, 0.0,
-                                  [](double a, double b) { return a + b; });
-        if (op == OpKind::kReduceMean) {
-          for (double& a : acc) a /= double(count);
-        }
-        break;
-      case OpKind::kReduceProd:
-        acc = reduce_into<double>(v, shape, strides, out_count, 1.0,
-                                  [](double a, double b) { return a * b; });
-        break;
-      case OpKind::kReduceMax:
-        acc = reduce_into<double>(v, shape, strides, out_count, -std::numeric_limits<double>::infinity(),
-                                  [](double a, double b) { return (std::isnan(a) || a >= b) && !std::isnan(b) ? a : b; });
-        break;
-      case OpKind::kReduceMin:
-        acc = reduce_into<double>(v, shape, strides, out_count, std::numeric_limits<double>::infinity(),
-                                  [](double a, double b) { return (std::isnan(a) || a <= b) && !std::isnan(b) ? a : b; });
-        break;
-      default: return node_error(ctx, "not a reduction");
+    std::vector<double> acc = reduce_into<double>(load_doubles(x), shape, strides, out_count, fn.identity_f, fn.combine_f);
+    if (fn.mean) {
+      for (double& a : acc) a /= double(count);
     }
     return tensor_from_doubles(ctx.out_dtype, out_shape, acc);
   }
-
-  std::vector<int64_t> v = load_ints(x);
-  std::vector<int64_t> acc;
-  switch (op) {
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean:
-      acc = reduce_into<int64_t>(v, shape, strides, out_count, 0, [](int64_t a, int64_t b) {
-        return int64_t(uint64_t(a) + uint64_t(b));
-      });
-      if (op == OpKind::kReduceMean) {
-        for (int64_t& a : acc) a = count == 0 ? 0 : a / count;
-      }
-      break;
-    case OpKind::kReduceProd:
-      acc = reduce_into<int64_t>(v, shape, strides, out_count, 1, [](int64_t a, int64_t b) {
-        return int64_t(uint64_t(a) * uint64_t(b));
-      });
-      break;
-    case OpKind::kReduceMax:
-      acc = reduce_into<int64_t>(v, shape, strides, out_count, std::numeric_limits<int64_t>::min(),
-                                 [](int64_t a, int64_t b) { return a > b ? a : b; });
-      break;
-    case OpKind::kReduceMin:
-      acc = reduce_into<int64_t>(v, shape, strides, out_count, std::numeric_limits<int64_t>::max(),
-                                 [](int64_t a, int64_t b) { return a < b ? a : b; });
-      break;
-    default: return node_error(ctx, "not a reduction");
+  std::vector<int64_t> acc = reduce_into<int64_t>(load_ints(x), shape, strides, out_count, fn.identity_i, fn.combine_i);
+  if (fn.mean) {
+    for (int64_t& a : acc) a = count == 0 ? 0 : a / count;
   }
   return tensor_from_ints(ctx.out_dtype, out_shape, acc);
 }
@@ -242,31 +197,19 @@ Result<Tensor> eval_layer_norm(const EvalContext& ctx, const LayerNormAttrs& att
 }  // namespace
 
 Result<Tensor> eval_reduce(const EvalContext& ctx) {
-  if (ctx.node.op == OpKind::kArgMax) {
-    const auto* attrs = std::get_if<ArgMaxAttrs>(&ctx.node.attrs);
-    if (attrs == nullptr) return node_error(ctx, "missing argmax attributes");
-    return eval_argmax(ctx, *attrs);
-  }
-  const auto* attrs = std::get_if<ReduceAttrs>(&ctx.node.attrs);
-  if (attrs == nullptr) return node_error(ctx, "missing reduction attributes");
-  return eval_reduction(ctx, *attrs);
+  return eval_reduction(ctx, std::get<ReduceAttrs>(ctx.node.attrs));
 }
 
-Result<Tensor> eval_normalize(const EvalContext& ctx) {
-  switch (ctx.node.op) {
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax: {
-      const auto* attrs = std::get_if<AxisAttrs>(&ctx.node.attrs);
-      return eval_softmax(ctx, attrs ? attrs->axis : -1, ctx.node.op == OpKind::kLogSoftmax);
-    }
-    case OpKind::kLayerNorm: {
-      const auto* attrs = std::get_if<LayerNormAttrs>(&ctx.node.attrs);
-      if (attrs == nullptr) return node_error(ctx, "missing layer_norm attributes");
-      return eval_layer_norm(ctx, *attrs);
-    }
-    default: break;
-  }
-  return node_error(ctx, "not a normalization op");
+Result<Tensor> eval_argmax(const EvalContext& ctx) {
+  return eval_argmax(ctx, std::get<ArgMaxAttrs>(ctx.node.attrs));
+}
+
+Result<Tensor> eval_softmax(const EvalContext& ctx) {
+  return eval_softmax(ctx, std::get<AxisAttrs>(ctx.node.attrs).axis, ctx.node.op == OpKind::kLogSoftmax);
+}
+
+Result<Tensor> eval_layer_norm(const EvalContext& ctx) {
+  return eval_layer_norm(ctx, std::get<LayerNormAttrs>(ctx.node.attrs));
 }
 
 }  // namespace kiln::ir::interp

@@ -1,5 +1,5 @@
 // The reference interpreter's driver: input binding, the node walk with value lifetimes, and the
-// per-node dispatch to the op-family evaluators (ir/interp_*.cpp).
+// per-node dispatch to the evaluator in the op's table row (ir/interp_*.cpp).
 #include "ir/interpreter.h"
 
 #include <algorithm>
@@ -88,23 +88,11 @@ Result<Tensor> evaluate_node(const Graph& graph, const Node& node,
     if (t == nullptr) return interp::node_error(ctx, "an operand has no value");
   }
 
-  Result<Tensor> result = [&]() -> Result<Tensor> {
-    switch (info.family) {
-      case OpFamily::kUnary:
-      case OpFamily::kBinary:
-      case OpFamily::kCompare:
-      case OpFamily::kLogic:
-      case OpFamily::kSelect:
-      case OpFamily::kConvert: return interp::eval_elementwise(ctx);
-      case OpFamily::kReduce: return interp::eval_reduce(ctx);
-      case OpFamily::kNormalize: return interp::eval_normalize(ctx);
-      case OpFamily::kLinalg: return interp::eval_matmul(ctx);
-      case OpFamily::kLayout: return interp::eval_layout(ctx);
-      case OpFamily::kConv: return interp::eval_conv(ctx);
-      case OpFamily::kSource: break;
-    }
-    return interp::node_error(ctx, "unexpected source op");
-  }();
+  // The evaluators read the attribute struct of their kind (std::get): check it first.
+  if (node.attrs.index() != info.default_attrs().index()) {
+    return interp::node_error(ctx, "has attributes of the wrong kind");
+  }
+  Result<Tensor> result = info.eval(ctx);
   if (!result.is_ok()) return result;
 
   // The evaluators compute shapes from the actual operands (as NumPy would); where the graph's

@@ -1,78 +1,310 @@
+// The operator table: one row per OpKind with every per-op fact (see ir/ops.h for the columns).
+//
+// Adding an op: an X(...) entry in KILN_OP_KINDS (ir/ops.h), its row here (rows follow the enum
+// order; a static_assert checks it), its value in the artifact's op enum (artifact/kiln.fbs; a
+// unit test checks that the two agree) and its tests. docs/contributing.md has the details.
 #include "ir/ops.h"
 
 #include <array>
+#include <cmath>
+#include <cstdint>
 
+#include "ir/infer_internal.h"
+#include "ir/interp_internal.h"
 #include "support/check.h"
 
 namespace kiln::ir {
 namespace {
 
+using D = DTypeClass;
 using F = OpFamily;
 using K = OpKind;
+using X = FusionClass;
+using namespace infer_detail;
 
-// One row per OpKind, in enum order (checked at start-up by op_info).
+// ---- scalar semantics shared by several rows ------------------------------------------------
+//
+// Integer corner cases (NumPy raises or leaves them undefined), as documented in
+// docs/graph-format.md: integer arithmetic wraps around; div truncates toward zero and x / 0 ==
+// 0; INT_MIN / -1 wraps; pow with a negative exponent is 1 for base 1, +-1 for base -1 and 0
+// otherwise (the reciprocal truncated toward zero); 0^0 == 1; reciprocal of an integer is 1 / x
+// with the same division rule.
+
+constexpr double kSqrt2 = 1.41421356237309504880;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+
+double sigmoid(double x) {
+  // Stable for large |x|: never exponentiates a large positive number.
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+int64_t wrapping_neg(int64_t x) { return int64_t(0 - uint64_t(x)); }
+
+int64_t int_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrapping_neg(a);  // avoids INT64_MIN / -1 overflow; wraps
+  return a / b;                          // C++ truncates toward zero
+}
+
+int64_t int_pow(int64_t base, int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  uint64_t result = 1, b = uint64_t(base);
+  uint64_t e = uint64_t(exponent);
+  while (e) {
+    if (e & 1) result *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return int64_t(result);
+}
+
+// ---- default attribute structs ---------------------------------------------------------------
+
+template <class A>
+Attrs defaults() { return A{}; }
+Attrs reduce_defaults() { return ReduceAttrs{.axes = {}, .all_axes = true, .keepdims = false}; }
+Attrs axis_last() { return AxisAttrs{.axis = -1}; }
+Attrs axis_first() { return AxisAttrs{.axis = 0}; }
+
+// ---- row builders, one per kind of row --------------------------------------------------------
+
+constexpr OpInfo source(K kind, std::string_view name, Attrs (*attrs)()) {
+  return {kind, name, F::kSource, 0, 0, X::kSource, D::kAny, attrs, {}, nullptr, nullptr, {}, {}, {}};
+}
+
+constexpr OpInfo unary(K kind, std::string_view name, X fusion, D dtypes, ScalarFns scalar, CExpr expr,
+                       Attrs (*attrs)() = defaults<NoAttrs>) {
+  return {kind, name, F::kUnary, 1, 1, fusion, dtypes, attrs, {}, infer_unary, interp::eval_elementwise,
+          scalar, expr, {}};
+}
+
+constexpr OpInfo binary(K kind, std::string_view name, X fusion, ScalarFns scalar, CExpr expr) {
+  return {kind, name, F::kBinary, 2, 2, fusion, D::kNumeric, defaults<NoAttrs>, {}, infer_binary,
+          interp::eval_elementwise, scalar, expr, {}};
+}
+
+// Comparisons and logic ops yield bool; their expressions yield 0/1 in every number kind.
+constexpr OpInfo compare(K kind, std::string_view name, D dtypes, ScalarFns scalar, std::string_view form) {
+  return {kind, name, F::kCompare, 2, 2, X::kCheap, dtypes, defaults<NoAttrs>, {}, infer_compare,
+          interp::eval_elementwise, scalar, {.float_form = form, .int_form = form, .bool_result = true}, {}};
+}
+
+constexpr OpInfo logic(K kind, std::string_view name, ScalarFns scalar, std::string_view form) {
+  return {kind, name, F::kLogic, 2, 2, X::kCheap, D::kBool, defaults<NoAttrs>, {}, infer_logic,
+          interp::eval_elementwise, scalar, {.float_form = form, .int_form = form, .bool_result = true}, {}};
+}
+
+// Every other op: its family's rule and evaluator, no scalar functions or templates.
+constexpr OpInfo op(K kind, std::string_view name, F family, int min_inputs, int max_inputs, X fusion,
+                    D dtypes, Attrs (*attrs)(), std::array<std::string_view, 2> required, InferFn infer,
+                    EvalFn eval) {
+  return {kind, name, family, min_inputs, max_inputs, fusion, dtypes, attrs, required, infer, eval, {}, {}, {}};
+}
+
+constexpr OpInfo reduce(K kind, std::string_view name, D dtypes, ReduceFns fns) {
+  return {kind, name, F::kReduce, 1, 1, X::kPrologueAnchor, dtypes, reduce_defaults, {}, infer_reduce,
+          interp::eval_reduce, {}, {}, fns};
+}
+
+std::string_view gelu_form(const Attrs& attrs) {
+  return std::get<GeluAttrs>(attrs).tanh_approximation ? "k_gelu_tanh({0})" : "k_gelu({0})";
+}
+
+double gelu(double x, const Attrs& attrs) {
+  if (std::get<GeluAttrs>(attrs).tanh_approximation)
+    return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x / kSqrt2));
+}
+
+// One row per OpKind, in enum order (checked below).
 constexpr OpInfo kOpTable[] = {
-    {K::kInput, "input", F::kSource, 0, 0, false},
-    {K::kConstant, "const", F::kSource, 0, 0, false},
-    {K::kNeg, "neg", F::kUnary, 1, 1, true},
-    {K::kAbs, "abs", F::kUnary, 1, 1, true},
-    {K::kExp, "exp", F::kUnary, 1, 1, true},
-    {K::kLog, "log", F::kUnary, 1, 1, true},
-    {K::kSqrt, "sqrt", F::kUnary, 1, 1, true},
-    {K::kRsqrt, "rsqrt", F::kUnary, 1, 1, true},
-    {K::kReciprocal, "reciprocal", F::kUnary, 1, 1, true},
-    {K::kTanh, "tanh", F::kUnary, 1, 1, true},
-    {K::kSigmoid, "sigmoid", F::kUnary, 1, 1, true},
-    {K::kRelu, "relu", F::kUnary, 1, 1, true},
-    {K::kSilu, "silu", F::kUnary, 1, 1, true},
-    {K::kErf, "erf", F::kUnary, 1, 1, true},
-    {K::kSin, "sin", F::kUnary, 1, 1, true},
-    {K::kCos, "cos", F::kUnary, 1, 1, true},
-    {K::kFloor, "floor", F::kUnary, 1, 1, true},
-    {K::kCeil, "ceil", F::kUnary, 1, 1, true},
-    {K::kRound, "round", F::kUnary, 1, 1, true},
-    {K::kSign, "sign", F::kUnary, 1, 1, true},
-    {K::kGelu, "gelu", F::kUnary, 1, 1, true},
-    {K::kNot, "not", F::kUnary, 1, 1, true},
-    {K::kAdd, "add", F::kBinary, 2, 2, true},
-    {K::kSub, "sub", F::kBinary, 2, 2, true},
-    {K::kMul, "mul", F::kBinary, 2, 2, true},
-    {K::kDiv, "div", F::kBinary, 2, 2, true},
-    {K::kPow, "pow", F::kBinary, 2, 2, true},
-    {K::kMaximum, "maximum", F::kBinary, 2, 2, true},
-    {K::kMinimum, "minimum", F::kBinary, 2, 2, true},
-    {K::kEqual, "equal", F::kCompare, 2, 2, true},
-    {K::kNotEqual, "not_equal", F::kCompare, 2, 2, true},
-    {K::kLess, "less", F::kCompare, 2, 2, true},
-    {K::kLessEqual, "less_equal", F::kCompare, 2, 2, true},
-    {K::kGreater, "greater", F::kCompare, 2, 2, true},
-    {K::kGreaterEqual, "greater_equal", F::kCompare, 2, 2, true},
-    {K::kAnd, "and", F::kLogic, 2, 2, true},
-    {K::kOr, "or", F::kLogic, 2, 2, true},
-    {K::kXor, "xor", F::kLogic, 2, 2, true},
-    {K::kWhere, "where", F::kSelect, 3, 3, true},
-    {K::kCast, "cast", F::kConvert, 1, 1, true},
-    {K::kClamp, "clamp", F::kConvert, 1, 1, true},
-    {K::kReduceSum, "reduce_sum", F::kReduce, 1, 1, false},
-    {K::kReduceMean, "reduce_mean", F::kReduce, 1, 1, false},
-    {K::kReduceMax, "reduce_max", F::kReduce, 1, 1, false},
-    {K::kReduceMin, "reduce_min", F::kReduce, 1, 1, false},
-    {K::kReduceProd, "reduce_prod", F::kReduce, 1, 1, false},
-    {K::kArgMax, "argmax", F::kReduce, 1, 1, false},
-    {K::kSoftmax, "softmax", F::kNormalize, 1, 1, false},
-    {K::kLogSoftmax, "log_softmax", F::kNormalize, 1, 1, false},
-    {K::kLayerNorm, "layer_norm", F::kNormalize, 3, 3, false},
-    {K::kMatMul, "matmul", F::kLinalg, 2, 2, false},
-    {K::kReshape, "reshape", F::kLayout, 1, 1, false},
-    {K::kTranspose, "transpose", F::kLayout, 1, 1, false},
-    {K::kBroadcastTo, "broadcast_to", F::kLayout, 1, 1, false},
-    {K::kSlice, "slice", F::kLayout, 1, 1, false},
-    {K::kConcat, "concat", F::kLayout, 1, -1, false},
-    {K::kGather, "gather", F::kLayout, 2, 2, false},
-    {K::kConv2d, "conv2d", F::kConv, 2, 3, false},
-    {K::kMaxPool2d, "max_pool2d", F::kConv, 1, 1, false},
-    {K::kAvgPool2d, "avg_pool2d", F::kConv, 1, 1, false},
-    {K::kGlobalAvgPool2d, "global_avg_pool2d", F::kConv, 1, 1, false},
+    source(K::kInput, "input", defaults<InputAttrs>),
+    source(K::kConstant, "const", defaults<ConstantAttrs>),
+
+    unary(K::kNeg, "neg", X::kCheap, D::kFloatOrSigned,
+          {.unary_f = [](double x, const Attrs&) { return -x; }, .unary_i = wrapping_neg},
+          {.float_form = "(-{0})", .int_form = "k_neg_{k}({0})"}),
+    unary(K::kAbs, "abs", X::kCheap, D::kFloatOrSigned,
+          {.unary_f = [](double x, const Attrs&) { return std::fabs(x); },
+           .unary_i = [](int64_t x) { return x < 0 ? wrapping_neg(x) : x; }},
+          {.float_form = "k_fabs({0})", .int_form = "({0} < {lit:0} ? k_neg_{k}({0}) : {0})"}),
+    unary(K::kExp, "exp", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::exp(x); }}, {.float_form = "exp({0})"}),
+    unary(K::kLog, "log", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::log(x); }}, {.float_form = "log({0})"}),
+    unary(K::kSqrt, "sqrt", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::sqrt(x); }}, {.float_form = "sqrt({0})"}),
+    unary(K::kRsqrt, "rsqrt", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return 1.0 / std::sqrt(x); }}, {.float_form = "k_rsqrt({0})"}),
+    unary(K::kReciprocal, "reciprocal", X::kCheap, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return 1.0 / x; }, .unary_i = [](int64_t x) { return int_div(1, x); }},
+          {.float_form = "(1.0f / {0})", .int_form = "k_div_{k}({lit:1}, {0})"}),
+    unary(K::kTanh, "tanh", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::tanh(x); }}, {.float_form = "k_tanh({0})"}),
+    unary(K::kSigmoid, "sigmoid", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return sigmoid(x); }}, {.float_form = "k_sigmoid({0})"}),
+    unary(K::kRelu, "relu", X::kCheap, D::kFloatOrSigned,
+          {.unary_f = [](double x, const Attrs&) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); },
+           .unary_i = [](int64_t x) { return x > 0 ? x : int64_t(0); }},
+          {.float_form = "k_relu({0})", .int_form = "({0} > {lit:0} ? {0} : {lit:0})"}),
+    unary(K::kSilu, "silu", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return x * sigmoid(x); }},
+          {.float_form = "({0} * k_sigmoid({0}))"}),
+    unary(K::kErf, "erf", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::erf(x); }}, {.float_form = "k_erf({0})"}),
+    unary(K::kSin, "sin", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::sin(x); }}, {.float_form = "sin({0})"}),
+    unary(K::kCos, "cos", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::cos(x); }}, {.float_form = "cos({0})"}),
+    unary(K::kFloor, "floor", X::kCheap, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::floor(x); }, .unary_i = [](int64_t x) { return x; }},
+          {.float_form = "floor({0})", .int_form = "{0}"}),
+    unary(K::kCeil, "ceil", X::kCheap, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::ceil(x); }, .unary_i = [](int64_t x) { return x; }},
+          {.float_form = "ceil({0})", .int_form = "{0}"}),
+    // Half to even (the default rounding mode), as NumPy and ONNX round.
+    unary(K::kRound, "round", X::kCheap, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::nearbyint(x); }, .unary_i = [](int64_t x) { return x; }},
+          {.float_form = "k_round({0})", .int_form = "{0}"}),
+    unary(K::kSign, "sign", X::kCheap, D::kFloatOrSigned,
+          {.unary_f = [](double x, const Attrs&) { return std::isnan(x) ? x : (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0)); },
+           .unary_i = [](int64_t x) { return x > 0 ? int64_t(1) : (x < 0 ? int64_t(-1) : int64_t(0)); }},
+          {.float_form = "k_signf({0})",
+           .int_form = "({0} > {lit:0} ? {lit:1} : ({0} < {lit:0} ? {lit:-1} : {lit:0}))"}),
+    unary(K::kGelu, "gelu", X::kElementwise, D::kFloat, {.unary_f = gelu},
+          {.float_form = "k_gelu({0})", .float_form_for = gelu_form}, defaults<GeluAttrs>),
+    unary(K::kNot, "not", X::kCheap, D::kBool,
+          {.unary_f = [](double x, const Attrs&) { return x == 0.0 ? 1.0 : 0.0; },
+           .unary_i = [](int64_t x) { return x == 0 ? int64_t(1) : int64_t(0); }},
+          {.float_form = "({0} == 0.0f ? 1 : 0)", .int_form = "({0} == {lit:0} ? 1 : 0)", .bool_result = true}),
+
+    binary(K::kAdd, "add", X::kCheap,
+           {.binary_f = [](double a, double b) { return a + b; },
+            .binary_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }},
+           {.float_form = "({0} + {1})", .int_form = "k_add_{k}({0}, {1})"}),
+    binary(K::kSub, "sub", X::kCheap,
+           {.binary_f = [](double a, double b) { return a - b; },
+            .binary_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }},
+           {.float_form = "({0} - {1})", .int_form = "k_sub_{k}({0}, {1})"}),
+    binary(K::kMul, "mul", X::kCheap,
+           {.binary_f = [](double a, double b) { return a * b; },
+            .binary_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }},
+           {.float_form = "({0} * {1})", .int_form = "k_mul_{k}({0}, {1})"}),
+    binary(K::kDiv, "div", X::kCheap, {.binary_f = [](double a, double b) { return a / b; }, .binary_i = int_div},
+           {.float_form = "({0} / {1})", .int_form = "k_div_{k}({0}, {1})"}),
+    binary(K::kPow, "pow", X::kElementwise,
+           {.binary_f = [](double a, double b) { return std::pow(a, b); }, .binary_i = int_pow},
+           {.float_form = "k_powf({0}, {1})", .int_form = "k_pow_{k}({0}, {1})"}),
+    // maximum / minimum propagate NaN, as NumPy's do.
+    binary(K::kMaximum, "maximum", X::kCheap,
+           {.binary_f = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b); },
+            .binary_i = [](int64_t a, int64_t b) { return a > b ? a : b; }},
+           {.float_form = "k_maxf({0}, {1})", .int_form = "({0} > {1} ? {0} : {1})"}),
+    binary(K::kMinimum, "minimum", X::kCheap,
+           {.binary_f = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? a + b : (a < b ? a : b); },
+            .binary_i = [](int64_t a, int64_t b) { return a < b ? a : b; }},
+           {.float_form = "k_minf({0}, {1})", .int_form = "({0} < {1} ? {0} : {1})"}),
+
+    compare(K::kEqual, "equal", D::kAny,
+            {.binary_f = [](double a, double b) { return double(a == b); },
+             .binary_i = [](int64_t a, int64_t b) { return int64_t(a == b); }},
+            "({0} == {1} ? 1 : 0)"),
+    compare(K::kNotEqual, "not_equal", D::kAny,
+            {.binary_f = [](double a, double b) { return double(a != b); },
+             .binary_i = [](int64_t a, int64_t b) { return int64_t(a != b); }},
+            "({0} != {1} ? 1 : 0)"),
+    compare(K::kLess, "less", D::kNumeric,
+            {.binary_f = [](double a, double b) { return double(a < b); },
+             .binary_i = [](int64_t a, int64_t b) { return int64_t(a < b); }},
+            "({0} < {1} ? 1 : 0)"),
+    compare(K::kLessEqual, "less_equal", D::kNumeric,
+            {.binary_f = [](double a, double b) { return double(a <= b); },
+             .binary_i = [](int64_t a, int64_t b) { return int64_t(a <= b); }},
+            "({0} <= {1} ? 1 : 0)"),
+    compare(K::kGreater, "greater", D::kNumeric,
+            {.binary_f = [](double a, double b) { return double(a > b); },
+             .binary_i = [](int64_t a, int64_t b) { return int64_t(a > b); }},
+            "({0} > {1} ? 1 : 0)"),
+    compare(K::kGreaterEqual, "greater_equal", D::kNumeric,
+            {.binary_f = [](double a, double b) { return double(a >= b); },
+             .binary_i = [](int64_t a, int64_t b) { return int64_t(a >= b); }},
+            "({0} >= {1} ? 1 : 0)"),
+    logic(K::kAnd, "and", {.binary_i = [](int64_t a, int64_t b) { return int64_t(a && b); }}, "({0} && {1} ? 1 : 0)"),
+    logic(K::kOr, "or", {.binary_i = [](int64_t a, int64_t b) { return int64_t(a || b); }}, "({0} || {1} ? 1 : 0)"),
+    logic(K::kXor, "xor", {.binary_i = [](int64_t a, int64_t b) { return int64_t(a != b); }}, "({0} != {1} ? 1 : 0)"),
+
+    op(K::kWhere, "where", F::kSelect, 3, 3, X::kCheap, D::kAny, defaults<NoAttrs>, {}, infer_where,
+       interp::eval_elementwise),
+    op(K::kCast, "cast", F::kConvert, 1, 1, X::kCheap, D::kAny, defaults<CastAttrs>, {"to"}, infer_cast,
+       interp::eval_elementwise),
+    op(K::kClamp, "clamp", F::kConvert, 1, 1, X::kCheap, D::kNumeric, defaults<ClampAttrs>, {}, infer_clamp,
+       interp::eval_elementwise),
+
+    // Float sums and products accumulate in double, integer ones wrap in int64; max and min
+    // propagate NaN (unlike argmax, for which a NaN is the maximum).
+    reduce(K::kReduceSum, "reduce_sum", D::kNumeric,
+           {.identity_f = 0.0, .combine_f = [](double a, double b) { return a + b; },
+            .identity_i = 0, .combine_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); },
+            .combine = K::kAdd, .c_identity = "{lit:0}"}),
+    // Integer means: the int64 sum divided by the count, truncated toward zero (0 for no elements).
+    reduce(K::kReduceMean, "reduce_mean", D::kFloat,
+           {.identity_f = 0.0, .combine_f = [](double a, double b) { return a + b; },
+            .identity_i = 0, .combine_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); },
+            .mean = true, .combine = K::kAdd, .c_identity = "{lit:0}"}),
+    reduce(K::kReduceMax, "reduce_max", D::kNumeric,
+           {.identity_f = -HUGE_VAL,
+            .combine_f = [](double a, double b) { return (std::isnan(a) || a >= b) && !std::isnan(b) ? a : b; },
+            .identity_i = INT64_MIN, .combine_i = [](int64_t a, int64_t b) { return a > b ? a : b; },
+            .needs_elements = true, .combine = K::kMaximum, .c_identity = "{lowest}"}),
+    reduce(K::kReduceMin, "reduce_min", D::kNumeric,
+           {.identity_f = HUGE_VAL,
+            .combine_f = [](double a, double b) { return (std::isnan(a) || a <= b) && !std::isnan(b) ? a : b; },
+            .identity_i = INT64_MAX, .combine_i = [](int64_t a, int64_t b) { return a < b ? a : b; },
+            .needs_elements = true, .combine = K::kMinimum, .c_identity = "{highest}"}),
+    reduce(K::kReduceProd, "reduce_prod", D::kNumeric,
+           {.identity_f = 1.0, .combine_f = [](double a, double b) { return a * b; },
+            .identity_i = 1, .combine_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); },
+            .combine = K::kMul, .c_identity = "{lit:1}"}),
+    op(K::kArgMax, "argmax", F::kReduce, 1, 1, X::kPrologueAnchor, D::kNumeric, defaults<ArgMaxAttrs>, {},
+       infer_argmax, interp::eval_argmax),
+
+    op(K::kSoftmax, "softmax", F::kNormalize, 1, 1, X::kPrologueAnchor, D::kFloat, axis_last, {}, infer_softmax,
+       interp::eval_softmax),
+    op(K::kLogSoftmax, "log_softmax", F::kNormalize, 1, 1, X::kPrologueAnchor, D::kFloat, axis_last, {},
+       infer_softmax, interp::eval_softmax),
+    op(K::kLayerNorm, "layer_norm", F::kNormalize, 3, 3, X::kPrologueAnchor, D::kFloat, defaults<LayerNormAttrs>,
+       {}, infer_layer_norm, interp::eval_layer_norm),
+
+    op(K::kMatMul, "matmul", F::kLinalg, 2, 2, X::kEpilogueAnchor, D::kAny, defaults<NoAttrs>, {}, infer_matmul,
+       interp::eval_matmul),
+
+    op(K::kReshape, "reshape", F::kLayout, 1, 1, X::kOwnKernel, D::kAny, defaults<ReshapeAttrs>, {"shape"},
+       infer_reshape, interp::eval_reshape),
+    op(K::kTranspose, "transpose", F::kLayout, 1, 1, X::kOwnKernel, D::kAny, defaults<TransposeAttrs>, {"perm"},
+       infer_transpose, interp::eval_transpose),
+    op(K::kBroadcastTo, "broadcast_to", F::kLayout, 1, 1, X::kOwnKernel, D::kAny, defaults<BroadcastToAttrs>,
+       {"shape"}, infer_broadcast_to, interp::eval_broadcast_to),
+    op(K::kSlice, "slice", F::kLayout, 1, 1, X::kOwnKernel, D::kAny, defaults<SliceAttrs>, {"starts", "ends"},
+       infer_slice, interp::eval_slice),
+    op(K::kConcat, "concat", F::kLayout, 1, -1, X::kOwnKernel, D::kAny, axis_first, {}, infer_concat,
+       interp::eval_concat),
+    op(K::kGather, "gather", F::kLayout, 2, 2, X::kOwnKernel, D::kAny, axis_first, {}, infer_gather,
+       interp::eval_gather),
+
+    op(K::kConv2d, "conv2d", F::kConv, 2, 3, X::kEpilogueAnchor, D::kAny, defaults<Conv2dAttrs>, {},
+       infer_conv2d, interp::eval_conv2d),
+    op(K::kMaxPool2d, "max_pool2d", F::kConv, 1, 1, X::kOwnKernel, D::kAny, defaults<Pool2dAttrs>, {"kernel"},
+       infer_pool2d, interp::eval_pool2d),
+    op(K::kAvgPool2d, "avg_pool2d", F::kConv, 1, 1, X::kOwnKernel, D::kAny, defaults<Pool2dAttrs>, {"kernel"},
+       infer_pool2d, interp::eval_pool2d),
+    op(K::kGlobalAvgPool2d, "global_avg_pool2d", F::kConv, 1, 1, X::kOwnKernel, D::kAny, defaults<NoAttrs>, {},
+       infer_global_avg_pool2d, interp::eval_global_avg_pool2d),
 };
 static_assert(std::size(kOpTable) == size_t(kNumOpKinds), "kOpTable must list every OpKind");
 
@@ -84,6 +316,12 @@ constexpr bool table_in_enum_order() {
 }
 static_assert(table_in_enum_order(), "kOpTable rows must follow OpKind order");
 
+constexpr std::string_view kOpKindIds[] = {
+#define KILN_OP_ID(id) #id,
+    KILN_OP_KINDS(KILN_OP_ID)
+#undef KILN_OP_ID
+};
+
 }  // namespace
 
 const OpInfo& op_info(OpKind kind) {
@@ -94,48 +332,16 @@ const OpInfo& op_info(OpKind kind) {
 
 std::string_view op_name(OpKind kind) { return op_info(kind).name; }
 
+std::string_view op_kind_id(OpKind kind) {
+  op_info(kind);  // range check
+  return kOpKindIds[size_t(kind)];
+}
+
 std::optional<OpKind> parse_op_name(std::string_view name) {
   for (const OpInfo& info : kOpTable) {
     if (info.family != OpFamily::kSource && info.name == name) return info.kind;
   }
   return std::nullopt;
-}
-
-Attrs default_attrs(OpKind kind) {
-  switch (kind) {
-    case K::kInput: return InputAttrs{};
-    case K::kConstant: return ConstantAttrs{};
-    case K::kGelu: return GeluAttrs{};
-    case K::kCast: return CastAttrs{};
-    case K::kClamp: return ClampAttrs{};
-    case K::kReduceSum:
-    case K::kReduceMean:
-    case K::kReduceMax:
-    case K::kReduceMin:
-    case K::kReduceProd: return ReduceAttrs{.axes = {}, .all_axes = true, .keepdims = false};
-    case K::kArgMax: return ArgMaxAttrs{};
-    case K::kSoftmax:
-    case K::kLogSoftmax: return AxisAttrs{.axis = -1};
-    case K::kConcat: return AxisAttrs{.axis = 0};
-    case K::kGather: return AxisAttrs{.axis = 0};
-    case K::kLayerNorm: return LayerNormAttrs{};
-    case K::kReshape: return ReshapeAttrs{};
-    case K::kTranspose: return TransposeAttrs{};
-    case K::kBroadcastTo: return BroadcastToAttrs{};
-    case K::kSlice: return SliceAttrs{};
-    case K::kConv2d: return Conv2dAttrs{};
-    case K::kMaxPool2d:
-    case K::kAvgPool2d: return Pool2dAttrs{};
-    case K::kNeg: case K::kAbs: case K::kExp: case K::kLog: case K::kSqrt: case K::kRsqrt:
-    case K::kReciprocal: case K::kTanh: case K::kSigmoid: case K::kRelu: case K::kSilu:
-    case K::kErf: case K::kSin: case K::kCos: case K::kFloor: case K::kCeil: case K::kRound:
-    case K::kSign: case K::kNot: case K::kAdd: case K::kSub: case K::kMul: case K::kDiv:
-    case K::kPow: case K::kMaximum: case K::kMinimum: case K::kEqual: case K::kNotEqual:
-    case K::kLess: case K::kLessEqual: case K::kGreater: case K::kGreaterEqual: case K::kAnd:
-    case K::kOr: case K::kXor: case K::kWhere: case K::kMatMul: case K::kGlobalAvgPool2d:
-      return NoAttrs{};
-  }
-  return NoAttrs{};
 }
 
 }  // namespace kiln::ir

@@ -1,9 +1,9 @@
-// Operator kinds and their typed attribute structs.
+// Operator kinds, their typed attribute structs and the operator table (one row per kind).
 //
 // Every op kind has exactly one attribute struct (NoAttrs for ops without attributes); a node's
-// Attrs variant always holds the struct its kind expects (the verifier checks this). Passes and
-// backends read attributes with std::get<...> after switching on the kind (-Wswitch keeps the
-// switches complete).
+// Attrs variant always holds the struct its kind expects (the verifier checks this). Stages read
+// per-op facts from the table (op_info); where code must still switch on a kind, the switch
+// lists every kind and has no default arm, so -Wswitch flags a new kind there.
 #pragma once
 
 #include <array>
@@ -16,34 +16,42 @@
 
 #include "ir/dtype.h"
 #include "ir/shape.h"
+#include "support/status.h"
 
 namespace kiln::ir {
 
+// Every op kind, in enum order; the X-macro also gives each kind's identifier (op_kind_id).
+#define KILN_OP_KINDS(X)                                                                     \
+  /* sources: a graph input; a const literal or a param tensor from the weights file */      \
+  X(Input) X(Constant)                                                                        \
+  /* unary */                                                                                 \
+  X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Tanh) X(Sigmoid) X(Relu)       \
+  X(Silu) X(Erf) X(Sin) X(Cos) X(Floor) X(Ceil) X(Round) X(Sign) X(Gelu) X(Not)               \
+  /* binary arithmetic */                                                                     \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum)                                    \
+  /* compare and logic (result bool) */                                                       \
+  X(Equal) X(NotEqual) X(Less) X(LessEqual) X(Greater) X(GreaterEqual) X(And) X(Or) X(Xor)    \
+  /* select / convert */                                                                      \
+  X(Where) X(Cast) X(Clamp)                                                                   \
+  /* reductions */                                                                            \
+  X(ReduceSum) X(ReduceMean) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ArgMax)                \
+  /* normalization */                                                                         \
+  X(Softmax) X(LogSoftmax) X(LayerNorm)                                                       \
+  /* linear algebra */                                                                        \
+  X(MatMul)                                                                                   \
+  /* layout */                                                                                \
+  X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather)                         \
+  /* convolution and pooling (NCHW) */                                                        \
+  X(Conv2d) X(MaxPool2d) X(AvgPool2d) X(GlobalAvgPool2d)
+
 enum class OpKind : uint8_t {
-  // sources
-  kInput,     // a graph input
-  kConstant,  // a const literal or a param tensor from the weights file
-  // unary
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kTanh, kSigmoid, kRelu, kSilu, kErf,
-  kSin, kCos, kFloor, kCeil, kRound, kSign, kGelu, kNot,
-  // binary arithmetic
-  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
-  // compare and logic (result bool)
-  kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual, kAnd, kOr, kXor,
-  // select / convert
-  kWhere, kCast, kClamp,
-  // reductions
-  kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kArgMax,
-  // normalization
-  kSoftmax, kLogSoftmax, kLayerNorm,
-  // linear algebra
-  kMatMul,
-  // layout
-  kReshape, kTranspose, kBroadcastTo, kSlice, kConcat, kGather,
-  // convolution and pooling (NCHW)
-  kConv2d, kMaxPool2d, kAvgPool2d, kGlobalAvgPool2d,
+#define KILN_OP_ENUMERATOR(id) k##id,
+  KILN_OP_KINDS(KILN_OP_ENUMERATOR)
+#undef KILN_OP_ENUMERATOR
 };
-inline constexpr int kNumOpKinds = int(OpKind::kGlobalAvgPool2d) + 1;
+#define KILN_OP_COUNT(id) +1
+inline constexpr int kNumOpKinds = 0 KILN_OP_KINDS(KILN_OP_COUNT);
+#undef KILN_OP_COUNT
 
 enum class OpFamily : uint8_t {
   kSource, kUnary, kBinary, kCompare, kLogic, kSelect, kConvert, kReduce, kNormalize,
@@ -162,7 +170,88 @@ using Attrs = std::variant<NoAttrs, InputAttrs, ConstantAttrs, GeluAttrs, CastAt
                            ReduceAttrs, ArgMaxAttrs, AxisAttrs, LayerNormAttrs, ReshapeAttrs,
                            TransposeAttrs, BroadcastToAttrs, SliceAttrs, Conv2dAttrs, Pool2dAttrs>;
 
-// ---- per-kind metadata -------------------------------------------------------------------
+// ---- the operator table ---------------------------------------------------------------------
+//
+// One row per OpKind (ir/ops.cpp) holds every per-op fact that the compiler's stages read:
+// spelling and arity (parser, printer, verifier), the attribute struct with its spec defaults
+// and required attributes (parser), the shape/type rule (inference), the fusion class (fuse
+// pass), the reference-interpreter function and, for elementwise ops, the scalar functions and
+// the C-family expression templates that the interpreter and code generation expand. Family-wide
+// behaviour (how a reduction kernel is laid out, how elementwise operands are broadcast) lives
+// with the stage; only what differs per op is here. docs/contributing.md shows how to add an op.
+
+// How the fuse pass treats an op (docs/fusion.md).
+enum class FusionClass : uint8_t {
+  kSource,          // input / const: read from memory, never computed in a kernel
+  kCheap,           // elementwise, about one ALU instruction: fused, and recomputed in each
+                    // consumer kernel when shared (instead of materialized)
+  kElementwise,     // elementwise with transcendentals: fused, never recomputed
+  kPrologueAnchor,  // reductions and normalizations: a kernel built around them takes an
+                    // elementwise prologue on operand 0 and an elementwise epilogue
+  kEpilogueAnchor,  // matmul, conv2d: operands read from memory, takes an elementwise epilogue
+  kOwnKernel,       // layout ops and pooling: a kernel of their own, operands from memory
+};
+
+// The operand dtypes an op accepts (checked by inference, with one message per class).
+enum class DTypeClass : uint8_t {
+  kAny,            // every dtype
+  kNumeric,        // not bool
+  kFloat,          // f32, f16, bf16
+  kFloatOrSigned,  // floats and signed integers
+  kBool,           // bool only
+};
+
+// Scalar semantics of an elementwise op for the reference interpreter. Unary rows fill unary_f
+// (and unary_i when the op has an exact integer form: integer operands then stay integers);
+// binary, compare and logic rows fill binary_f / binary_i (compare and logic return 0 or 1;
+// logic receives 0/1 operands). Where, cast and clamp are evaluated by their family's code.
+struct ScalarFns {
+  double (*unary_f)(double x, const Attrs& attrs) = nullptr;
+  int64_t (*unary_i)(int64_t x) = nullptr;
+  double (*binary_f)(double a, double b) = nullptr;
+  int64_t (*binary_i)(int64_t a, int64_t b) = nullptr;
+};
+
+// C-family expression templates of an elementwise op (OpenCL C, GLSL and CUDA C share them;
+// codegen/c_family.cpp expands them). Placeholders: {0} {1} {2} the operands, already converted
+// to the op's number kind (logic ops: already truth-tested); {k} the integer helper suffix ("i"
+// for 32-bit, "l" for 64-bit: k_add_{k}); {lit:V} the literal V in the op's number kind.
+// A dialect override replaces float_form in that dialect only (empty: the shared form). The
+// functions behind k_* names are defined once per dialect in codegen/c_family_prelude.cpp.
+struct CExpr {
+  std::string_view float_form = {};  // computes in float (f32 registers for every float dtype)
+  std::string_view int_form = {};    // computes in the operands' integer kind; empty: none
+  bool bool_result = false;     // yields an int 0/1 (not, compare, logic)
+  // For ops whose float form depends on attributes (gelu's approximation); null: float_form.
+  std::string_view (*float_form_for)(const Attrs& attrs) = nullptr;
+  std::string_view cuda_float_form = {}, opencl_float_form = {}, glsl_float_form = {};  // overrides
+};
+
+// Reductions (reduce_* rows): the interpreter's accumulation and what a kernel combines with.
+// The interpreter accumulates in double or exactly in int64; a kernel combines partial results
+// with the C expression of the binary op `combine` (add, mul, maximum, minimum), starting from
+// the template c_identity ({lit:V}, {lowest} or {highest} of the number kind).
+struct ReduceFns {
+  double identity_f = 0;
+  double (*combine_f)(double acc, double x) = nullptr;
+  int64_t identity_i = 0;
+  int64_t (*combine_i)(int64_t acc, int64_t x) = nullptr;
+  bool mean = false;            // the sum divided by the element count
+  bool needs_elements = false;  // no identity: reducing zero elements is an error
+  OpKind combine = OpKind::kAdd;
+  std::string_view c_identity = {};
+};
+
+namespace interp {
+struct EvalContext;
+}
+class Tensor;
+
+// The shape/type rule: operand types in, result type out. `attrs` is the node's attribute copy,
+// which the rule may normalize (reduce axes, slice defaults); it is written back on success.
+using InferFn = Result<TensorType> (*)(OpKind op, const std::vector<TensorType>& operands, Attrs& attrs);
+// The reference interpreter's evaluator for the op (ir/interp_*.cpp).
+using EvalFn = Result<Tensor> (*)(const interp::EvalContext& ctx);
 
 struct OpInfo {
   OpKind kind;
@@ -170,17 +259,30 @@ struct OpInfo {
   OpFamily family;
   int min_inputs;
   int max_inputs;         // -1: variadic (concat)
-  bool elementwise;       // output element i depends only on input elements at i (after broadcast)
+  FusionClass fusion;
+  DTypeClass operand_dtypes;  // what the data operands may be (elementwise and reduce rules)
+  Attrs (*default_attrs)();   // the attribute struct a new node starts with (spec defaults)
+  std::array<std::string_view, 2> required_attrs;  // attributes the .graph text must give
+  InferFn infer;              // null for sources (their type is declared)
+  EvalFn eval;                // null for sources (bound or stored, not evaluated)
+  ScalarFns scalar;           // elementwise rows
+  CExpr expr;                 // elementwise rows whose family uses templates
+  ReduceFns reduce;           // reduce_* rows
+  // Output element i depends only on input elements at i (after broadcasting).
+  bool elementwise() const { return fusion == FusionClass::kCheap || fusion == FusionClass::kElementwise; }
 };
 
 const OpInfo& op_info(OpKind kind);
 std::string_view op_name(OpKind kind);
+// The OpKind enumerator's name without its k prefix ("ReduceSum"): the name the artifact's op
+// enum (artifact/kiln.fbs) uses for the same op.
+std::string_view op_kind_id(OpKind kind);
 // Looks up a user-callable operator by its .graph name (not input/const/param).
 std::optional<OpKind> parse_op_name(std::string_view name);
 // The attribute struct a freshly created node of this kind starts with (spec defaults).
-Attrs default_attrs(OpKind kind);
+inline Attrs default_attrs(OpKind kind) { return op_info(kind).default_attrs(); }
 
-inline bool is_elementwise(OpKind k) { return op_info(k).elementwise; }
+inline bool is_elementwise(OpKind k) { return op_info(k).elementwise(); }
 inline bool is_reduction(OpKind k) { return op_info(k).family == OpFamily::kReduce; }
 
 }  // namespace kiln::ir

@@ -24,6 +24,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <type_traits>
+#include <variant>
 #include <unordered_map>
 
 #include "support/half.h"
@@ -145,105 +147,64 @@ std::vector<std::string> attribute_strings(const Node& node) {
   std::vector<std::string> out;
   const int64_t rank = node.type.rank();
   auto is_last_axis = [rank](int64_t axis) { return axis == -1 || axis == rank - 1; };
-  switch (node.op) {
-    case OpKind::kGelu:
-      if (std::get<GeluAttrs>(node.attrs).tanh_approximation) out.push_back("approximate=\"tanh\"");
-      break;
-    case OpKind::kCast:
-      out.push_back("to=" + std::string(dtype_name(std::get<CastAttrs>(node.attrs).to)));
-      break;
-    case OpKind::kClamp: {
-      const auto& a = std::get<ClampAttrs>(node.attrs);
-      if (a.min) out.push_back("min=" + format_double(*a.min));
-      if (a.max) out.push_back("max=" + format_double(*a.max));
-      break;
-    }
-    case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
-    case OpKind::kReduceMin: case OpKind::kReduceProd: {
-      const auto& a = std::get<ReduceAttrs>(node.attrs);
-      if (!a.all_axes) out.push_back("axes=" + ints(a.axes));
-      if (a.keepdims) out.push_back("keepdims=true");
-      break;
-    }
-    case OpKind::kArgMax: {
-      const auto& a = std::get<ArgMaxAttrs>(node.attrs);
-      if (a.axis != std::get<ArgMaxAttrs>(default_attrs(node.op)).axis) {
-        out.push_back("axis=" + std::to_string(a.axis));
-      }
-      if (a.keepdims) out.push_back("keepdims=true");
-      break;
-    }
-    case OpKind::kSoftmax: case OpKind::kLogSoftmax: {
-      const int64_t axis = std::get<AxisAttrs>(node.attrs).axis;
-      if (!is_last_axis(axis)) out.push_back("axis=" + std::to_string(axis));
-      break;
-    }
-    case OpKind::kConcat: case OpKind::kGather: {
-      const int64_t axis = std::get<AxisAttrs>(node.attrs).axis;
-      if (axis != std::get<AxisAttrs>(default_attrs(node.op)).axis) {
-        out.push_back("axis=" + std::to_string(axis));
-      }
-      break;
-    }
-    case OpKind::kLayerNorm: {
-      const auto& a = std::get<LayerNormAttrs>(node.attrs);
-      if (!is_last_axis(a.axis)) out.push_back("axis=" + std::to_string(a.axis));
-      if (a.epsilon != std::get<LayerNormAttrs>(default_attrs(node.op)).epsilon) {
-        out.push_back("epsilon=" + format_double(a.epsilon));
-      }
-      break;
-    }
-    case OpKind::kReshape:
-      out.push_back("shape=" + shape_to_string(std::get<ReshapeAttrs>(node.attrs).shape));
-      break;
-    case OpKind::kTranspose:
-      out.push_back("perm=" + ints(std::get<TransposeAttrs>(node.attrs).perm));
-      break;
-    case OpKind::kBroadcastTo:
-      out.push_back("shape=" + shape_to_string(std::get<BroadcastToAttrs>(node.attrs).shape));
-      break;
-    case OpKind::kSlice: {
-      const auto& a = std::get<SliceAttrs>(node.attrs);
-      out.push_back("starts=" + ints(a.starts));
-      out.push_back("ends=" + ints(a.ends));
-      bool default_axes = a.axes.empty() || a.axes.size() == a.starts.size();
-      for (size_t i = 0; i < a.axes.size() && default_axes; ++i) default_axes = a.axes[i] == int64_t(i);
-      if (!default_axes) out.push_back("axes=" + ints(a.axes));
-      bool unit_steps = true;
-      for (int64_t s : a.steps) unit_steps = unit_steps && s == 1;
-      if (!unit_steps) out.push_back("steps=" + ints(a.steps));
-      break;
-    }
-    case OpKind::kConv2d: {
-      const auto& a = std::get<Conv2dAttrs>(node.attrs);
-      const Conv2dAttrs d{};
-      if (a.strides != d.strides) out.push_back("strides=" + ints(a.strides));
-      if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
-      if (a.dilations != d.dilations) out.push_back("dilations=" + ints(a.dilations));
-      if (a.groups != d.groups) out.push_back("groups=" + std::to_string(a.groups));
-      break;
-    }
-    case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: {
-      const auto& a = std::get<Pool2dAttrs>(node.attrs);
-      const Pool2dAttrs d{};
-      out.push_back("kernel=" + ints(a.kernel));
-      if (a.strides != d.strides) out.push_back("strides=" + ints(a.strides));
-      if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
-      if (node.op == OpKind::kAvgPool2d && a.count_include_pad) out.push_back("count_include_pad=true");
-      break;
-    }
-    case OpKind::kInput: case OpKind::kConstant:
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog: case OpKind::kSqrt:
-    case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kTanh: case OpKind::kSigmoid:
-    case OpKind::kRelu: case OpKind::kSilu: case OpKind::kErf: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign: case OpKind::kNot:
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
-    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kEqual: case OpKind::kNotEqual:
-    case OpKind::kLess: case OpKind::kLessEqual: case OpKind::kGreater: case OpKind::kGreaterEqual:
-    case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor: case OpKind::kWhere: case OpKind::kMatMul:
-    case OpKind::kGlobalAvgPool2d:
-      break;
-  }
+  const Attrs defaults = default_attrs(node.op);
+  // One case per attribute struct: an op with a new struct fails to compile here until the
+  // printer knows it (the static_assert below).
+  std::visit(
+      [&](const auto& a) {
+        using A = std::decay_t<decltype(a)>;
+        [[maybe_unused]] const A& d = std::get<A>(defaults);
+        if constexpr (std::is_same_v<A, GeluAttrs>) {
+          if (a.tanh_approximation) out.push_back("approximate=\"tanh\"");
+        } else if constexpr (std::is_same_v<A, CastAttrs>) {
+          out.push_back("to=" + std::string(dtype_name(a.to)));
+        } else if constexpr (std::is_same_v<A, ClampAttrs>) {
+          if (a.min) out.push_back("min=" + format_double(*a.min));
+          if (a.max) out.push_back("max=" + format_double(*a.max));
+        } else if constexpr (std::is_same_v<A, ReduceAttrs>) {
+          if (!a.all_axes) out.push_back("axes=" + ints(a.axes));
+          if (a.keepdims) out.push_back("keepdims=true");
+        } else if constexpr (std::is_same_v<A, ArgMaxAttrs>) {
+          if (a.axis != d.axis) out.push_back("axis=" + std::to_string(a.axis));
+          if (a.keepdims) out.push_back("keepdims=true");
+        } else if constexpr (std::is_same_v<A, AxisAttrs>) {
+          // A default of -1 means "the last axis", however it is written.
+          if (d.axis == -1 ? !is_last_axis(a.axis) : a.axis != d.axis) out.push_back("axis=" + std::to_string(a.axis));
+        } else if constexpr (std::is_same_v<A, LayerNormAttrs>) {
+          if (!is_last_axis(a.axis)) out.push_back("axis=" + std::to_string(a.axis));
+          if (a.epsilon != d.epsilon) out.push_back("epsilon=" + format_double(a.epsilon));
+        } else if constexpr (std::is_same_v<A, ReshapeAttrs>) {
+          out.push_back("shape=" + shape_to_string(a.shape));
+        } else if constexpr (std::is_same_v<A, TransposeAttrs>) {
+          out.push_back("perm=" + ints(a.perm));
+        } else if constexpr (std::is_same_v<A, BroadcastToAttrs>) {
+          out.push_back("shape=" + shape_to_string(a.shape));
+        } else if constexpr (std::is_same_v<A, SliceAttrs>) {
+          out.push_back("starts=" + ints(a.starts));
+          out.push_back("ends=" + ints(a.ends));
+          bool default_axes = a.axes.empty() || a.axes.size() == a.starts.size();
+          for (size_t i = 0; i < a.axes.size() && default_axes; ++i) default_axes = a.axes[i] == int64_t(i);
+          if (!default_axes) out.push_back("axes=" + ints(a.axes));
+          bool unit_steps = true;
+          for (int64_t s : a.steps) unit_steps = unit_steps && s == 1;
+          if (!unit_steps) out.push_back("steps=" + ints(a.steps));
+        } else if constexpr (std::is_same_v<A, Conv2dAttrs>) {
+          if (a.strides != d.strides) out.push_back("strides=" + ints(a.strides));
+          if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
+          if (a.dilations != d.dilations) out.push_back("dilations=" + ints(a.dilations));
+          if (a.groups != d.groups) out.push_back("groups=" + std::to_string(a.groups));
+        } else if constexpr (std::is_same_v<A, Pool2dAttrs>) {
+          out.push_back("kernel=" + ints(a.kernel));
+          if (a.strides != d.strides) out.push_back("strides=" + ints(a.strides));
+          if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
+          if (node.op == OpKind::kAvgPool2d && a.count_include_pad) out.push_back("count_include_pad=true");
+        } else {
+          static_assert(std::is_same_v<A, NoAttrs> || std::is_same_v<A, InputAttrs> ||
+                            std::is_same_v<A, ConstantAttrs>,
+                        "attribute_strings: print the new attribute struct");
+        }
+      },
+      node.attrs);
   return out;
 }
 

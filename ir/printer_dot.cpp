@@ -28,20 +28,14 @@ std::string node_statement(const Graph& graph, NodeId id) {
   const Node& n = graph.node(id);
   std::string op;
   std::string shape;
-  switch (n.op) {
-    case OpKind::kInput:
-      op = "input";
-      shape = ", shape=invhouse, style=filled, fillcolor=\"#dde8f8\"";
-      break;
-    case OpKind::kConstant: {
-      const auto& attrs = std::get<ConstantAttrs>(n.attrs);
-      op = attrs.weight_name.empty() ? "const" : "param " + attrs.weight_name;
-      shape = ", shape=note";
-      break;
-    }
-    default:
-      op = std::string(op_name(n.op));
-      break;
+  if (n.op == OpKind::kInput) {
+    op = "input";
+    shape = ", shape=invhouse, style=filled, fillcolor=\"#dde8f8\"";
+  } else if (const auto* constant = std::get_if<ConstantAttrs>(&n.attrs)) {
+    op = constant->weight_name.empty() ? "const" : "param " + constant->weight_name;
+    shape = ", shape=note";
+  } else {
+    op = std::string(op_name(n.op));
   }
   return node_id(id) + " [label=\"" + dot_escape(n.name) + "\\n" + dot_escape(op) + "\\n" +
          dot_escape(n.type.to_string()) + "\"" + shape + "];\n";

@@ -44,35 +44,23 @@ constexpr int kNoGroup = -1;
 constexpr int kAliasGroup = -2;  // a reshape view: in no kernel
 constexpr size_t kMaxRecomputeKernels = 4;
 
+using ir::FusionClass;
+
+FusionClass fusion_class(OpKind op) { return ir::op_info(op).fusion; }
+
 // Reductions (argmax included) and normalizations take an elementwise prologue on the operand
 // they reduce or normalize.
-bool takes_prologue(OpKind op) {
-  const ir::OpFamily family = ir::op_info(op).family;
-  return family == ir::OpFamily::kReduce || family == ir::OpFamily::kNormalize;
-}
+bool takes_prologue(OpKind op) { return fusion_class(op) == FusionClass::kPrologueAnchor; }
 
 // Ops a kernel can be built around, taking elementwise prologues and/or epilogues.
 bool is_anchor_op(OpKind op) {
-  return takes_prologue(op) || op == OpKind::kMatMul || op == OpKind::kConv2d;
+  return takes_prologue(op) || fusion_class(op) == FusionClass::kEpilogueAnchor;
 }
 
-bool is_elementwise_op(OpKind op) { return !is_source(op) && ir::is_elementwise(op); }
+bool is_elementwise_op(OpKind op) { return ir::is_elementwise(op); }
 
 // Elementwise ops cheap enough to recompute: one ALU instruction or so, no transcendentals.
-bool is_cheap_elementwise(OpKind op) {
-  switch (op) {
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kRelu: case OpKind::kReciprocal:
-    case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
-    case OpKind::kNot: case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul:
-    case OpKind::kDiv: case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kEqual:
-    case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual: case OpKind::kGreater:
-    case OpKind::kGreaterEqual: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor:
-    case OpKind::kWhere: case OpKind::kCast: case OpKind::kClamp:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_cheap_elementwise(OpKind op) { return fusion_class(op) == FusionClass::kCheap; }
 
 struct Group {
   NodeId root = kNoNode;

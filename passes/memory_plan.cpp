@@ -58,27 +58,19 @@ ir::Shape launch_shape(const Graph& graph, const Kernel& kernel) {
     axis = axis_in(axis, rows.size());
     if (axis >= 0 && size_t(axis) < rows.size()) rows[size_t(axis)] = ir::Dim::of(1);
   };
-  switch (anchor.op) {
-    case OpKind::kArgMax:
-      set_one(std::get<ir::ArgMaxAttrs>(anchor.attrs).axis);
-      break;
-    case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax:
-      set_one(std::get<ir::AxisAttrs>(anchor.attrs).axis);
-      break;
-    case OpKind::kLayerNorm: {
-      int64_t first = axis_in(std::get<ir::LayerNormAttrs>(anchor.attrs).axis, rows.size());
-      for (int64_t a = std::max<int64_t>(first, 0); a < int64_t(rows.size()); ++a) set_one(a);
-      break;
+  // By the anchor's attribute struct, as codegen's kernel model reads the reduced axes.
+  if (const auto* argmax = std::get_if<ir::ArgMaxAttrs>(&anchor.attrs)) {
+    set_one(argmax->axis);
+  } else if (const auto* axis = std::get_if<ir::AxisAttrs>(&anchor.attrs)) {
+    set_one(axis->axis);
+  } else if (const auto* norm = std::get_if<ir::LayerNormAttrs>(&anchor.attrs)) {
+    int64_t first = axis_in(norm->axis, rows.size());
+    for (int64_t a = std::max<int64_t>(first, 0); a < int64_t(rows.size()); ++a) set_one(a);
+  } else if (const auto* reduce = std::get_if<ir::ReduceAttrs>(&anchor.attrs)) {
+    if (reduce->all_axes && reduce->axes.empty()) {
+      for (ir::Dim& d : rows) d = ir::Dim::of(1);
     }
-    default:
-      if (const auto* reduce = std::get_if<ir::ReduceAttrs>(&anchor.attrs)) {
-        if (reduce->all_axes && reduce->axes.empty()) {
-          for (ir::Dim& d : rows) d = ir::Dim::of(1);
-        }
-        for (int64_t axis : reduce->axes) set_one(axis);
-      }
-      break;
+    for (int64_t axis : reduce->axes) set_one(axis);
   }
   return rows;
 }
