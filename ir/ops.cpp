@@ -333,7 +333,7 @@ const OpInfo& op_info(OpKind kind) {
 std::string_view op_name(OpKind kind) { return op_info(kind).name; }
 
 std::string_view op_kind_id(OpKind kind) {
-  op_info(kind);  // range check
+  KILN_CHECK(size_t(kind) < std::size(kOpKindIds), "OpKind out of range");
   return kOpKindIds[size_t(kind)];
 }
 
