@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "codegen/c_family.h"
-#include "codegen/gemm_call.h"
+#include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 
 namespace kiln::codegen {

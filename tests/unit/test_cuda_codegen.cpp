@@ -1,5 +1,5 @@
-// The CUDA side of codegen: the GEMM-call matcher (codegen/gemm_call.h), the kCuda dialect's
-// templates and dispatch (codegen/c_family_cuda.cpp), and — when this build has NVRTC — the
+// The CUDA side of codegen: the GEMM-call matcher (codegen/cuda/gemm_call.h), the kCuda dialect's
+// templates and dispatch (codegen/cuda/c_family_cuda.cpp), and — when this build has NVRTC — the
 // cuda target producing one PTX module plus a cubin per architecture. Running the kernels needs
 // a GPU: tests/backends and tests/cuda cover that on GPU machines.
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include "artifact/reader.h"
 #include "artifact/writer.h"
 #include "codegen/c_family.h"
-#include "codegen/gemm_call.h"
+#include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 #include "codegen/target.h"
 #include "frontend/parser.h"
