@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "artifact/targets.h"
 #include "ir/plan.h"
 #include "support/status.h"
 
@@ -78,7 +79,7 @@ struct GemmCall {
 // "module" and an empty blob, and name their function in the module by entry_point. A driver
 // picks the cubin of its device's architecture, else the PTX.
 struct ModuleBinary {
-  std::string target;  // "cuda"
+  std::string target;  // kCudaTarget (artifact/targets.h)
   std::string format;  // "ptx", "cubin:sm_90", ...
   std::vector<uint8_t> blob;
   bool operator==(const ModuleBinary&) const = default;
@@ -91,7 +92,7 @@ struct ModuleBinary {
 // required_features (the reader rejects two with the same set), and a driver runs the first, in
 // file order, whose features its device has.
 struct KernelBinary {
-  std::string target;        // "cuda", "vulkan", "opencl"
+  std::string target;        // one of artifact/targets.h: "cuda", "vulkan", "opencl"
   std::string kernel_name;   // the Graph kernel it implements (provenance name)
   uint32_t kernel_index = 0; // index into Graph::kernels()
   std::string format;        // e.g. "ptx", "cubin:sm_80", "spirv", "opencl-c"

@@ -2,7 +2,7 @@
 // dialects: OpenCL C, GLSL 450 compute and CUDA C. They differ in the kernel prefix,
 // address-space qualifiers, thread-index builtins, barriers, shared-memory declarations, casts
 // and a few intrinsics, all of which the emitter asks the Dialect for (c_family_internal.h);
-// CUDA also has its own templates tuned for NVIDIA GPUs (c_family_cuda.cpp).
+// CUDA also has its own templates tuned for NVIDIA GPUs (cuda/c_family_cuda.cpp).
 //
 // Numerics follow the reference interpreter (ir/interp_internal.h): floats compute in f32
 // (f16/bf16 are storage formats), integers wrap two's-complement at every node's dtype, float ->
@@ -30,7 +30,7 @@ struct RenderedKernel {
 
 // kCuda renders the kernel function alone (`extern "C" __global__ ...`): every kernel of a graph
 // goes into one NVRTC program, which starts once with cuda_program_prelude(). The CUDA templates
-// (c_family_cuda.cpp) have their own block sizes; the kernel is rendered for cuda_dispatch(model),
+// (cuda/c_family_cuda.cpp) have their own block sizes; the kernel is rendered for cuda_dispatch(model),
 // whatever model.dispatch holds, and that dispatch must be the one recorded for it.
 Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect);
 

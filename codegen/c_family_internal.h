@@ -3,8 +3,8 @@
 //   c_family_prelude.cpp  the helper functions every kernel starts with
 //   c_family_pointwise.cpp  the pointwise template and its anchors (layout, conv, pooling)
 //   c_family_rows.cpp     the row-reduction template (reduce, argmax, normalizations) and matmul
-//   c_family_cuda.cpp     CUDA C: loads/stores, launch configuration and its own templates
-//   c_family_cuda_conv.cpp  CUDA C: conv2d as an implicit GEMM
+//   cuda/c_family_cuda.cpp  CUDA C: loads/stores, launch configuration and its own templates
+//   cuda/c_family_cuda_conv.cpp  CUDA C: conv2d as an implicit GEMM
 // Not a public header. An Emitter renders one kernel once; it is not thread-safe.
 #pragma once
 
@@ -18,7 +18,7 @@
 
 namespace kiln::codegen::cfam {
 
-// How a kernel runs on CUDA (c_family_cuda.cpp): chosen from the model alone, so the emitter and
+// How a kernel runs on CUDA (cuda/c_family_cuda.cpp): chosen from the model alone, so the emitter and
 // cuda_dispatch() agree without passing it around.
 struct CudaConfig {
   enum class Mode : uint8_t {
@@ -38,7 +38,7 @@ struct CudaConfig {
   uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // kMatMul: block tile, k step, thread tile
 };
 CudaConfig cuda_config(const KernelModel& model);
-// c_family_cuda_conv.cpp: whether a conv2d kernel runs as an implicit GEMM (then sets c's mode,
+// cuda/c_family_cuda_conv.cpp: whether a conv2d kernel runs as an implicit GEMM (then sets c's mode,
 // block and tiles), and its dispatch (work units: output tiles).
 bool cuda_conv_gemm_config(const KernelModel& model, CudaConfig& c);
 artifact::KernelDispatch cuda_conv_gemm_dispatch(const KernelModel& model, const CudaConfig& c);
@@ -96,7 +96,7 @@ class Emitter {
   std::string load_word(int buffer, const std::string& offset) const;
   void store_word(int buffer, const std::string& offset, const std::string& value);
   static std::string word_storage_prelude();
-  // CUDA load/store (c_family_cuda.cpp): f16 as ushort bits converted with PTX cvt.
+  // CUDA load/store (cuda/c_family_cuda.cpp): f16 as ushort bits converted with PTX cvt.
   std::string cuda_load(int buffer, const std::string& offset) const;
   void cuda_store(int buffer, const std::string& offset, const std::string& value);
   // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
@@ -138,7 +138,7 @@ class Emitter {
   void emit_pointwise_loop(const std::string& start, const std::string& step);
   void emit_rows();
   void emit_matmul();
-  // CUDA templates (c_family_cuda.cpp), chosen by cuda_config().
+  // CUDA templates (cuda/c_family_cuda.cpp), chosen by cuda_config().
   void emit_cuda();
   void emit_cuda_pointwise(const CudaConfig& c);
   void emit_cuda_vectorized(const CudaConfig& c);
@@ -149,7 +149,7 @@ class Emitter {
   void cuda_vector_load(int buffer, const std::string& offset, std::vector<Point>& points);
   void cuda_vector_store(int buffer, const std::string& offset, const std::vector<Point>& points);
   void emit_cuda_matmul(const CudaConfig& c);
-  void emit_cuda_conv_gemm(const CudaConfig& c);  // c_family_cuda_conv.cpp
+  void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
 

@@ -1,11 +1,14 @@
-// The CUDA target. All kernels of a graph form one NVRTC program (one translation unit: the
-// helpers are compiled once, the driver loads one module), compiled
+// The CUDA target. render gives each kernel's function as CUDA C (Dialect::kCuda); compile puts
+// all kernels of a graph into one NVRTC program (one translation unit: the helpers are compiled
+// once, the driver loads one module), compiled
 //   - to PTX for compute_80 (always: newer GPUs JIT it), the "ptx" ModuleBinary (text, no NUL);
 //   - to a cubin per --gpu-arch (default sm_80, sm_90), the "cubin:sm_XX" ModuleBinary.
 // The compilations run concurrently (NVRTC programs are independent). Each KernelBinary has
 // format "module", an empty blob, entry_point = its extern "C" function, the model's args, the
 // CUDA templates' dispatch, and `gemm` when a vendor GEMM library could run it (gemm_call.h).
-// -S writes <base>.cu (the program) and <base>.ptx; with -S no cubin is built.
+// -S writes <base>.cu (the program) and <base>.ptx. The PTX is the one listing -S shows that
+// needs a compiler: with -S (TargetOptions::sources_only) compile still runs NVRTC for it, once,
+// but builds no cubin.
 //
 // An NVRTC failure on generated code is an internal error whose message holds the log and the
 // numbered source.
@@ -16,8 +19,9 @@
 #include <future>
 #include <sstream>
 
+#include "artifact/targets.h"
 #include "codegen/c_family.h"
-#include "codegen/gemm_call.h"
+#include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 
 namespace kiln::codegen {
@@ -78,32 +82,30 @@ Result<std::vector<uint8_t>> nvrtc_compile(const std::string& source, const std:
   return out;
 }
 
+// The NVRTC program: the prelude, then every kernel's function in kernel order.
+std::string cuda_program(const ir::Graph& graph, const std::vector<KernelVariants>& kernels) {
+  std::string program = "// Kiln CUDA program for graph " + graph.name + " (" +
+                        std::to_string(graph.kernels().size()) + " kernels)\n" + cuda_program_prelude();
+  for (const KernelVariants& kernel : kernels) program += "\n" + kernel.variants.front().text;
+  return program;
+}
+
 class CudaTarget final : public Target {
  public:
-  std::string_view name() const override { return "cuda"; }
+  std::string_view name() const override { return artifact::kCudaTarget; }
+  std::string_view source_suffix() const override { return ".cu"; }
+  std::string_view listing_suffix() const override { return ".ptx"; }
 
-  Result<CompiledKernels> compile(const ir::Graph& graph, const ir::ExecutionPlan& plan,
-                                  const TargetOptions& options) const override {
-    CompiledKernels out;
-    std::string program = "// Kiln CUDA program for graph " + graph.name + " (" +
-                          std::to_string(graph.kernels().size()) + " kernels)\n" + cuda_program_prelude();
-    for (uint32_t k = 0; k < graph.kernels().size(); ++k) {
-      KILN_ASSIGN_OR_RETURN(KernelModel model, build_kernel_model(graph, plan, k));
-      KILN_ASSIGN_OR_RETURN(RenderedKernel rendered, render_c_family(model, Dialect::kCuda));
-      program += "\n" + rendered.source;
-      artifact::KernelBinary bin;
-      bin.target = "cuda";
-      bin.kernel_name = graph.kernels()[k].name;
-      bin.kernel_index = k;
-      bin.format = "module";
-      bin.entry_point = model.entry_point;
-      bin.required_features = rendered.required_features;
-      bin.args = model.args;
-      bin.dispatch = cuda_dispatch(model);
-      bin.gemm = match_gemm_call(model, options.allow_tf32);
-      out.kernels.push_back(std::move(bin));
-    }
+  Result<std::vector<KernelSource>> render(const KernelModel& model, const TargetOptions&) const override {
+    KILN_ASSIGN_OR_RETURN(RenderedKernel rendered, render_c_family(model, Dialect::kCuda));
+    std::vector<KernelSource> out;
+    out.push_back({"", std::move(rendered.source), std::move(rendered.required_features)});
+    return out;
+  }
 
+  Result<DeviceCode> compile(const ir::Graph& graph, const std::vector<KernelVariants>& kernels,
+                             const TargetOptions& options) const override {
+    const std::string program = cuda_program(graph, kernels);
     const bool cubins = !options.sources_only;
     const std::vector<std::string>& archs = options.gpu_archs.empty() ? kDefaultCubinArchs : options.gpu_archs;
     std::vector<std::future<Result<std::vector<uint8_t>>>> jobs;
@@ -115,14 +117,30 @@ class CudaTarget final : public Target {
     std::vector<Result<std::vector<uint8_t>>> compiled;
     for (auto& job : jobs) compiled.push_back(job.get());  // join every job before returning
     if (!ptx.is_ok()) return std::move(ptx).status();
-    out.modules.push_back({"cuda", "ptx", *ptx});
+    DeviceCode out;
+    out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the modules'
+    out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx).value()});
     for (size_t i = 0; i < compiled.size(); ++i) {
       if (!compiled[i].is_ok()) return std::move(compiled[i]).status();
-      out.modules.push_back({"cuda", "cubin:" + archs[i], std::move(compiled[i]).value()});
+      out.modules.push_back({std::string(artifact::kCudaTarget), "cubin:" + archs[i], std::move(compiled[i]).value()});
     }
-    out.sources.push_back({".cu", "", program});
-    out.sources.push_back({".ptx", "", std::string(ptx->begin(), ptx->end())});
     return out;
+  }
+
+  void package(const KernelModel& model, CompiledVariant, const TargetOptions& options,
+               artifact::KernelBinary& record) const override {
+    record.format = "module";
+    record.entry_point = model.entry_point;
+    record.dispatch = cuda_dispatch(model);
+    record.gemm = match_gemm_call(model, options.allow_tf32);
+  }
+
+  // One program for the graph: <base>.cu and its PTX, <base>.ptx.
+  std::vector<SourceFile> source_files(const ir::Graph& graph, const std::vector<KernelVariants>& kernels,
+                                       const DeviceCode& code) const override {
+    const std::vector<uint8_t>& ptx = code.modules.front().blob;
+    return {{std::string(source_suffix()), "", cuda_program(graph, kernels)},
+            {std::string(listing_suffix()), "", std::string(ptx.begin(), ptx.end())}};
   }
 };
 

@@ -141,7 +141,7 @@ Result<std::vector<uint8_t>> compile(const fs::path& dir, const onnx_import::Imp
     }
     codegen::TargetOptions target_options;
     target_options.opt_level = g_opt_level;
-    Result<codegen::CompiledKernels> compiled = (*t)->compile(graph, *plan, target_options);
+    Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**t, graph, *plan, target_options);
     if (!compiled.is_ok()) {
       error.text = "codegen (" + target + "): " + compiled.status().message() + "\n";
       error.unsupported = compiled.status().code() == ErrorCode::kUnsupported;

@@ -48,7 +48,7 @@ std::vector<uint8_t> compile_for_every_target() {
   for (const std::string& name : codegen::available_targets()) {
     Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
     REQUIRE(target.is_ok());
-    Result<codegen::CompiledKernels> compiled = (*target)->compile(graph, *plan, codegen::TargetOptions{});
+    Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**target, graph, *plan, codegen::TargetOptions{});
     INFO(name << ": " << (compiled.is_ok() ? std::string() : compiled.status().message()));
     REQUIRE(compiled.is_ok());
     for (artifact::KernelBinary& k : compiled->kernels) write.kernels.push_back(std::move(k));

@@ -120,7 +120,7 @@ TEST_CASE("codegen: the target registry always has opencl and refuses unknown ta
   CHECK(codegen::create_target("metal").status().code() == ErrorCode::kUnsupported);
 
   Compiled c = compile_text("graph g(x: f32[4]) -> (y: f32[4]) {\n  y = exp(x)\n}\n");
-  Result<codegen::CompiledKernels> out = (*cl)->compile(c.graph, c.plan, codegen::TargetOptions{});
+  Result<codegen::CompiledKernels> out = codegen::compile_graph(**cl, c.graph, c.plan, codegen::TargetOptions{});
   REQUIRE(out.is_ok());
   REQUIRE(out->kernels.size() == 1);
   const artifact::KernelBinary& k = out->kernels[0];

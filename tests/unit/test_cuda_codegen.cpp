@@ -1,5 +1,5 @@
-// The CUDA side of codegen: the GEMM-call matcher (codegen/gemm_call.h), the kCuda dialect's
-// templates and dispatch (codegen/c_family_cuda.cpp), and — when this build has NVRTC — the
+// The CUDA side of codegen: the GEMM-call matcher (codegen/cuda/gemm_call.h), the kCuda dialect's
+// templates and dispatch (codegen/cuda/c_family_cuda.cpp), and — when this build has NVRTC — the
 // cuda target producing one PTX module plus a cubin per architecture. Running the kernels needs
 // a GPU: tests/backends and tests/cuda cover that on GPU machines.
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include "artifact/reader.h"
 #include "artifact/writer.h"
 #include "codegen/c_family.h"
-#include "codegen/gemm_call.h"
+#include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 #include "codegen/target.h"
 #include "frontend/parser.h"
@@ -228,7 +228,7 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   REQUIRE(target.is_ok());
   codegen::TargetOptions options;
   options.gpu_archs = {"sm_80", "sm_90"};
-  Result<codegen::CompiledKernels> compiled = (*target)->compile(c.graph, c.plan, options);
+  Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**target, c.graph, c.plan, options);
   REQUIRE_MESSAGE(compiled.is_ok(), compiled.status().to_string());
   REQUIRE(compiled->modules.size() == 3);
   CHECK(compiled->modules[0].format == "ptx");
@@ -249,7 +249,7 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   CHECK(gemms == 1);
   // -S: the program and its PTX, no cubins.
   options.sources_only = true;
-  compiled = (*target)->compile(c.graph, c.plan, options);
+  compiled = codegen::compile_graph(**target, c.graph, c.plan, options);
   REQUIRE(compiled.is_ok());
   CHECK(compiled->modules.size() == 1);
   REQUIRE(compiled->sources.size() == 2);
@@ -260,7 +260,7 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   // The artifact keeps the modules and GEMM calls.
   artifact::WriteOptions write;
   options.sources_only = false;
-  compiled = (*target)->compile(c.graph, c.plan, options);
+  compiled = codegen::compile_graph(**target, c.graph, c.plan, options);
   REQUIRE(compiled.is_ok());
   write.kernels = compiled->kernels;
   write.modules = compiled->modules;

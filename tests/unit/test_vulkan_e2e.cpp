@@ -32,7 +32,7 @@ std::shared_ptr<const artifact::LoadedArtifact> compile_example(const std::strin
   REQUIRE_MESSAGE(plan.is_ok(), plan.status().message());
   Result<std::unique_ptr<codegen::Target>> target = codegen::create_target("vulkan");
   REQUIRE_MESSAGE(target.is_ok(), target.status().message());
-  Result<codegen::CompiledKernels> compiled = (*target)->compile(graph, *plan, codegen::TargetOptions{});
+  Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**target, graph, *plan, codegen::TargetOptions{});
   REQUIRE_MESSAGE(compiled.is_ok(), compiled.status().message());
   artifact::WriteOptions options;
   options.kernels = compiled->kernels;

@@ -51,7 +51,7 @@ Compiled compile_for_vulkan(const std::string& text) {
   c.plan = std::move(plan).value();
   Result<std::unique_ptr<codegen::Target>> target = codegen::create_target("vulkan");
   REQUIRE_MESSAGE(target.is_ok(), target.status().message());
-  Result<codegen::CompiledKernels> kernels = (*target)->compile(c.graph, c.plan, codegen::TargetOptions{});
+  Result<codegen::CompiledKernels> kernels = codegen::compile_graph(**target, c.graph, c.plan, codegen::TargetOptions{});
   REQUIRE_MESSAGE(kernels.is_ok(), kernels.status().message());
   c.vulkan = std::move(kernels).value();
   return c;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "artifact/targets.h"
 #include "artifact/writer.h"
 #include "codegen/target.h"
 #include "frontend/parser.h"
@@ -55,9 +56,9 @@ options:
   --version                show the version and the targets this build has
 )";
 
-// The code-generation targets compiled into this build (codegen/target.cpp decides).
+// The code-generation targets compiled into this build (codegen/target.cpp decides); every known
+// target is in artifact/targets.h.
 const std::vector<std::string> kBuildTargets = kiln::codegen::available_targets();
-const std::vector<std::string> kKnownTargets = {"cuda", "vulkan", "opencl"};
 
 enum class EmitKind { kKiln, kIr, kDot, kPlan, kKernels };
 
@@ -101,6 +102,15 @@ std::string join(const std::vector<std::string>& list) {
   std::string out;
   for (const std::string& s : list) out += (out.empty() ? "" : ", ") + s;
   return out.empty() ? "none" : out;
+}
+
+// "cuda, vulkan or opencl": every known target (artifact/targets.h).
+std::string known_targets() {
+  const auto& names = kiln::artifact::kTargetNames;
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return out;
 }
 
 // Parses argv. Returns an error message for a bad option; exits for --help/--version.
@@ -213,6 +223,178 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A stage's outcome: its value, or the exit status kilnc ends with (its message already printed).
+template <typename T>
+struct Staged {
+  std::optional<T> value;
+  int exit_code = 0;
+};
+
+// The targets to compile for, validated before any work is done: known, in this build, and
+// matching the target-specific options.
+Staged<std::vector<std::string>> select_targets(const Options& opts) {
+  std::vector<std::string> targets = opts.targets.value_or(kBuildTargets);
+  auto error = [](const std::string& message) -> Staged<std::vector<std::string>> {
+    std::cerr << "kilnc: error: " << message << "\n";
+    return {std::nullopt, 1};
+  };
+  for (const std::string& t : targets) {
+    if (!kiln::artifact::is_known_target(t)) return error("unknown target '" + t + "' (expected " + known_targets() + ")");
+    if (!contains(kBuildTargets, t))
+      return error("target '" + t + "' is not available in this build (targets: " + join(kBuildTargets) + ")");
+  }
+  const std::string cuda(kiln::artifact::kCudaTarget);
+  if (!opts.gpu_archs.empty() && !contains(targets, cuda))
+    return error("--gpu-arch needs the cuda target, which is not selected");
+  if (opts.allow_tf32 && !contains(targets, cuda))
+    return error("--allow-tf32 needs the cuda target, which is not selected");
+  if ((opts.emit_sources || opts.emit == EmitKind::kKernels) && targets.empty()) {
+    return error(std::string(opts.emit_sources ? "-S" : "--emit=kernels") +
+                 " needs a code-generation target, and this build has none (targets: " + join(kBuildTargets) + ")");
+  }
+  return {std::move(targets), 0};
+}
+
+// Stage 1, the frontend: .onnx models go through the ONNX importer (when this build has it),
+// everything else through the .graph parser. Prints every error found.
+Staged<kiln::ir::Graph> read_graph(const Options& opts, std::ostream& log) {
+  const bool is_onnx = opts.input.size() >= 5 && opts.input.substr(opts.input.size() - 5) == ".onnx";
+#ifndef KILN_HAVE_ONNX
+  if (is_onnx) {
+    std::cerr << "kilnc: error: " << opts.input
+              << ": ONNX import is not available in this build (Debian's libonnx-dev was not found)\n";
+    return {std::nullopt, 1};
+  }
+#endif
+  if (opts.verbose) log << "kilnc: " << (is_onnx ? "importing " : "parsing ") << opts.input << "\n";
+  kiln::Diagnostics diags;
+#ifdef KILN_HAVE_ONNX
+  kiln::Result<kiln::ir::Graph> parsed = is_onnx ? kiln::onnx_import::import_onnx_file(opts.input, diags)
+                                                 : kiln::frontend::parse_graph_file(opts.input, diags);
+#else
+  kiln::Result<kiln::ir::Graph> parsed = kiln::frontend::parse_graph_file(opts.input, diags);
+#endif
+  if (diags.has_errors()) {
+    std::cerr << diags.to_string();
+    return {std::nullopt, 1};
+  }
+  if (!parsed.is_ok()) return {std::nullopt, fail(parsed.status())};
+  return {std::move(parsed).value(), 0};
+}
+
+// Stage 3, code generation for every selected target. First every target checks every node
+// (all unsupported nodes of all targets are reported, with their locations, and nothing is
+// rendered), then each target renders, compiles and (for an artifact) packages its kernels.
+Staged<std::vector<kiln::codegen::CompiledKernels>> generate_code(const Options& opts,
+                                                                  const std::vector<std::string>& target_names,
+                                                                  const kiln::ir::Graph& graph,
+                                                                  const kiln::ir::ExecutionPlan& plan,
+                                                                  std::ostream& log) {
+  using Out = Staged<std::vector<kiln::codegen::CompiledKernels>>;
+  std::vector<std::unique_ptr<kiln::codegen::Target>> targets;
+  kiln::Diagnostics unsupported(/*limit=*/100);
+  for (const std::string& name : target_names) {
+    kiln::Result<std::unique_ptr<kiln::codegen::Target>> target = kiln::codegen::create_target(name);
+    if (!target.is_ok()) return Out{std::nullopt, fail(target.status())};
+    (void)kiln::codegen::check_supported(**target, graph, unsupported);  // reported below, all at once
+    targets.push_back(std::move(target).value());
+  }
+  if (unsupported.has_errors()) {
+    std::cerr << unsupported.to_string();
+    return Out{std::nullopt, 1};
+  }
+
+  kiln::codegen::TargetOptions target_options;
+  target_options.opt_level = opts.pipeline.opt_level;
+  target_options.gpu_archs = opts.gpu_archs;
+  target_options.allow_tf32 = opts.allow_tf32;
+  target_options.sources_only = opts.emit_sources || opts.emit == EmitKind::kKernels;
+  std::vector<kiln::codegen::CompiledKernels> results;
+  for (const std::unique_ptr<kiln::codegen::Target>& target : targets) {
+    if (opts.verbose) log << "kilnc: generating " << target->name() << " kernels\n";
+    kiln::Result<kiln::codegen::CompiledKernels> compiled =
+        kiln::codegen::compile_graph(*target, graph, plan, target_options);
+    if (!compiled.is_ok()) return Out{std::nullopt, fail(compiled.status())};
+    results.push_back(std::move(compiled).value());
+  }
+  return Out{std::move(results), 0};
+}
+
+// -S: every target's source files, <BASE>[.<kernel>]<suffix>. Returns the exit status.
+int write_source_files(const Options& opts, const std::vector<kiln::codegen::CompiledKernels>& results,
+                       std::ostream& log) {
+  std::string base = opts.output.value_or("");
+  if (base.empty() || base == "-") {
+    base = opts.input == "-" ? "out" : opts.input;
+    size_t slash = base.find_last_of('/');
+    size_t dot = base.find_last_of('.');
+    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) base.resize(dot);
+  }
+  for (const kiln::codegen::CompiledKernels& compiled : results) {
+    for (const kiln::codegen::SourceFile& file : compiled.sources) {
+      // An unnamed file holds the whole graph's program (CUDA): <BASE>.cu, <BASE>.ptx.
+      const std::string path = base + (file.kernel_name.empty() ? "" : "." + file.kernel_name) + file.suffix;
+      if (opts.verbose) log << "kilnc: writing " << path << "\n";
+      if (!write_output(path, file.text)) {
+        std::cerr << "kilnc: error: cannot write '" << path << "'\n";
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+// Stage 4: the bytes of the --emit form (code generation's results are consumed by kiln).
+kiln::Result<std::string> render_output(const Options& opts, const kiln::ir::Graph& graph,
+                                        const kiln::ir::ExecutionPlan& plan,
+                                        std::vector<kiln::codegen::CompiledKernels>& results) {
+  std::string bytes;
+  switch (opts.emit) {
+    case EmitKind::kIr: bytes = kiln::ir::print_graph(graph); break;
+    case EmitKind::kDot: bytes = kiln::ir::print_dot(graph); break;
+    case EmitKind::kPlan: bytes = kiln::passes::print_plan(graph, plan); break;
+    case EmitKind::kKernels:
+      for (const kiln::codegen::CompiledKernels& compiled : results) {
+        for (const kiln::codegen::SourceFile& file : compiled.sources) {
+          const std::string label = file.kernel_name.empty() ? graph.name : file.kernel_name;
+          bytes += "// ===== " + label + file.suffix + " =====\n" + file.text;
+          if (!file.text.empty() && file.text.back() != '\n') bytes += '\n';
+        }
+      }
+      break;
+    case EmitKind::kKiln: {
+      kiln::artifact::WriteOptions write_options;
+      write_options.producer = "kilnc 0.1.0";
+      for (kiln::codegen::CompiledKernels& compiled : results) {
+        for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
+        for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
+      }
+      KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, kiln::artifact::write_artifact(graph, plan, write_options));
+      bytes.assign(reinterpret_cast<const char*>(artifact.data()), artifact.size());
+      break;
+    }
+  }
+  return bytes;
+}
+
+struct StageTimes {
+  double parse = 0, passes = 0, codegen = 0, output = 0, total = 0;
+};
+
+void print_time_report(const StageTimes& t, std::ostream& log) {
+  char line[160];
+  log << "===- kilnc stage times -===\n";
+  const std::pair<const char*, double> rows[] = {{"parse", t.parse},
+                                                 {"passes + planning", t.passes},
+                                                 {"codegen", t.codegen},
+                                                 {"output", t.output},
+                                                 {"total", t.total}};
+  for (const auto& [label, seconds] : rows) {
+    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", label, seconds * 1e3);
+    log << line;
+  }
+}
+
 int run(int argc, char** argv) {
   Options opts;
   if (std::optional<UsageError> err = parse_options(argc, argv, opts)) {
@@ -229,171 +411,55 @@ int run(int argc, char** argv) {
     std::cerr << "kilnc: error: no input file (see kilnc --help)\n";
     return 1;
   }
-
-  // Targets: validate before doing any work.
-  std::vector<std::string> targets = opts.targets.value_or(kBuildTargets);
-  for (const std::string& t : targets) {
-    if (!contains(kKnownTargets, t)) {
-      std::cerr << "kilnc: error: unknown target '" << t << "' (expected cuda, vulkan or opencl)\n";
-      return 1;
-    }
-    if (!contains(kBuildTargets, t)) {
-      std::cerr << "kilnc: error: target '" << t << "' is not available in this build (targets: "
-                << join(kBuildTargets) << ")\n";
-      return 1;
-    }
-  }
-  if (!opts.gpu_archs.empty() && !contains(targets, "cuda")) {
-    std::cerr << "kilnc: error: --gpu-arch needs the cuda target, which is not selected\n";
-    return 1;
-  }
-  if (opts.allow_tf32 && !contains(targets, "cuda")) {
-    std::cerr << "kilnc: error: --allow-tf32 needs the cuda target, which is not selected\n";
-    return 1;
-  }
-  if (opts.emit_sources || opts.emit == EmitKind::kKernels) {
-    if (targets.empty()) {
-      std::cerr << "kilnc: error: " << (opts.emit_sources ? "-S" : "--emit=kernels")
-                << " needs a code-generation target, and this build has none (targets: "
-                << join(kBuildTargets) << ")\n";
-      return 1;
-    }
-  }
+  Staged<std::vector<std::string>> targets = select_targets(opts);
+  if (!targets.value) return targets.exit_code;
 
   std::ostream& log = std::cerr;
   opts.pipeline.log = &log;
+  StageTimes times;
   const auto total_start = std::chrono::steady_clock::now();
 
-  // 1. Frontend: .onnx models go through the ONNX importer (when this build has it).
-  const bool is_onnx = opts.input.size() >= 5 && opts.input.substr(opts.input.size() - 5) == ".onnx";
-#ifndef KILN_HAVE_ONNX
-  if (is_onnx) {
-    std::cerr << "kilnc: error: " << opts.input
-              << ": ONNX import is not available in this build (Debian's libonnx-dev was not found)\n";
-    return 1;
-  }
-#endif
-  if (opts.verbose) log << "kilnc: " << (is_onnx ? "importing " : "parsing ") << opts.input << "\n";
+  // 1. Frontend.
   auto stage_start = std::chrono::steady_clock::now();
-  kiln::Diagnostics diags;
-#ifdef KILN_HAVE_ONNX
-  kiln::Result<kiln::ir::Graph> parsed = is_onnx ? kiln::onnx_import::import_onnx_file(opts.input, diags)
-                                                 : kiln::frontend::parse_graph_file(opts.input, diags);
-#else
-  kiln::Result<kiln::ir::Graph> parsed = kiln::frontend::parse_graph_file(opts.input, diags);
-#endif
-  const double parse_seconds = seconds_since(stage_start);
-  if (diags.has_errors()) {
-    std::cerr << diags.to_string();
-    return 1;
-  }
-  if (!parsed.is_ok()) return fail(parsed.status());
-  kiln::ir::Graph graph = std::move(parsed).value();
+  Staged<kiln::ir::Graph> graph = read_graph(opts, log);
+  times.parse = seconds_since(stage_start);
+  if (!graph.value) return graph.exit_code;
 
   // 2. Passes.
   if (opts.verbose) {
-    log << "kilnc: optimizing " << graph.num_nodes() << " nodes at -O" << opts.pipeline.opt_level
+    log << "kilnc: optimizing " << graph.value->num_nodes() << " nodes at -O" << opts.pipeline.opt_level
         << (opts.pipeline.fuse ? "" : " -fno-fuse") << "\n";
   }
   stage_start = std::chrono::steady_clock::now();
-  kiln::Result<kiln::ir::ExecutionPlan> plan = kiln::passes::run_pipeline(graph, opts.pipeline);
-  const double passes_seconds = seconds_since(stage_start);
+  kiln::Result<kiln::ir::ExecutionPlan> plan = kiln::passes::run_pipeline(*graph.value, opts.pipeline);
+  times.passes = seconds_since(stage_start);
   if (!plan.is_ok()) return fail(plan.status());
 
   // 3. Code generation, for the forms that carry kernels.
   stage_start = std::chrono::steady_clock::now();
   std::vector<kiln::codegen::CompiledKernels> codegen_results;
   if (opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln) {
-    kiln::codegen::TargetOptions target_options;
-    target_options.opt_level = opts.pipeline.opt_level;
-    target_options.gpu_archs = opts.gpu_archs;
-    target_options.allow_tf32 = opts.allow_tf32;
-    target_options.sources_only = opts.emit_sources || opts.emit == EmitKind::kKernels;
-    for (const std::string& name : targets) {
-      if (opts.verbose) log << "kilnc: generating " << name << " kernels\n";
-      kiln::Result<std::unique_ptr<kiln::codegen::Target>> target = kiln::codegen::create_target(name);
-      if (!target.is_ok()) return fail(target.status());
-      kiln::Result<kiln::codegen::CompiledKernels> compiled =
-          (*target)->compile(graph, *plan, target_options);
-      if (!compiled.is_ok()) return fail(compiled.status());
-      codegen_results.push_back(std::move(compiled).value());
-    }
+    Staged<std::vector<kiln::codegen::CompiledKernels>> generated =
+        generate_code(opts, *targets.value, *graph.value, *plan, log);
+    if (!generated.value) return generated.exit_code;
+    codegen_results = std::move(*generated.value);
   }
-  const double codegen_seconds = seconds_since(stage_start);
-  if (opts.emit_sources) {
-    std::string base = opts.output.value_or("");
-    if (base.empty() || base == "-") {
-      base = opts.input == "-" ? "out" : opts.input;
-      size_t slash = base.find_last_of('/');
-      size_t dot = base.find_last_of('.');
-      if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) base.resize(dot);
-    }
-    for (const kiln::codegen::CompiledKernels& compiled : codegen_results) {
-      for (const kiln::codegen::SourceFile& file : compiled.sources) {
-        // An unnamed file holds the whole graph's program (CUDA): <BASE>.cu, <BASE>.ptx.
-        const std::string path = base + (file.kernel_name.empty() ? "" : "." + file.kernel_name) + file.suffix;
-        if (opts.verbose) log << "kilnc: writing " << path << "\n";
-        if (!write_output(path, file.text)) {
-          std::cerr << "kilnc: error: cannot write '" << path << "'\n";
-          return 1;
-        }
-      }
-    }
-    return 0;
-  }
+  times.codegen = seconds_since(stage_start);
+  if (opts.emit_sources) return write_source_files(opts, codegen_results, log);
 
   // 4. Output.
   stage_start = std::chrono::steady_clock::now();
-  std::string bytes;
-  switch (opts.emit) {
-    case EmitKind::kIr: bytes = kiln::ir::print_graph(graph); break;
-    case EmitKind::kDot: bytes = kiln::ir::print_dot(graph); break;
-    case EmitKind::kPlan: bytes = kiln::passes::print_plan(graph, *plan); break;
-    case EmitKind::kKernels:
-      for (const kiln::codegen::CompiledKernels& compiled : codegen_results) {
-        for (const kiln::codegen::SourceFile& file : compiled.sources) {
-          const std::string label = file.kernel_name.empty() ? graph.name : file.kernel_name;
-          bytes += "// ===== " + label + file.suffix + " =====\n" + file.text;
-          if (!file.text.empty() && file.text.back() != '\n') bytes += '\n';
-        }
-      }
-      break;
-    case EmitKind::kKiln: {
-      kiln::artifact::WriteOptions write_options;
-      write_options.producer = "kilnc 0.1.0";
-      for (kiln::codegen::CompiledKernels& compiled : codegen_results) {
-        for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
-        for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
-      }
-      kiln::Result<std::vector<uint8_t>> artifact =
-          kiln::artifact::write_artifact(graph, *plan, write_options);
-      if (!artifact.is_ok()) return fail(artifact.status());
-      bytes.assign(reinterpret_cast<const char*>(artifact->data()), artifact->size());
-      break;
-    }
-  }
+  kiln::Result<std::string> bytes = render_output(opts, *graph.value, *plan, codegen_results);
+  if (!bytes.is_ok()) return fail(bytes.status());
   const std::string out_path = opts.output.value_or(default_output(opts));
-  if (opts.verbose) log << "kilnc: writing " << bytes.size() << " bytes to " << out_path << "\n";
-  if (!write_output(out_path, bytes)) {
+  if (opts.verbose) log << "kilnc: writing " << bytes->size() << " bytes to " << out_path << "\n";
+  if (!write_output(out_path, *bytes)) {
     std::cerr << "kilnc: error: cannot write '" << out_path << "'\n";
     return 1;
   }
-  const double output_seconds = seconds_since(stage_start);
-
-  if (opts.pipeline.time_report) {
-    char line[160];
-    log << "===- kilnc stage times -===\n";
-    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "parse", parse_seconds * 1e3);
-    log << line;
-    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "passes + planning", passes_seconds * 1e3);
-    log << line;
-    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "codegen", codegen_seconds * 1e3);
-    log << line;
-    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "output", output_seconds * 1e3);
-    log << line;
-    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", "total", seconds_since(total_start) * 1e3);
-    log << line;
-  }
+  times.output = seconds_since(stage_start);
+  times.total = seconds_since(total_start);
+  if (opts.pipeline.time_report) print_time_report(times, log);
   return 0;
 }
 

@@ -9,7 +9,7 @@
 namespace kiln::runtime::cuda {
 namespace {
 
-constexpr const char* kTarget = "cuda";
+constexpr std::string_view kTarget = artifact::kCudaTarget;
 constexpr const char* kKernelFormat = "module";
 
 std::atomic<uint64_t> next_program_serial{1};

@@ -9,7 +9,7 @@
 namespace kiln::runtime::opencl {
 namespace {
 
-constexpr const char* kTarget = "opencl";
+constexpr std::string_view kTarget = artifact::kOpenClTarget;
 constexpr const char* kFormat = "opencl-c";
 // Part of the cache key: a binary is only valid for the options it was built with.
 constexpr const char* kBuildOptions = "-cl-std=CL1.2";

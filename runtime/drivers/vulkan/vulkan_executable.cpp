@@ -51,7 +51,7 @@ Result<std::unique_ptr<hal::Executable>> VulkanExecutable::create(
   // The variants of each kernel, in artifact order (codegen writes the preferred one first).
   std::map<uint32_t, std::vector<const artifact::KernelBinary*>> variants;
   for (const artifact::KernelBinary& k : a.kernels) {
-    if (k.target != "vulkan") continue;
+    if (k.target != artifact::kVulkanTarget) continue;
     if (k.format != "spirv")
       return unsupported("Vulkan device: kernel '" + k.kernel_name + "' has format '" + k.format +
                          "', expected 'spirv'");

@@ -3,7 +3,7 @@
 // result; each operand's batch dims either the output's batch dims (batched) or all 1 (shared);
 // an epilogue that is exactly [add(·, bias[n])] then [relu | gelu(tanh)], a chain in which each
 // node consumes the previous one; one written buffer, the chain's last value.
-#include "codegen/gemm_call.h"
+#include "codegen/cuda/gemm_call.h"
 
 namespace kiln::codegen {
 namespace {

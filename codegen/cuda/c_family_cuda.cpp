@@ -457,71 +457,111 @@ void Emitter::emit_cuda_rows(const CudaConfig& c) {
   variants(c);
 }
 
-void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
-  const Node& a = m_.node(m_.anchor);
-  ir::Shape row_shape, red_shape;
-  for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
-  const NodeId operand = a.inputs[0];
-  const Num xk = num_of(m_.node(operand).type.dtype);
-  const bool normalize = a.op == OpKind::kSoftmax || a.op == OpKind::kLogSoftmax || a.op == OpKind::kLayerNorm;
-  const uint32_t G = c.row_threads;
-  const std::string Gs = "TO_IDX(" + std::to_string(G) + ")";
-  const uint32_t warps = G / 32;
-  const RowVectors rv = vec > 1 ? row_vectors_of(m_, red_shape) : RowVectors{};
-  const std::string V = std::to_string(vec);
-  // Element k of register slot i: slots go in runs of `vec` consecutive elements per thread.
-  auto slot_k = [&](const std::string& i) {
-    if (vec == 1) return "tid + TO_IDX(" + i + ") * " + Gs;
-    return "tid * TO_IDX(" + V + ") + TO_IDX((" + i + ") % " + V + ") + TO_IDX((" + i + ") / " + V + ") * TO_IDX(" +
-           std::to_string(G * vec) + ")";
-  };
-  // Every register slot holds an element when a static row fills them exactly; then the
-  // per-slot `k < K` tests, a compare and branch per element and pass, are left out.
-  int64_t static_k = 0;
-  const bool slots_full = c.row_registers > 0 && static_product(red_shape, static_k) &&
-                          static_k == int64_t(c.row_registers) * int64_t(G);
-  auto open_in_row = [&](const std::string& k) {
-    if (!slots_full) open("if (" + k + " < K)");
-  };
-  auto close_in_row = [&] {
-    if (!slots_full) close();
-  };
-  if (G == 1) {
-    line("IDX tid = TO_IDX(0);");
-    open("for (IDX row = gid * TO_IDX(" + std::to_string(c.block) + ") + lid; row < rows; row += ngroups * TO_IDX(" +
-         std::to_string(c.block) + "))");
-  } else if (G == 32) {
-    const std::string per_block = "TO_IDX(" + std::to_string(c.block / 32) + ")";
-    line("IDX tid = lid & TO_IDX(31);");
-    open("for (IDX row = gid * " + per_block + " + (lid >> 5); row < rows; row += ngroups * " + per_block + ")");
-  } else {
-    line("IDX tid = lid;");
-    open("for (IDX row = gid; row < rows; row += ngroups)");
-  }
-  const std::vector<std::string> row_coords = decompose("row", row_shape);
+namespace {
 
-  auto point_at = [&](const std::string& k) {
-    const std::vector<std::string> red_coords = decompose(k, red_shape);
+// One variant of the CUDA rows template (Emitter::emit_cuda_rows_body), by concern:
+//   - the row loop: how G = c.row_threads threads share a row (1, a warp or the block);
+//   - passes over a row: streamed from memory (pass) or over the registers that cache it
+//     (load_row_registers, cached_pass), plain or in 16-byte vectors (vec > 1);
+//   - combine: the per-thread partial state merged across the threads of a row;
+//   - the row kinds: a reduction or argmax (one result per row), softmax / log_softmax (maximum
+//     and sum), layer_norm (mean and inverse standard deviation), then write_row.
+// It emits through the Emitter, in the same order as one long function would.
+class CudaRowsBody {
+ public:
+  CudaRowsBody(Emitter& e, const CudaConfig& c, uint32_t vec)
+      : e_(e), m_(e.m_), c_(c), vec_(vec), a_(e.m_.node(e.m_.anchor)) {
+    for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape_ : row_shape_).push_back(m_.space[d]);
+    operand_ = a_.inputs[0];
+    xk_ = num_of(m_.node(operand_).type.dtype);
+    G_ = c.row_threads;
+    Gs_ = "TO_IDX(" + std::to_string(G_) + ")";
+    rv_ = vec > 1 ? row_vectors_of(m_, red_shape_) : RowVectors{};
+    V_ = std::to_string(vec);
+    // Every register slot holds an element when a static row fills them exactly; then the
+    // per-slot `k < K` tests, a compare and branch per element and pass, are left out.
+    int64_t static_k = 0;
+    slots_full_ = c.row_registers > 0 && static_product(red_shape_, static_k) &&
+                  static_k == int64_t(c.row_registers) * int64_t(G_);
+    cached_ = c.row_registers > 0;
+  }
+
+  void emit() {
+    open_row_loop();
+    row_coords_ = e_.decompose("row", row_shape_);
+    const bool normalize = a_.op == OpKind::kSoftmax || a_.op == OpKind::kLogSoftmax || a_.op == OpKind::kLayerNorm;
+    if (!normalize) {
+      emit_reduction();
+    } else {
+      if (cached_) load_row_registers();
+      write_row(a_.op == OpKind::kLayerNorm ? layer_norm_stats() : softmax_stats());
+    }
+    e_.close();  // the row loop
+  }
+
+ private:
+  struct Var {
+    std::string type, name, idle;
+  };
+  using Merge = std::function<void(const std::vector<std::string>&)>;
+  using PerElement = std::function<void(Point&, const std::string&)>;
+  using Output = std::function<std::string(Point&, const std::string&)>;  // y at element x
+
+  void line(const std::string& text) { e_.line(text); }
+  void open(const std::string& head) { e_.open(head); }
+  void close() { e_.close(); }
+
+  // Opens the grid-stride loop over the rows this thread (G = 1), warp or block works on.
+  void open_row_loop() {
+    if (G_ == 1) {
+      line("IDX tid = TO_IDX(0);");
+      open("for (IDX row = gid * TO_IDX(" + std::to_string(c_.block) + ") + lid; row < rows; row += ngroups * TO_IDX(" +
+           std::to_string(c_.block) + "))");
+    } else if (G_ == 32) {
+      const std::string per_block = "TO_IDX(" + std::to_string(c_.block / 32) + ")";
+      line("IDX tid = lid & TO_IDX(31);");
+      open("for (IDX row = gid * " + per_block + " + (lid >> 5); row < rows; row += ngroups * " + per_block + ")");
+    } else {
+      line("IDX tid = lid;");
+      open("for (IDX row = gid; row < rows; row += ngroups)");
+    }
+  }
+
+  // Element k of register slot i: slots go in runs of `vec` consecutive elements per thread.
+  std::string slot_k(const std::string& i) const {
+    if (vec_ == 1) return "tid + TO_IDX(" + i + ") * " + Gs_;
+    return "tid * TO_IDX(" + V_ + ") + TO_IDX((" + i + ") % " + V_ + ") + TO_IDX((" + i + ") / " + V_ + ") * TO_IDX(" +
+           std::to_string(G_ * vec_) + ")";
+  }
+  void open_in_row(const std::string& k) {
+    if (!slots_full_) open("if (" + k + " < K)");
+  }
+  void close_in_row() {
+    if (!slots_full_) close();
+  }
+
+  Point point_at(const std::string& k) {
+    const std::vector<std::string> red_coords = e_.decompose(k, red_shape_);
     Point p;
     p.space = m_.space;
     size_t ri = 0, ki = 0;
     for (size_t d = 0; d < m_.space.size(); ++d)
-      p.coords.push_back(m_.reduced_axes[d] ? red_coords[ki++] : row_coords[ri++]);
+      p.coords.push_back(m_.reduced_axes[d] ? red_coords[ki++] : row_coords_[ri++]);
     return p;
-  };
+  }
   // One pass over the row, streaming: per_element(p, x) at each element the thread owns.
-  auto pass = [&](auto&& per_element) {
-    open("for (IDX k = tid; k < K; k += " + Gs + ")");
+  void pass(const PerElement& per_element) {
+    open("for (IDX k = tid; k < K; k += " + Gs_ + ")");
     Point p = point_at("k");
-    for (NodeId n : m_.prologue) emit_elementwise(n, p);
-    per_element(p, value(operand, p));
+    for (NodeId n : m_.prologue) e_.emit_elementwise(n, p);
+    per_element(p, e_.value(operand_, p));
     close();
-  };
+  }
   // The same over the row's elements cached in registers: per_element(p, slot) at element
   // slot_k(slot) (point_at is only computed when `with_point`).
-  auto cached_pass = [&](bool with_point, auto&& per_element) {
+  void cached_pass(bool with_point, const PerElement& per_element) {
     line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
+    open("for (int i = 0; i < " + std::to_string(c_.row_registers) + "; ++i)");
     line("IDX k = " + slot_k("i") + ";");
     open_in_row("k");
     Point p;
@@ -529,130 +569,127 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
     per_element(p, std::string("xr[i]"));
     close_in_row();
     close();
-  };
-  auto as_f = [&](const std::string& x) { return xk == Num::kF ? x : "TO_F(" + x + ")"; };
-  const std::string neg_inf = "U2F(0xff800000u)";
+  }
+  std::string as_f(const std::string& x) const { return xk_ == Num::kF ? x : "TO_F(" + x + ")"; }
 
   // Combines the per-thread partial state `vars` (type, name, value for idle lanes) across the
   // threads sharing a row; merge(others) emits statements folding the state named `others`
   // into `vars`. Afterwards every thread of the row holds the row's result.
-  struct Var { std::string type, name, idle; };
-  auto combine = [&](const std::vector<Var>& vars, const std::function<void(const std::vector<std::string>&)>& merge) {
-    if (G == 1) return;
+  void combine(const std::vector<Var>& vars, const Merge& merge) {
+    if (G_ == 1) return;
     auto butterfly = [&]() {
-      const std::string o = fresh("off");
+      const std::string o = e_.fresh("off");
       open("for (int " + o + " = 16; " + o + " > 0; " + o + " >>= 1)");
       std::vector<std::string> others;
       for (const Var& v : vars) {
-        others.push_back(fresh("o_" + v.name));
+        others.push_back(e_.fresh("o_" + v.name));
         line(v.type + " " + others.back() + " = __shfl_xor_sync(0xffffffffu, " + v.name + ", " + o + ");");
       }
       merge(others);
       close();
     };
     butterfly();
-    if (G <= 32) return;
+    if (G_ <= 32) return;
     std::vector<std::string> slots;
-    for (const Var& v : vars) slots.push_back(shared_array(v.type, "part", 32));
+    for (const Var& v : vars) slots.push_back(e_.shared_array(v.type, "part", 32));
     open("if ((lid & TO_IDX(31)) == TO_IDX(0))");
     for (size_t i = 0; i < vars.size(); ++i) line(slots[i] + "[lid >> 5] = " + vars[i].name + ";");
     close();
     line("__syncthreads();");
     for (size_t i = 0; i < vars.size(); ++i)
-      line(vars[i].name + " = (lid & TO_IDX(31)) < TO_IDX(" + std::to_string(warps) + ") ? " + slots[i] +
+      line(vars[i].name + " = (lid & TO_IDX(31)) < TO_IDX(" + std::to_string(G_ / 32) + ") ? " + slots[i] +
            "[lid & TO_IDX(31)] : " + vars[i].idle + ";");
     butterfly();
     line("__syncthreads();");  // the slots are reused by the next row
-  };
+  }
+  Merge sum_merge(const std::string& var) {
+    return [this, var](const std::vector<std::string>& o) { line(var + " += " + o[0] + ";"); };
+  }
 
-  if (!normalize) {
+  // reduce_* and argmax: one streamed pass, the combine, and one thread per row finishes it.
+  void emit_reduction() {
     std::string result;
-    if (a.op == OpKind::kArgMax) {
-      const std::string lowest = argmax_lowest(xk), better = argmax_better(xk);
-      line(ctype(xk) + " bv = " + lowest + ";");
+    if (a_.op == OpKind::kArgMax) {
+      const std::string lowest = Emitter::argmax_lowest(xk_), better = Emitter::argmax_better(xk_);
+      line(e_.ctype(xk_) + " bv = " + lowest + ";");
       line("IDX bi = K;");
       pass([&](Point&, const std::string& x) {
         line("if (" + better + "(" + x + ", k, bv, bi)) { bv = " + x + "; bi = k; }");
       });
-      combine({{ctype(xk), "bv", lowest}, {"IDX", "bi", "K"}}, [&](const std::vector<std::string>& o) {
+      combine({{e_.ctype(xk_), "bv", lowest}, {"IDX", "bi", "K"}}, [&](const std::vector<std::string>& o) {
         line("if (" + better + "(" + o[0] + ", " + o[1] + ", bv, bi)) { bv = " + o[0] + "; bi = " + o[1] + "; }");
       });
-      result = convert("TO_L(bi)", Num::kL, a.type.dtype);
+      result = e_.convert("TO_L(bi)", Num::kL, a_.type.dtype);
     } else {
-      const bool is_f = xk == Num::kF;
-      const RowReduction reduction = row_reduction(a.op, xk);
+      const bool is_f = xk_ == Num::kF;
+      const Emitter::RowReduction reduction = e_.row_reduction(a_.op, xk_);
       const std::string& init = reduction.init;
       const auto& op = reduction.combine;
-      line(ctype(xk) + " acc = " + init + ";");
+      line(e_.ctype(xk_) + " acc = " + init + ";");
       pass([&](Point&, const std::string& x) { line("acc = " + op("acc", x) + ";"); });
-      combine({{ctype(xk), "acc", init}}, [&](const std::vector<std::string>& o) { line("acc = " + op("acc", o[0]) + ";"); });
+      combine({{e_.ctype(xk_), "acc", init}}, [&](const std::vector<std::string>& o) { line("acc = " + op("acc", o[0]) + ";"); });
       result = "acc";
-      if (a.op == OpKind::kReduceMean) {
-        result = is_f ? "(acc / TO_F(K))" : int_fn("div", xk) + "(acc, " + (xk == Num::kL ? "TO_L(K)" : "TO_I(K)") + ")";
+      if (a_.op == OpKind::kReduceMean) {
+        result = is_f ? "(acc / TO_F(K))"
+                      : e_.int_fn("div", xk_) + "(acc, " + (xk_ == Num::kL ? "TO_L(K)" : "TO_I(K)") + ")";
       }
-      result = convert(result, xk, a.type.dtype);
+      result = e_.convert(result, xk_, a_.type.dtype);
     }
-    // One thread per row finishes it.
     open("if (tid == TO_IDX(0))");
-    emit_row_result(row_coords, result);
+    e_.emit_row_result(row_coords_, result);
     close();
-    close();
-    return;
   }
 
-  const bool cached = c.row_registers > 0;
   // The `vec` points of the run of slots that starts at element k0, the vector buffers read there.
-  auto vector_points = [&](const std::string& k0) {
+  std::vector<Point> vector_points(const std::string& k0) {
     std::vector<Point> points;
-    for (uint32_t j = 0; j < vec; ++j) points.push_back(point_at("(" + k0 + " + TO_IDX(" + std::to_string(j) + "))"));
-    for (const auto& [b, full] : rv.buffers) {
+    for (uint32_t j = 0; j < vec_; ++j) points.push_back(point_at("(" + k0 + " + TO_IDX(" + std::to_string(j) + "))"));
+    for (const auto& [b, full] : rv_.buffers) {
       if (m_.buffers[size_t(b)].written) continue;
-      cuda_vector_load(b, full ? "row * K + " + k0 : k0, points);
+      e_.cuda_vector_load(b, full ? "row * K + " + k0 : k0, points);
     }
     return points;
-  };
-  if (cached && vec > 1) {
-    // Read the row once into registers, `vec` consecutive elements per 16-byte access.
-    line("float xr[" + std::to_string(c.row_registers) + "];");
+  }
+
+  // Reads the row once (prologue included) into the registers xr[], `vec` consecutive elements
+  // per 16-byte access when vec > 1.
+  void load_row_registers() {
+    line("float xr[" + std::to_string(c_.row_registers) + "];");
     line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(c.row_registers / vec) + "; ++i)");
-    line("IDX k0 = " + slot_k("i * " + V) + ";");
-    line("#pragma unroll");
-    line("for (int j = 0; j < " + V + "; ++j) xr[i * " + V + " + j] = 0.0f;");
-    open_in_row("k0");
-    std::vector<Point> points = vector_points("k0");
-    for (uint32_t j = 0; j < vec; ++j) {
-      for (NodeId n : m_.prologue) emit_elementwise(n, points[j]);
-      line("xr[i * " + V + " + " + std::to_string(j) + "] = " + as_f(value(operand, points[j])) + ";");
+    if (vec_ > 1) {
+      open("for (int i = 0; i < " + std::to_string(c_.row_registers / vec_) + "; ++i)");
+      line("IDX k0 = " + slot_k("i * " + V_) + ";");
+      line("#pragma unroll");
+      line("for (int j = 0; j < " + V_ + "; ++j) xr[i * " + V_ + " + j] = 0.0f;");
+      open_in_row("k0");
+      std::vector<Point> points = vector_points("k0");
+      for (uint32_t j = 0; j < vec_; ++j) {
+        for (NodeId n : m_.prologue) e_.emit_elementwise(n, points[j]);
+        line("xr[i * " + V_ + " + " + std::to_string(j) + "] = " + as_f(e_.value(operand_, points[j])) + ";");
+      }
+    } else {
+      open("for (int i = 0; i < " + std::to_string(c_.row_registers) + "; ++i)");
+      line("IDX k = tid + TO_IDX(i) * " + Gs_ + ";");
+      line("xr[i] = 0.0f;");
+      open_in_row("k");
+      Point p = point_at("k");
+      for (NodeId n : m_.prologue) e_.emit_elementwise(n, p);
+      line("xr[i] = " + as_f(e_.value(operand_, p)) + ";");
     }
-    close_in_row();
-    close();
-  } else if (cached) {
-    // Read the row once (prologue included) into registers.
-    line("float xr[" + std::to_string(c.row_registers) + "];");
-    line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(c.row_registers) + "; ++i)");
-    line("IDX k = tid + TO_IDX(i) * " + Gs + ";");
-    line("xr[i] = 0.0f;");
-    open_in_row("k");
-    Point p = point_at("k");
-    for (NodeId n : m_.prologue) emit_elementwise(n, p);
-    line("xr[i] = " + as_f(value(operand, p)) + ";");
     close_in_row();
     close();
   }
-  auto sum_merge = [&](const std::string& var) {
-    return [this, var](const std::vector<std::string>& o) { line(var + " += " + o[0] + ";"); };
-  };
-  std::function<std::string(Point&, const std::string&)> output;  // y at element x
-  if (a.op != OpKind::kLayerNorm) {
-    if (cached) {
+
+  // softmax / log_softmax: the row's maximum mx and sum of exp(x - mx), then y(x).
+  Output softmax_stats() {
+    const std::string neg_inf = "U2F(0xff800000u)";
+    if (cached_) {
       line("float mx = " + neg_inf + ";");
       cached_pass(false, [&](Point&, const std::string& x) { line("mx = k_fmax(mx, " + x + ");"); });
       combine({{"float", "mx", neg_inf}}, [&](const std::vector<std::string>& o) { line("mx = k_fmax(mx, " + o[0] + ");"); });
       line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
       line("float total = 0.0f;");
-      if (a.op == OpKind::kSoftmax) {
+      if (a_.op == OpKind::kSoftmax) {
         // The registers keep exp(x - mx) for the output pass: one exponential per element, not
         // two (they were a large share of the f16 kernel's instructions).
         cached_pass(false, [&](Point&, const std::string& x) {
@@ -682,18 +719,20 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
       line("if (isinf(mx) && mx < 0.0f) mx = 0.0f;");
       line("if (isinf(mx) && mx > 0.0f) total = U2F(0x7fc00000u);");
     }
-    if (a.op == OpKind::kSoftmax) {
+    if (a_.op == OpKind::kSoftmax) {
       // One division per row; a multiply per element.
       line("float inv_total = 1.0f / total;");
-      if (cached) output = [&](Point&, const std::string& x) { return x + " * inv_total"; };
-      else output = [&](Point&, const std::string& x) { return "exp(" + x + " - mx) * inv_total"; };
-    } else {
-      line("float log_total = log(total);");
-      output = [&](Point&, const std::string& x) { return "(" + x + " - mx) - log_total"; };
+      if (cached_) return [](Point&, const std::string& x) { return x + " * inv_total"; };
+      return [](Point&, const std::string& x) { return "exp(" + x + " - mx) * inv_total"; };
     }
-  } else {
-    const double eps = std::get<ir::LayerNormAttrs>(a.attrs).epsilon;
-    if (cached) {
+    line("float log_total = log(total);");
+    return [](Point&, const std::string& x) { return "(" + x + " - mx) - log_total"; };
+  }
+
+  // layer_norm: the row's mean and inverse standard deviation, then y(x) with scale and bias.
+  Output layer_norm_stats() {
+    const double eps = std::get<ir::LayerNormAttrs>(a_.attrs).epsilon;
+    if (cached_) {
       line("float mean = 0.0f;");
       cached_pass(false, [&](Point&, const std::string& x) { line("mean += " + x + ";"); });
       combine({{"float", "mean", "0.0f"}}, sum_merge("mean"));
@@ -704,7 +743,7 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
         line("var += dv * dv;");
       });
       combine({{"float", "var", "0.0f"}}, sum_merge("var"));
-      line("float inv_std = 1.0f / sqrt(var / TO_F(K) + " + float_lit(eps) + ");");
+      line("float inv_std = 1.0f / sqrt(var / TO_F(K) + " + e_.float_lit(eps) + ");");
     } else {
       // Welford per thread, Chan et al.'s pairwise merge across threads: one read of the row.
       line("float wn = 0.0f, mean = 0.0f, m2 = 0.0f;");
@@ -724,37 +763,62 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) {
                 line("mean = mean + dm * f;");
                 line("wn = nn;");
               });
-      line("float inv_std = 1.0f / sqrt(m2 / TO_F(K) + " + float_lit(eps) + ");");
+      line("float inv_std = 1.0f / sqrt(m2 / TO_F(K) + " + e_.float_lit(eps) + ");");
     }
-    output = [&](Point& p, const std::string& x) {
-      const std::string s = value(a.inputs[1], p), b = value(a.inputs[2], p);
+    return [this](Point& p, const std::string& x) {
+      const std::string s = e_.value(a_.inputs[1], p), b = e_.value(a_.inputs[2], p);
       return "(" + x + " - mean) * inv_std * " + s + " + " + b;
     };
   }
-  auto write = [&](Point& p, const std::string& x) { finish_anchor(p, "float", output(p, x)); };
-  if (cached && vec > 1) {
-    // Write the row from registers: each run of `vec` results in one 16-byte store per output.
-    line("#pragma unroll");
-    open("for (int i = 0; i < " + std::to_string(c.row_registers / vec) + "; ++i)");
-    line("IDX k0 = " + slot_k("i * " + V) + ";");
-    open_in_row("k0");
-    std::vector<Point> points = vector_points("k0");
-    for (uint32_t j = 0; j < vec; ++j) {
-      const std::string av = fresh("a");
-      line("float " + av + " = " + output(points[j], "xr[i * " + V + " + " + std::to_string(j) + "]") + ";");
-      points[j].vals[m_.anchor] = av;
-      for (NodeId n : m_.epilogue) emit_elementwise(n, points[j]);
+
+  // The normalized row: y = output(x) at every element, the epilogue and the stores.
+  void write_row(const Output& output) {
+    auto write = [&](Point& p, const std::string& x) { e_.finish_anchor(p, "float", output(p, x)); };
+    if (cached_ && vec_ > 1) {
+      // Write the row from registers: each run of `vec` results in one 16-byte store per output.
+      line("#pragma unroll");
+      open("for (int i = 0; i < " + std::to_string(c_.row_registers / vec_) + "; ++i)");
+      line("IDX k0 = " + slot_k("i * " + V_) + ";");
+      open_in_row("k0");
+      std::vector<Point> points = vector_points("k0");
+      for (uint32_t j = 0; j < vec_; ++j) {
+        const std::string av = e_.fresh("a");
+        line("float " + av + " = " + output(points[j], "xr[i * " + V_ + " + " + std::to_string(j) + "]") + ";");
+        points[j].vals[m_.anchor] = av;
+        for (NodeId n : m_.epilogue) e_.emit_elementwise(n, points[j]);
+      }
+      for (const auto& [b, full] : rv_.buffers)
+        // As store_outputs: a written buffer the points do not hold is stored elsewhere.
+        if (m_.buffers[size_t(b)].written && points[0].vals.count(m_.buffers[size_t(b)].value))
+          e_.cuda_vector_store(b, "row * K + k0", points);
+      close_in_row();
+      close();
+    } else if (cached_) {
+      cached_pass(true, write);
+    } else {
+      pass([&](Point& p, const std::string& x) { write(p, as_f(x)); });
     }
-    for (const auto& [b, full] : rv.buffers)
-      // As store_outputs: a written buffer the points do not hold is stored elsewhere.
-      if (m_.buffers[size_t(b)].written && points[0].vals.count(m_.buffers[size_t(b)].value))
-        cuda_vector_store(b, "row * K + k0", points);
-    close_in_row();
-    close();
-  } else if (cached) cached_pass(true, write);
-  else pass([&](Point& p, const std::string& x) { write(p, as_f(x)); });
-  close();
-}
+  }
+
+  Emitter& e_;
+  const KernelModel& m_;
+  const CudaConfig& c_;
+  const uint32_t vec_;
+  const Node& a_;
+  ir::Shape row_shape_, red_shape_;
+  NodeId operand_ = ir::kNoNode;
+  Num xk_ = Num::kF;
+  uint32_t G_ = 1;
+  std::string Gs_, V_;
+  RowVectors rv_;
+  bool slots_full_ = false;
+  bool cached_ = false;
+  std::vector<std::string> row_coords_;
+};
+
+}  // namespace
+
+void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) { CudaRowsBody(*this, c, vec).emit(); }
 
 void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   const Node& a = m_.node(m_.anchor);
