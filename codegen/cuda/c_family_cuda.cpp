@@ -151,7 +151,7 @@ CudaConfig cuda_config(const KernelModel& m) {
     }
     case KernelTemplate::kRowReduce: {
       const OpKind op = m.node(m.anchor).op;
-      const bool normalize = op == OpKind::kSoftmax || op == OpKind::kLogSoftmax || op == OpKind::kLayerNorm;
+      const bool normalize = ir::op_info(op).family == ir::OpFamily::kNormalize;
       ir::Shape reduced;
       for (size_t d = 0; d < m.space.size(); ++d)
         if (m.reduced_axes[d]) reduced.push_back(m.space[d]);
@@ -411,7 +411,7 @@ void Emitter::emit_cuda_rows(const CudaConfig& c) {
   const Node& a = m_.node(m_.anchor);
   ir::Shape row_shape, red_shape;
   for (size_t d = 0; d < m_.space.size(); ++d) (m_.reduced_axes[d] ? red_shape : row_shape).push_back(m_.space[d]);
-  const bool normalize = a.op == OpKind::kSoftmax || a.op == OpKind::kLogSoftmax || a.op == OpKind::kLayerNorm;
+  const bool normalize = ir::op_info(a.op).family == ir::OpFamily::kNormalize;
   line("IDX rows = " + product(row_shape) + ";");
   line("IDX K = " + product(red_shape) + ";");
 
@@ -489,7 +489,7 @@ class CudaRowsBody {
   void emit() {
     open_row_loop();
     row_coords_ = e_.decompose("row", row_shape_);
-    const bool normalize = a_.op == OpKind::kSoftmax || a_.op == OpKind::kLogSoftmax || a_.op == OpKind::kLayerNorm;
+    const bool normalize = ir::op_info(a_.op).family == ir::OpFamily::kNormalize;
     if (!normalize) {
       emit_reduction();
     } else {
@@ -610,7 +610,7 @@ class CudaRowsBody {
   void emit_reduction() {
     std::string result;
     if (a_.op == OpKind::kArgMax) {
-      const std::string lowest = Emitter::argmax_lowest(xk_), better = Emitter::argmax_better(xk_);
+      const std::string lowest = e_.argmax_lowest(xk_), better = Emitter::argmax_better(xk_);
       line(e_.ctype(xk_) + " bv = " + lowest + ";");
       line("IDX bi = K;");
       pass([&](Point&, const std::string& x) {
@@ -629,7 +629,7 @@ class CudaRowsBody {
       pass([&](Point&, const std::string& x) { line("acc = " + op("acc", x) + ";"); });
       combine({{e_.ctype(xk_), "acc", init}}, [&](const std::vector<std::string>& o) { line("acc = " + op("acc", o[0]) + ";"); });
       result = "acc";
-      if (a_.op == OpKind::kReduceMean) {
+      if (ir::op_info(a_.op).reduce.mean) {
         result = is_f ? "(acc / TO_F(K))"
                       : e_.int_fn("div", xk_) + "(acc, " + (xk_ == Num::kL ? "TO_L(K)" : "TO_I(K)") + ")";
       }
