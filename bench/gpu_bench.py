@@ -748,7 +748,7 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin-dir", help="folder holding kilnc and kiln-bench (instead of the two paths)")
     p.add_argument("--kilnc", help="path to kilnc")
-    p.add_argument("--kiln-bench", help="path to kiln-bench (bench/kiln_bench.cpp)")
+    p.add_argument("--kiln-bench", help="path to kiln-bench (tools/kiln-bench/main.cpp)")
     p.add_argument("--device", default="cuda:0", help="Kiln device id (default cuda:0)")
     p.add_argument("--out", required=True, help="directory for results.json and results.md")
     p.add_argument("--no-markdown-file", action="store_true",

@@ -6,7 +6,7 @@ For each model of examples/onnx/make_models.py, with the inputs tests/onnx/check
   - kilnc: wall time of `kilnc MODEL.onnx --target=T -o X.kiln` for each target T of the build
     (opencl: OpenCL C text; vulkan: GLSL compiled to SPIR-V by shaderc; cuda: CUDA C compiled by
     NVRTC to PTX and cubins), median of --compile-reps runs;
-  - Kiln latency per device: `kiln-bench X.kiln --device=D --input x=X.npy` (bench/kiln_bench.cpp,
+  - Kiln latency per device: `kiln-bench X.kiln --device=D --input x=X.npy` (tools/kiln-bench/main.cpp,
     the C API with inputs and outputs in device buffers: warm-up of at least 10 runs and 200 ms,
     then 30 repetitions of K back-to-back runs filling about 20 ms; the median per-run time), for
     the reference interpreter and the first device of each GPU driver present;

@@ -142,16 +142,18 @@ struct Runtime {
       drivers.emplace_back(std::string(driver->name()), driver->unavailable_reason());
   }
 
-  Result<std::shared_ptr<DeviceHolder>> open(const std::string& id) {
+  // One opened device per id and option set.
+  Result<std::shared_ptr<DeviceHolder>> open(const std::string& id, const hal::DeviceOptions& options) {
+    const std::string key = options.empty() ? id : id + "\n" + options.to_string();
     std::lock_guard<std::mutex> lock(cache_mutex);
-    auto it = open_devices.find(id);
+    auto it = open_devices.find(key);
     if (it != open_devices.end())
       if (std::shared_ptr<DeviceHolder> held = it->second.lock()) return held;
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<hal::Device> device, registry->open_device(id));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<hal::Device> device, registry->open_device(id, options));
     auto holder = std::make_shared<DeviceHolder>();
     holder->registry = registry;
     holder->device = std::move(device);
-    open_devices[id] = holder;
+    open_devices[key] = holder;
     return holder;
   }
 };
@@ -468,9 +470,22 @@ kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const c
 // ---- Sessions -------------------------------------------------------------------------------
 
 kiln_status kiln_session_create(kiln_artifact* artifact, const char* device_id, kiln_session** out) {
+  return kiln_session_create_with_options(artifact, device_id, nullptr, 0, out);
+}
+
+kiln_status kiln_session_create_with_options(kiln_artifact* artifact, const char* device_id,
+                                             const kiln_device_option* options, size_t count,
+                                             kiln_session** out) {
   KILN_REQUIRE_ARG(out, "kiln_session_create: out is NULL");
   *out = nullptr;
   KILN_REQUIRE_ARG(artifact, "kiln_session_create: artifact is NULL");
+  KILN_REQUIRE_ARG(options || count == 0, "kiln_session_create_with_options: options is NULL");
+  hal::DeviceOptions device_options;
+  for (size_t i = 0; i < count; ++i) {
+    KILN_REQUIRE_ARG(options[i].key && options[i].value,
+                     "kiln_session_create_with_options: an option's key or value is NULL");
+    device_options.set(options[i].key, options[i].value);
+  }
   return guarded([&]() -> Status {
     Runtime& rt = runtime();
     std::string id = device_id ? device_id : "";
@@ -479,7 +494,7 @@ kiln_status kiln_session_create(kiln_artifact* artifact, const char* device_id, 
       id = rt.registry->default_device_for(*artifact->loaded);
       if (id.empty()) return Status(ErrorCode::kUnavailable, "no device is available");
     }
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<DeviceHolder> device, rt.open(id));
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<DeviceHolder> device, rt.open(id, device_options));
     auto core = std::make_shared<SessionCore>();
     core->device = device;
     KILN_ASSIGN_OR_RETURN(core->session, Session::create(artifact->loaded, *device->device));

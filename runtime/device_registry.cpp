@@ -84,12 +84,26 @@ Status DeviceRegistry::check_required_drivers_from_env() const {
   return required ? check_required_drivers(required) : Status::ok();
 }
 
-Result<std::unique_ptr<hal::Device>> DeviceRegistry::open_device(std::string_view id) const {
+Result<std::unique_ptr<hal::Device>> DeviceRegistry::open_device(std::string_view id,
+                                                                 const hal::DeviceOptions& options) const {
   KILN_RETURN_IF_ERROR(check_required_drivers_from_env());
+  for (const auto& [key, value] : options.entries()) {
+    const size_t dot = key.find('.');
+    bool known = false;
+    std::string names;
+    for (const auto& driver : drivers_) {
+      known = known || (dot != std::string::npos && key.compare(0, dot, driver->name()) == 0 &&
+                        dot == driver->name().size());
+      names += (names.empty() ? "" : ", ") + std::string(driver->name());
+    }
+    if (!known)
+      return invalid_argument("device option '" + key + "' names no driver: options are named " +
+                              "<driver>.<option>, e.g. cuda.graphs (drivers: " + names + ")");
+  }
   std::string wanted = id.empty() ? default_device_id() : std::string(id);
   for (const auto& driver : drivers_) {
     for (const hal::DeviceInfo& info : driver->devices())
-      if (info.id == wanted) return driver->open_device(wanted);
+      if (info.id == wanted) return driver->open_device(wanted, options);
   }
   std::string available;  // fastest first, like list_devices()
   for (const hal::DeviceInfo& info : list_devices())

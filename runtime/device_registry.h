@@ -1,8 +1,9 @@
 // DeviceRegistry: every driver this build can use, and the devices they see.
 //
-// Built-in now: the reference driver. Later issues add the CUDA, Vulkan and OpenCL drivers,
-// loaded with dlopen so that a machine without those APIs still lists the reference device
-// (and the registry reports why a driver is unavailable).
+// Built in: the reference, OpenCL, Vulkan and CUDA drivers (in that order). The GPU APIs are
+// loaded with dlopen, so a machine without them still lists the reference device (and the
+// registry reports why a driver is unavailable). A new driver is one add_driver line in the
+// constructor (device_registry.cpp); the HAL conformance suite then covers its devices.
 //
 // Default device: the highest DeviceInfo::priority wins (CUDA GPU 400, discrete Vulkan/OpenCL GPU
 // 300, integrated GPU 200, CPU implementations such as lavapipe and PoCL 100, reference 0); ties
@@ -50,8 +51,11 @@ class DeviceRegistry {
   std::string default_device_for(const artifact::LoadedArtifact& artifact) const;
   // Opens a device by id; "" opens the default device. An unknown id is kNotFound with a
   // message listing the available ids. Fails first with kUnavailable when a driver named in
-  // KILN_REQUIRE_DRIVERS has no usable device.
-  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const;
+  // KILN_REQUIRE_DRIVERS has no usable device. `options` (runtime/hal/device_options.h) go to
+  // the device's driver; one whose "<driver>." prefix names no registered driver is
+  // kInvalidArgument, as is one the named driver does not have.
+  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id,
+                                                   const hal::DeviceOptions& options = {}) const;
 
   // kUnavailable when a driver named in `comma_list` is not built in or sees no device (the
   // message names the driver and why); ok for an empty list. Blank entries are ignored.

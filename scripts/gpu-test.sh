@@ -5,7 +5,9 @@
 #   1. sets up the NVIDIA OpenCL ICD and the Vulkan loader (per gpu-machine.md) and makes
 #      cuBLASLt and NVRTC findable;
 #   2. kiln-run --list-devices;
-#   3. the CUDA unit tests (kiln-unit-tests -tc='cuda*');
+#   3. the CUDA unit tests (kiln-unit-tests -tc='cuda*'), the HAL conformance suite on the CUDA
+#      devices (KILN_CONFORMANCE_DRIVER=cuda kiln-unit-tests -ts=hal-conformance) and the C API
+#      device tests (-tc='c_api*');
 #   4. tests/cuda/run_cuda_checks.py on cuda:0 (graph replay vs direct launches, re-capture,
 #      cuBLASLt vs generated GEMM kernels, 8 threads x 12 runs with graphs on and off);
 #   5. the cross-backend suite tests/backends/run_backends.py (cuda:0 and the NVIDIA Vulkan and
@@ -94,6 +96,8 @@ step "kiln-run --list-devices" "$OUT/setup.txt" "$BIN/kiln-run" --list-devices
 # ---- 3. unit tests ----
 if wants unit && [ -x "$BIN/kiln-unit-tests" ]; then
   step "unit tests (cuda*)" "$OUT/setup.txt" "$BIN/kiln-unit-tests" -tc='cuda*'
+  step "HAL conformance (cuda)" "$OUT/setup.txt" env KILN_CONFORMANCE_DRIVER=cuda KILN_REQUIRE_DRIVERS=cuda \
+    "$BIN/kiln-unit-tests" -ts=hal-conformance
   step "unit tests (c_api*)" "$OUT/setup.txt" "$BIN/kiln-unit-tests" -tc='c_api*'
 fi
 

@@ -2,8 +2,9 @@
 # Builds Kiln on this (GPU-less) machine and packs gpu-bundle/ for a run on the GPU machine
 # (docs: /work/shared/guide/gpu-machine.md; the device tool carries the folder, 64 MiB at most):
 #
-#   gpu-bundle/bin/   kilnc, kiln-run, kiln-embed, kiln-cuda-graph-check, kiln-unit-tests and
-#                     kiln-bench when built; debug info stripped; RPATH $ORIGIN/../lib
+#   gpu-bundle/bin/   kilnc, kiln-run, kiln-bench (tools/), kiln-embed, kiln-cuda-graph-check,
+#                     kiln-unit-tests and kiln-onnx-conformance when built; debug info
+#                     stripped; RPATH $ORIGIN/../lib
 #   gpu-bundle/lib/   every shared library ldd names that the GPU machine lacks (fmt, shaderc,
 #                     protobuf, onnx, SPIRV-Tools, flatbuffers, ...): not glibc/libstdc++/libgcc,
 #                     which are newer there, and not the GPU APIs (libcuda, NVRTC, cuBLAS,
@@ -30,8 +31,8 @@ LIMIT_BYTES=$((60 * 1024 * 1024))  # the device tool carries 64 MiB with the wor
 # (libonnx needs libprotobuf, ...), so lib/ needs no run path of its own.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags
-TARGETS=(kilnc kiln-run kiln-embed kiln-cuda-graph-check kiln-unit-tests)
-for optional in kiln-bench kiln-onnx-conformance; do
+TARGETS=(kilnc kiln-run kiln-bench kiln-embed kiln-cuda-graph-check kiln-unit-tests)
+for optional in kiln-onnx-conformance; do
   if grep -q "$optional" "$BUILD_DIR/build.ninja" 2>/dev/null; then TARGETS+=("$optional"); fi
 done
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"

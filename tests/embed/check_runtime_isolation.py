@@ -11,6 +11,10 @@
    links no CUDA library (driver, runtime, cuBLAS, NVRTC); the embed binary needs no GPU
    library (DT_NEEDED: libcuda, libcudart, libcublas*, libnvrtc, libOpenCL, libvulkan) and
    imports no cu*/cublas*/nvrtc* symbol, and it does contain the CUDA driver (dlopen'ed).
+5. The runtime reads artifacts but never writes them: its link closure names no artifact
+   writer library (kiln_artifact_writer, or kiln_artifact, which is reader and writer), no
+   runtime source includes artifact/writer.h, and the embed binary holds no writer symbol
+   (kiln::artifact::write_artifact*) while it does hold the reader.
 Exit status 0 when all hold; 1 with every violation printed otherwise.
 """
 import argparse
@@ -27,6 +31,9 @@ FORBIDDEN_LINK = re.compile(r'kiln_frontend|kiln_passes|kiln_codegen|shaderc|nvr
 FORBIDDEN_SYMBOL = re.compile(r'kiln::(frontend|passes|codegen)::|\bshaderc_|\bnvrtc')
 FORBIDDEN_NEEDED = re.compile(r'libcuda\.|libcudart|libcublas|libnvrtc|libOpenCL|libvulkan')
 FORBIDDEN_IMPORT = re.compile(r'^(cu[A-Z]\w*|cublas\w*|nvrtc\w*)$')
+WRITER_INCLUDE = re.compile(r'^artifact/writer\.h$')
+WRITER_LINK = re.compile(r'^(kiln_artifact_writer|kiln_artifact)$')
+WRITER_SYMBOL = re.compile(r'kiln::artifact::write_artifact')
 
 
 def main():
@@ -51,12 +58,21 @@ def main():
                     line = text.count('\n', 0, match.start()) + 1
                     problems.append(f'{path}:{line}: the runtime includes compiler header '
                                     f'"{match.group(1)}"')
+                if WRITER_INCLUDE.search(match.group(1)):
+                    line = text.count('\n', 0, match.start()) + 1
+                    problems.append(f'{path}:{line}: the runtime includes the artifact writer '
+                                    f'"{match.group(1)}"')
     if checked == 0:
         problems.append(f'no sources found under {args.runtime_dir}')
 
     for lib in filter(None, args.links.split(',')):
         if FORBIDDEN_LINK.search(lib):
             problems.append(f'kiln_runtime links compiler library {lib}')
+        if WRITER_LINK.search(lib):
+            problems.append(f'kiln_runtime links the artifact writer ({lib}); link kiln_artifact_reader')
+    if args.links and 'kiln_artifact_reader' not in args.links.split(','):
+        problems.append('kiln_runtime does not link kiln_artifact_reader (the link closure is not what this '
+                        'check expects)')
 
     nm = subprocess.run(['nm', '-C', args.binary], capture_output=True, text=True)
     if nm.returncode != 0:
@@ -67,6 +83,12 @@ def main():
             problems.append(f'{args.binary} does not contain the C API (nm finds no kiln_session_run)')
         for s in symbols[:20]:
             problems.append(f'{args.binary} contains compiler code: {s}')
+        writer = [l for l in nm.stdout.splitlines() if WRITER_SYMBOL.search(l)]
+        for s in writer[:20]:
+            problems.append(f'{args.binary} contains artifact writer code: {s}')
+        if not any('kiln::artifact::read_artifact' in l for l in nm.stdout.splitlines()):
+            problems.append(f'{args.binary} does not contain the artifact reader (nm finds no '
+                            f'kiln::artifact::read_artifact)')
 
     # 4. GPU libraries are dlopen'ed, never linked.
     readelf = subprocess.run(['readelf', '-d', args.binary], capture_output=True, text=True)
@@ -93,7 +115,7 @@ def main():
         return 1
     print(f'ok: {checked} runtime sources include no compiler or GPU API header; links: {args.links}; '
           f'{os.path.basename(args.binary)} holds no compiler symbol, links no GPU library and '
-          f'holds the CUDA driver')
+          f'holds the CUDA driver and the artifact reader but no artifact writer')
     return 0
 
 

@@ -16,12 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "artifact/writer.h"
-#include "codegen/target.h"
-#include "frontend/parser.h"
 #include "kiln/runtime.h"
-#include "passes/pipeline.h"
 #include "runtime/drivers/cuda/cuda_api.h"
+#include "test_compile_util.h"
 
 using namespace kiln;
 
@@ -35,29 +32,7 @@ graph probe(x: f32[N, 24], w: f32[24, 7], b: f32[7]) -> (p: f32[N, 7], t: f32[N]
 }
 )";
 
-std::vector<uint8_t> compile_for_every_target() {
-  Diagnostics diags;
-  Result<ir::Graph> parsed = frontend::parse_graph_text(kGraph, "probe.graph", ".", diags);
-  INFO(diags.to_string());
-  REQUIRE(parsed.is_ok());
-  ir::Graph graph = std::move(parsed).value();
-  passes::PipelineOptions options;
-  Result<ir::ExecutionPlan> plan = passes::run_pipeline(graph, options);
-  REQUIRE(plan.is_ok());
-  artifact::WriteOptions write;
-  for (const std::string& name : codegen::available_targets()) {
-    Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
-    REQUIRE(target.is_ok());
-    Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**target, graph, *plan, codegen::TargetOptions{});
-    INFO(name << ": " << (compiled.is_ok() ? std::string() : compiled.status().message()));
-    REQUIRE(compiled.is_ok());
-    for (artifact::KernelBinary& k : compiled->kernels) write.kernels.push_back(std::move(k));
-    for (artifact::ModuleBinary& m : compiled->modules) write.modules.push_back(std::move(m));  // cuda
-  }
-  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(graph, *plan, write);
-  REQUIRE(bytes.is_ok());
-  return std::move(bytes).value();
-}
+std::vector<uint8_t> compile_for_every_target() { return kiln::testing::compile_for_every_target(kGraph); }
 
 constexpr int64_t kRows = 19;  // odd on purpose
 
@@ -280,6 +255,51 @@ TEST_CASE("c_api devices: application-owned memory is used in place where the dr
     CHECK(api.cuMemFree_v2(x_mem) == runtime::cuda::CUDA_SUCCESS);
     CHECK(api.cuMemFree_v2(p_mem) == runtime::cuda::CUDA_SUCCESS);
     api.cuDevicePrimaryCtxRelease_v2(device);
+  }
+  kiln_artifact_destroy(artifact);
+}
+
+TEST_CASE("c_api devices: device options reach the driver they name and are checked") {
+  std::vector<uint8_t> bytes = compile_for_every_target();
+  kiln_artifact* artifact = nullptr;
+  REQUIRE(kiln_artifact_load_memory(bytes.data(), bytes.size(), &artifact) == KILN_OK);
+  kiln_session* session = nullptr;
+  CHECK(kiln_session_create_with_options(artifact, "reference", nullptr, 1, &session) == KILN_INVALID_ARGUMENT);
+  const kiln_device_option null_key[] = {{nullptr, "off"}};
+  CHECK(kiln_session_create_with_options(artifact, "reference", null_key, 1, &session) == KILN_INVALID_ARGUMENT);
+  const kiln_device_option no_driver[] = {{"nodriver.graphs", "off"}};
+  CHECK(kiln_session_create_with_options(artifact, "reference", no_driver, 1, &session) == KILN_INVALID_ARGUMENT);
+  CHECK(std::string(kiln_last_error_message()).find("'nodriver.graphs'") != std::string::npos);
+  CHECK(session == nullptr);
+
+  // cuda.graphs=off on every device that can run the artifact: ignored by other drivers, and on
+  // CUDA devices the runs launch kernel by kernel; the results are those of the reference.
+  const kiln_device_option graphs_off[] = {{"cuda.graphs", "off"}};
+  kiln_session* ref = nullptr;
+  REQUIRE(kiln_session_create_with_options(artifact, "reference", graphs_off, 1, &ref) == KILN_OK);
+  const Outputs reference = run_probe(ref);
+  REQUIRE_MESSAGE(reference.status == KILN_OK, reference.error);
+  kiln_session_destroy(ref);
+  size_t devices = 0;
+  REQUIRE(kiln_device_count(&devices) == KILN_OK);
+  for (size_t d = 0; d < devices; ++d) {
+    kiln_device_info info;
+    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
+    const std::string id = info.id;
+    CAPTURE(id);
+    int can_run = 0;
+    REQUIRE(kiln_artifact_supports_device(artifact, id.c_str(), &can_run) == KILN_OK);
+    if (!can_run) continue;
+    REQUIRE_MESSAGE(kiln_session_create_with_options(artifact, id.c_str(), graphs_off, 1, &session) == KILN_OK,
+                    std::string(kiln_last_error_message()));
+    for (int run = 0; run < 3; ++run) {
+      const Outputs out = run_probe(session);
+      REQUIRE_MESSAGE(out.status == KILN_OK, out.error);
+      check_close(out.p, reference.p);
+      check_close(out.t, reference.t);
+    }
+    kiln_session_destroy(session);
+    session = nullptr;
   }
   kiln_artifact_destroy(artifact);
 }

@@ -22,7 +22,8 @@ class ListingDriver final : public hal::Driver {
   std::string_view name() const override { return name_; }
   std::vector<hal::DeviceInfo> devices() const override { return devices_; }
   std::string unavailable_reason() const override { return reason_; }
-  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const override {
+  using hal::Driver::open_device;
+  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id, const hal::DeviceOptions&) const override {
     return Status(ErrorCode::kUnavailable, name_ + " cannot open '" + std::string(id) + "' in this test");
   }
 

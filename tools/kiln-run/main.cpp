@@ -15,7 +15,6 @@
 #include "ir/interpreter.h"
 #include "ir/npy.h"
 #include "runtime/device_registry.h"
-#include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/session.h"
 #include "tools/kiln-run/inputs.h"
 #include "tools/kiln-run/options.h"
@@ -141,12 +140,12 @@ int run_main(int argc, char** argv) {
     if (!required.is_ok()) return fail(required);
     device_id = registry.default_device_for(*artifact);
   }
-  kiln::Result<std::unique_ptr<kiln::runtime::hal::Device>> device = registry.open_device(device_id);
+  // Device options go to the device's driver; others ignore them (--no-cuda-graph on an
+  // OpenCL device changes nothing).
+  kiln::runtime::hal::DeviceOptions device_options;
+  if (!opts.cuda_graphs) device_options.set("cuda.graphs", "off");
+  kiln::Result<std::unique_ptr<kiln::runtime::hal::Device>> device = registry.open_device(device_id, device_options);
   if (!device.is_ok()) return fail(device.status());
-  if (!opts.cuda_graphs && (*device)->info().driver == "cuda") {
-    Status graphs_off = kiln::runtime::cuda::set_cuda_graphs_enabled(**device, false);
-    if (!graphs_off.is_ok()) return fail(graphs_off);
-  }
   kiln::Result<std::unique_ptr<kiln::runtime::Session>> created =
       kiln::runtime::Session::create(artifact, **device);
   if (!created.is_ok()) return fail(created.status());

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "runtime/drivers/cuda/cuda_internal.h"
+#include "runtime/hal/driver_catalog.h"
 
 namespace kiln::runtime::cuda {
 
@@ -82,10 +84,7 @@ class LaneGuard {
 
 // ---- enumeration ----
 
-struct Catalog {
-  std::vector<DeviceRecord> devices;
-  std::string unavailable_reason;
-};
+using Catalog = hal::DeviceCatalog<DeviceRecord>;
 
 std::string gib(size_t bytes) {
   char text[32];
@@ -146,30 +145,23 @@ Catalog enumerate() {
 }
 
 // Enumerated once per process: cuInit's device list is fixed for the process lifetime.
-const Catalog& catalog() {
+const Catalog& process_catalog() {
   static const Catalog instance = enumerate();
   return instance;
 }
 
-class CudaDriver final : public hal::Driver {
+class CudaDriver final : public hal::CatalogDriver<DeviceRecord> {
  public:
-  std::string_view name() const override { return "cuda"; }
-  std::vector<hal::DeviceInfo> devices() const override {
-    std::vector<hal::DeviceInfo> out;
-    for (const DeviceRecord& record : catalog().devices) out.push_back(record.info);
-    return out;
-  }
-  std::string unavailable_reason() const override { return catalog().unavailable_reason; }
-  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const override {
-    for (const DeviceRecord& record : catalog().devices) {
-      if (record.info.id != id) continue;
-      KILN_ASSIGN_OR_RETURN(const CudaApi* api, cuda_api());
-      KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::open(*api, record));
-      return std::unique_ptr<hal::Device>(std::move(device));
-    }
-    const std::string reason = catalog().unavailable_reason;
-    return not_found("the CUDA driver has no device '" + std::string(id) + "'" +
-                     (reason.empty() ? std::string() : " (" + reason + ")"));
+  CudaDriver() : CatalogDriver("cuda", "CUDA", {"graphs"}) {}
+
+ protected:
+  const Catalog& catalog() const override { return process_catalog(); }
+  Result<std::unique_ptr<hal::Device>> open(const DeviceRecord& record,
+                                            const hal::DeviceOptions& options) const override {
+    KILN_ASSIGN_OR_RETURN(std::optional<bool> graphs, options.get_switch("cuda.graphs"));
+    KILN_ASSIGN_OR_RETURN(const CudaApi* api, cuda_api());
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::open(*api, record, graphs));
+    return std::unique_ptr<hal::Device>(std::move(device));
   }
 };
 
@@ -177,13 +169,14 @@ class CudaDriver final : public hal::Driver {
 
 // ---- CudaDevice ----
 
-Result<std::unique_ptr<CudaDevice>> CudaDevice::open(const CudaApi& api, const DeviceRecord& record) {
+Result<std::unique_ptr<CudaDevice>> CudaDevice::open(const CudaApi& api, const DeviceRecord& record,
+                                                     std::optional<bool> graphs) {
   std::unique_ptr<CudaDevice> device(new CudaDevice(api, record));
   const CUresult r = api.cuDevicePrimaryCtxRetain(&device->context_, record.device);
   if (r != CUDA_SUCCESS) return cu_status(r, device->name() + ": cuDevicePrimaryCtxRetain");
   device->retained_ = true;
-  const char* graphs = std::getenv("KILN_CUDA_GRAPHS");
-  device->options_.graphs = !(graphs && std::strcmp(graphs, "0") == 0);
+  const char* graphs_env = std::getenv("KILN_CUDA_GRAPHS");
+  device->options_.graphs = graphs.value_or(!(graphs_env && std::strcmp(graphs_env, "0") == 0));
   return device;
 }
 

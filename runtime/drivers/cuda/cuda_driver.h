@@ -23,9 +23,10 @@
 // sequence of a run is captured into a CUDA graph once and replayed while the buffers and symbol
 // sizes stay the same. Kernels with a GemmCall run through cuBLASLt when it is installed.
 //
-// Options: CUDA graphs are on unless the environment variable KILN_CUDA_GRAPHS is "0" when the
-// device is opened, or set_cuda_graphs_enabled() turns them off; KILN_CUBLASLT=0 makes GEMM
-// kernels run as generated code.
+// Options: CUDA graphs are on unless the device option cuda.graphs=off is given to open_device
+// (runtime/hal/device_options.h), or, without that option, the environment variable
+// KILN_CUDA_GRAPHS is "0" when the device is opened; set_cuda_graphs_enabled() changes it for
+// streams created later. KILN_CUBLASLT=0 makes GEMM kernels run as generated code.
 //
 // Thread-safety: per the HAL headers; sessions on one device run concurrently.
 #pragma once

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,7 +72,9 @@ class CudaProgram;
 // the cache of loaded programs. Thread-safety: every method may be called concurrently.
 class CudaDevice final : public hal::Device {
  public:
-  static Result<std::unique_ptr<CudaDevice>> open(const CudaApi& api, const DeviceRecord& record);
+  // `graphs`: the cuda.graphs device option; unset means on unless KILN_CUDA_GRAPHS is "0".
+  static Result<std::unique_ptr<CudaDevice>> open(const CudaApi& api, const DeviceRecord& record,
+                                                  std::optional<bool> graphs = std::nullopt);
   ~CudaDevice() override;
 
   const hal::DeviceInfo& info() const override { return record_.info; }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "runtime/drivers/opencl/opencl_internal.h"
+#include "runtime/hal/driver_catalog.h"
 
 namespace kiln::runtime::opencl {
 
@@ -65,10 +66,7 @@ T device_value(const ClApi& api, cl_device_id device, cl_device_info what, T fal
   return value;
 }
 
-struct Catalog {
-  std::vector<DeviceRecord> devices;
-  std::string unavailable_reason;  // "" when OpenCL loaded (even with no devices)
-};
+using Catalog = hal::DeviceCatalog<DeviceRecord>;
 
 Catalog enumerate() {
   Catalog catalog;
@@ -138,30 +136,21 @@ Catalog enumerate() {
 
 // Enumerated once per process: OpenCL's platform and device lists are fixed for the process
 // lifetime (ICDs are read at first use), and one catalog means one program cache per device.
-const Catalog& catalog() {
+const Catalog& process_catalog() {
   static const Catalog instance = enumerate();
   return instance;
 }
 
-class OpenClDriver final : public hal::Driver {
+class OpenClDriver final : public hal::CatalogDriver<DeviceRecord> {
  public:
-  std::string_view name() const override { return "opencl"; }
-  std::vector<hal::DeviceInfo> devices() const override {
-    std::vector<hal::DeviceInfo> out;
-    for (const DeviceRecord& record : catalog().devices) out.push_back(record.info);
-    return out;
-  }
-  std::string unavailable_reason() const override { return catalog().unavailable_reason; }
-  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const override {
-    for (const DeviceRecord& record : catalog().devices) {
-      if (record.info.id != id) continue;
-      KILN_ASSIGN_OR_RETURN(const ClApi* api, cl_api());
-      KILN_ASSIGN_OR_RETURN(std::unique_ptr<OpenClDevice> device, OpenClDevice::open(*api, record));
-      return std::unique_ptr<hal::Device>(std::move(device));
-    }
-    const std::string reason = catalog().unavailable_reason;
-    return not_found("the OpenCL driver has no device '" + std::string(id) + "'" +
-                     (reason.empty() ? std::string() : " (" + reason + ")"));
+  OpenClDriver() : CatalogDriver("opencl", "OpenCL") {}
+
+ protected:
+  const Catalog& catalog() const override { return process_catalog(); }
+  Result<std::unique_ptr<hal::Device>> open(const DeviceRecord& record, const hal::DeviceOptions&) const override {
+    KILN_ASSIGN_OR_RETURN(const ClApi* api, cl_api());
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<OpenClDevice> device, OpenClDevice::open(*api, record));
+    return std::unique_ptr<hal::Device>(std::move(device));
   }
 };
 

@@ -77,6 +77,11 @@ class OpenClStream final : public hal::Stream {
 
  private:
   struct Execution;  // per-call context
+  // The steps of execute().
+  Status lay_out_arena(Execution& ex);
+  Result<ValueRef> resolve(const Execution& ex, ir::NodeId value);
+  Status enqueue_launch(const Execution& ex, const ir::Launch& launch, cl_command_queue queue);
+  Status copy_unwritten_outputs(const Execution& ex, cl_command_queue queue);
   Result<cl_command_queue> queue_for(bool profiling);
   Result<PreparedKernel*> prepared_kernel(const OpenClExecutable& exe, uint32_t kernel_index);
   Status set_arena(cl_mem arena, size_t arena_size);
@@ -113,8 +118,15 @@ struct OpenClStream::Execution {
   const OpenClExecutable& exe;
   const hal::ExecuteArgs& args;
   const ir::SymbolBindings& bindings;
-  std::map<ir::NodeId, size_t> arena_offsets;  // value -> byte offset in arena_
+  const ir::Graph& graph;
+  const ir::ExecutionPlan& plan;
+  std::map<ir::NodeId, size_t> arena_offsets;  // value -> byte offset in arena_ (lay_out_arena)
 };
+
+// A value's name for messages (its id when out of range).
+std::string value_name(const ir::Graph& graph, ir::NodeId v) {
+  return v < graph.num_nodes() ? graph.node(v).name : std::to_string(v);
+}
 
 OpenClStream::~OpenClStream() {
   if (profiling_queue_) api_.clFinish(profiling_queue_);
@@ -245,13 +257,14 @@ Status OpenClStream::ensure_own_arena(size_t bytes) {
   return Status::ok();
 }
 
+// Execution, in four steps: check the arguments, lay out the arena (lay_out_arena), enqueue
+// each launch with its arguments bound (enqueue_launch, through resolve), then copy the outputs
+// no kernel wrote in place (copy_unwritten_outputs) and flush.
 Status OpenClStream::execute(const hal::Executable& executable, const hal::ExecuteArgs& args) {
   const auto* exe = dynamic_cast<const OpenClExecutable*>(&executable);
   if (!exe || &exe->device() != &device_)
     return invalid_argument("OpenCL stream: the executable belongs to another device");
-  const artifact::LoadedArtifact& art = exe->artifact();
-  const ir::Graph& graph = art.graph;
-  const ir::ExecutionPlan& plan = art.plan;
+  const ir::Graph& graph = exe->artifact().graph;
   if (args.inputs.size() != graph.inputs().size() || args.outputs.size() != graph.outputs().size())
     return invalid_argument("OpenCL stream: wrong number of input or output buffers");
   for (hal::Buffer* b : args.inputs)
@@ -259,174 +272,181 @@ Status OpenClStream::execute(const hal::Executable& executable, const hal::Execu
   for (hal::Buffer* b : args.outputs)
     if (!dynamic_cast<OpenClBuffer*>(b)) return invalid_argument("OpenCL stream: an output buffer is not an OpenCL buffer");
   static const ir::SymbolBindings kNoBindings;
-  const ir::SymbolBindings& bindings = args.bindings ? *args.bindings : kNoBindings;
-  Execution ex{*exe, args, bindings, {}};
+  Execution ex{*exe, args, args.bindings ? *args.bindings : kNoBindings, graph, exe->artifact().plan, {}};
 
-  // ---- the arena ----
-  const uint64_t align = device_.record().base_align_bytes;
-  std::vector<std::pair<const ir::BufferAssignment*, int64_t>> arena_values;  // planned offsets
-  for (const ir::BufferAssignment& b : plan.buffers) {
-    if (b.storage != ir::Storage::kArena) continue;
-    KILN_ASSIGN_OR_RETURN(int64_t offset, plan.arena_offset(b, bindings));
-    if (offset < 0) return internal_error("the plan gives a negative arena offset");
-    arena_values.emplace_back(&b, offset);
-  }
-  auto value_name = [&](ir::NodeId v) { return v < graph.num_nodes() ? graph.node(v).name : std::to_string(v); };
-  if (exe->uses_arena()) {
-    cl_mem arena = nullptr;
-    size_t arena_size = 0;
-    if (args.arena) {
-      auto* buffer = dynamic_cast<OpenClBuffer*>(args.arena);
-      if (!buffer) return invalid_argument("OpenCL stream: the arena is not an OpenCL buffer");
-      arena = buffer->mem();
-      arena_size = buffer->size();
-    }
-    for (auto& [b, offset] : arena_values) {
-      if (uint64_t(offset) % align != 0)
-        return internal_error("arena offset " + std::to_string(offset) + " of value '" + value_name(b->value) +
-                              "' is not a multiple of the OpenCL device's CL_DEVICE_MEM_BASE_ADDR_ALIGN (" +
-                              std::to_string(align) + " bytes), which sub-buffer origins need");
-      ex.arena_offsets[b->value] = size_t(offset);
-    }
-    KILN_RETURN_IF_ERROR(set_arena(arena, arena_size));
-  } else {
-    std::vector<int64_t> offsets;
-    for (auto& [b, offset] : arena_values) offsets.push_back(offset);
-    std::sort(offsets.begin(), offsets.end());
-    offsets.erase(std::unique(offsets.begin(), offsets.end()), offsets.end());
-    auto round_up = [&](uint64_t x) { return (x + align - 1) / align * align; };
-    std::map<int64_t, uint64_t> relocated;
-    uint64_t at = 0;
-    int64_t previous = 0;
-    for (int64_t o : offsets) {
-      at += round_up(uint64_t(o - previous));
-      relocated[o] = at;
-      previous = o;
-    }
-    uint64_t total = 0;
-    for (auto& [b, offset] : arena_values) {
-      KILN_ASSIGN_OR_RETURN(int64_t size, b->size.evaluate(bindings));
-      ex.arena_offsets[b->value] = size_t(relocated[offset]);
-      total = std::max(total, relocated[offset] + uint64_t(std::max<int64_t>(size, 0)));
-    }
-    if (total > 0) {
-      KILN_RETURN_IF_ERROR(ensure_own_arena(size_t(total)));
-      KILN_RETURN_IF_ERROR(set_arena(own_arena_, size_t(total)));
-    } else {
-      KILN_RETURN_IF_ERROR(set_arena(nullptr, 0));
-    }
-  }
-
-  // ---- value -> buffer ----
-  auto resolve = [&](ir::NodeId value) -> Result<ValueRef> {
-    for (int depth = 0; depth < 64; ++depth) {
-      const ir::BufferAssignment* b = plan.find_buffer(value);
-      if (!b) return corrupt("value '" + value_name(value) + "' has no buffer in the plan");
-      switch (b->storage) {
-        case ir::Storage::kInput:
-          for (size_t i = 0; i < graph.inputs().size(); ++i)
-            if (graph.inputs()[i] == value) return ValueRef{static_cast<OpenClBuffer*>(args.inputs[i])->mem()};
-          return corrupt("the plan's input buffer '" + value_name(value) + "' is not a graph input");
-        case ir::Storage::kOutput:
-          for (size_t i = 0; i < graph.outputs().size(); ++i)
-            if (graph.outputs()[i].node == value) return ValueRef{static_cast<OpenClBuffer*>(args.outputs[i])->mem()};
-          return corrupt("the plan's output buffer '" + value_name(value) + "' is not a graph output");
-        case ir::Storage::kConstant: {
-          cl_mem mem = exe->constant(value);
-          if (!mem) return corrupt("constant '" + value_name(value) + "' was not uploaded");
-          return ValueRef{mem};
-        }
-        case ir::Storage::kArena: {
-          const size_t offset = ex.arena_offsets.at(value);
-          if (!arena_ || offset >= arena_size_)
-            return internal_error("value '" + value_name(value) + "' at arena offset " + std::to_string(offset) +
-                                  " lies outside the " + std::to_string(arena_size_) + "-byte arena");
-          // Exactly the value's bytes (at least one): values live at the same time never share
-          // bytes in the plan, so their sub-buffers do not overlap (OpenCL leaves access
-          // through overlapping sub-buffers undefined, and drivers do track them).
-          KILN_ASSIGN_OR_RETURN(int64_t size, b->size.evaluate(bindings));
-          const size_t bytes = std::min<size_t>(std::max<int64_t>(size, 1), arena_size_ - offset);
-          KILN_ASSIGN_OR_RETURN(cl_mem sub, sub_buffer(offset, bytes));
-          return ValueRef{sub};
-        }
-        case ir::Storage::kAlias:
-          value = b->alias_of;
-          continue;
-      }
-      return corrupt("value '" + value_name(value) + "' has an unknown storage kind");
-    }
-    return corrupt("the plan's aliases form a cycle");
-  };
-
+  KILN_RETURN_IF_ERROR(lay_out_arena(ex));
   const bool profiling = args.profile != nullptr;
   KILN_ASSIGN_OR_RETURN(cl_command_queue queue, queue_for(profiling));
   if (profiling) {
     args.profile->clock = "device timer (OpenCL profiling events)";
     args.profile->kernels.clear();
   }
+  for (const ir::Launch& launch : ex.plan.launches) KILN_RETURN_IF_ERROR(enqueue_launch(ex, launch, queue));
+  KILN_RETURN_IF_ERROR(copy_unwritten_outputs(ex, queue));
+  const cl_int err = api_.clFlush(queue);
+  if (err != CL_SUCCESS) return cl_status(err, "OpenCL stream: clFlush");
+  return Status::ok();
+}
 
-  // ---- launches ----
-  for (const ir::Launch& launch : plan.launches) {
-    KILN_ASSIGN_OR_RETURN(PreparedKernel * kernel, prepared_kernel(*exe, launch.kernel));
-    const artifact::KernelBinary& binary = *kernel->binary;
-    for (size_t i = 0; i < binary.args.size(); ++i) {
-      const artifact::KernelArg& arg = binary.args[i];
-      BoundArg wanted;
-      if (arg.kind == artifact::KernelArg::Kind::kSymbol) {
-        auto found = bindings.find(arg.symbol);
-        if (found == bindings.end())
-          return invalid_argument("kernel '" + binary.kernel_name + "' takes the size of symbol '" + arg.symbol +
-                                  "', which the inputs do not bind");
-        wanted.kind = BoundArg::Kind::kLong;
-        wanted.value = cl_long(found->second);
-      } else {
-        KILN_ASSIGN_OR_RETURN(ValueRef ref, resolve(arg.value));
-        wanted.kind = BoundArg::Kind::kMem;
-        wanted.mem = ref.mem;
-      }
-      KILN_RETURN_IF_ERROR(bind(*kernel, cl_uint(i), wanted));
-    }
-    KILN_ASSIGN_OR_RETURN(int64_t work_items, binary.dispatch.work_items.evaluate(bindings));
-    const uint64_t per_group = std::max<uint32_t>(binary.dispatch.items_per_group, 1);
-    const uint64_t groups =
-        std::clamp<uint64_t>((uint64_t(std::max<int64_t>(work_items, 0)) + per_group - 1) / per_group, 1, kMaxGroups);
-    const size_t local = binary.dispatch.workgroup_size;  // checked against the device limit
-    const size_t global = size_t(groups) * local;
-    cl_event event = nullptr;
-    const cl_int err = api_.clEnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, &local, 0, nullptr,
-                                                   profiling ? &event : nullptr);
-    if (err != CL_SUCCESS)
-      return cl_status(err, "kernel '" + binary.kernel_name + "': clEnqueueNDRangeKernel (global " +
-                                std::to_string(global) + ", local " + std::to_string(local) + ")");
-    if (profiling) {
-      hal::KernelTiming timing;
-      timing.kernel_index = launch.kernel;
-      if (launch.kernel < graph.kernels().size()) {
-        const ir::Kernel& k = graph.kernels()[launch.kernel];
-        timing.name = k.name;
-        timing.kind = std::string(ir::kernel_kind_name(k.kind));
-        for (ir::NodeId id : k.nodes)
-          if (id < graph.num_nodes()) timing.source_nodes.push_back(graph.node(id).name);
-      } else {
-        timing.name = binary.kernel_name;
-      }
-      pending_.push_back({args.profile, event, std::move(timing)});
-    }
+Status OpenClStream::lay_out_arena(Execution& ex) {
+  const ir::ExecutionPlan& plan = ex.plan;
+  const uint64_t align = device_.record().base_align_bytes;
+  std::vector<std::pair<const ir::BufferAssignment*, int64_t>> arena_values;  // planned offsets
+  for (const ir::BufferAssignment& b : plan.buffers) {
+    if (b.storage != ir::Storage::kArena) continue;
+    KILN_ASSIGN_OR_RETURN(int64_t offset, plan.arena_offset(b, ex.bindings));
+    if (offset < 0) return internal_error("the plan gives a negative arena offset");
+    arena_values.emplace_back(&b, offset);
   }
+  if (ex.exe.uses_arena()) {
+    // The session's arena, as planned.
+    cl_mem arena = nullptr;
+    size_t arena_size = 0;
+    if (ex.args.arena) {
+      auto* buffer = dynamic_cast<OpenClBuffer*>(ex.args.arena);
+      if (!buffer) return invalid_argument("OpenCL stream: the arena is not an OpenCL buffer");
+      arena = buffer->mem();
+      arena_size = buffer->size();
+    }
+    for (auto& [b, offset] : arena_values) {
+      if (uint64_t(offset) % align != 0)
+        return internal_error("arena offset " + std::to_string(offset) + " of value '" +
+                              value_name(ex.graph, b->value) +
+                              "' is not a multiple of the OpenCL device's CL_DEVICE_MEM_BASE_ADDR_ALIGN (" +
+                              std::to_string(align) + " bytes), which sub-buffer origins need");
+      ex.arena_offsets[b->value] = size_t(offset);
+    }
+    return set_arena(arena, arena_size);
+  }
+  // The stream's own arena, laid out with every origin aligned (see the top of this file).
+  std::vector<int64_t> offsets;
+  for (auto& [b, offset] : arena_values) offsets.push_back(offset);
+  std::sort(offsets.begin(), offsets.end());
+  offsets.erase(std::unique(offsets.begin(), offsets.end()), offsets.end());
+  auto round_up = [&](uint64_t x) { return (x + align - 1) / align * align; };
+  std::map<int64_t, uint64_t> relocated;
+  uint64_t at = 0;
+  int64_t previous = 0;
+  for (int64_t o : offsets) {
+    at += round_up(uint64_t(o - previous));
+    relocated[o] = at;
+    previous = o;
+  }
+  uint64_t total = 0;
+  for (auto& [b, offset] : arena_values) {
+    KILN_ASSIGN_OR_RETURN(int64_t size, b->size.evaluate(ex.bindings));
+    ex.arena_offsets[b->value] = size_t(relocated[offset]);
+    total = std::max(total, relocated[offset] + uint64_t(std::max<int64_t>(size, 0)));
+  }
+  if (total == 0) return set_arena(nullptr, 0);
+  KILN_RETURN_IF_ERROR(ensure_own_arena(size_t(total)));
+  return set_arena(own_arena_, size_t(total));
+}
 
-  // ---- outputs no kernel wrote in place (an input or constant returned as is, an output
-  // computed into the arena, or one value returned under two names) ----
+Result<ValueRef> OpenClStream::resolve(const Execution& ex, ir::NodeId value) {
+  const ir::Graph& graph = ex.graph;
+  for (int depth = 0; depth < 64; ++depth) {
+    const ir::BufferAssignment* b = ex.plan.find_buffer(value);
+    if (!b) return corrupt("value '" + value_name(graph, value) + "' has no buffer in the plan");
+    switch (b->storage) {
+      case ir::Storage::kInput:
+        for (size_t i = 0; i < graph.inputs().size(); ++i)
+          if (graph.inputs()[i] == value) return ValueRef{static_cast<OpenClBuffer*>(ex.args.inputs[i])->mem()};
+        return corrupt("the plan's input buffer '" + value_name(graph, value) + "' is not a graph input");
+      case ir::Storage::kOutput:
+        for (size_t i = 0; i < graph.outputs().size(); ++i)
+          if (graph.outputs()[i].node == value) return ValueRef{static_cast<OpenClBuffer*>(ex.args.outputs[i])->mem()};
+        return corrupt("the plan's output buffer '" + value_name(graph, value) + "' is not a graph output");
+      case ir::Storage::kConstant: {
+        cl_mem mem = ex.exe.constant(value);
+        if (!mem) return corrupt("constant '" + value_name(graph, value) + "' was not uploaded");
+        return ValueRef{mem};
+      }
+      case ir::Storage::kArena: {
+        const size_t offset = ex.arena_offsets.at(value);
+        if (!arena_ || offset >= arena_size_)
+          return internal_error("value '" + value_name(graph, value) + "' at arena offset " + std::to_string(offset) +
+                                " lies outside the " + std::to_string(arena_size_) + "-byte arena");
+        // Exactly the value's bytes (at least one): values live at the same time never share
+        // bytes in the plan, so their sub-buffers do not overlap (OpenCL leaves access
+        // through overlapping sub-buffers undefined, and drivers do track them).
+        KILN_ASSIGN_OR_RETURN(int64_t size, b->size.evaluate(ex.bindings));
+        const size_t bytes = std::min<size_t>(std::max<int64_t>(size, 1), arena_size_ - offset);
+        KILN_ASSIGN_OR_RETURN(cl_mem sub, sub_buffer(offset, bytes));
+        return ValueRef{sub};
+      }
+      case ir::Storage::kAlias:
+        value = b->alias_of;
+        continue;
+    }
+    return corrupt("value '" + value_name(graph, value) + "' has an unknown storage kind");
+  }
+  return corrupt("the plan's aliases form a cycle");
+}
+
+Status OpenClStream::enqueue_launch(const Execution& ex, const ir::Launch& launch, cl_command_queue queue) {
+  KILN_ASSIGN_OR_RETURN(PreparedKernel * kernel, prepared_kernel(ex.exe, launch.kernel));
+  const artifact::KernelBinary& binary = *kernel->binary;
+  for (size_t i = 0; i < binary.args.size(); ++i) {
+    const artifact::KernelArg& arg = binary.args[i];
+    BoundArg wanted;
+    if (arg.kind == artifact::KernelArg::Kind::kSymbol) {
+      auto found = ex.bindings.find(arg.symbol);
+      if (found == ex.bindings.end())
+        return invalid_argument("kernel '" + binary.kernel_name + "' takes the size of symbol '" + arg.symbol +
+                                "', which the inputs do not bind");
+      wanted.kind = BoundArg::Kind::kLong;
+      wanted.value = cl_long(found->second);
+    } else {
+      KILN_ASSIGN_OR_RETURN(ValueRef ref, resolve(ex, arg.value));
+      wanted.kind = BoundArg::Kind::kMem;
+      wanted.mem = ref.mem;
+    }
+    KILN_RETURN_IF_ERROR(bind(*kernel, cl_uint(i), wanted));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t work_items, binary.dispatch.work_items.evaluate(ex.bindings));
+  const uint64_t per_group = std::max<uint32_t>(binary.dispatch.items_per_group, 1);
+  const uint64_t groups =
+      std::clamp<uint64_t>((uint64_t(std::max<int64_t>(work_items, 0)) + per_group - 1) / per_group, 1, kMaxGroups);
+  const size_t local = binary.dispatch.workgroup_size;  // checked against the device limit
+  const size_t global = size_t(groups) * local;
+  const bool profiling = ex.args.profile != nullptr;
+  cl_event event = nullptr;
+  const cl_int err = api_.clEnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, &local, 0, nullptr,
+                                                 profiling ? &event : nullptr);
+  if (err != CL_SUCCESS)
+    return cl_status(err, "kernel '" + binary.kernel_name + "': clEnqueueNDRangeKernel (global " +
+                              std::to_string(global) + ", local " + std::to_string(local) + ")");
+  if (!profiling) return Status::ok();
+  const ir::Graph& graph = ex.graph;
+  hal::KernelTiming timing;
+  timing.kernel_index = launch.kernel;
+  if (launch.kernel < graph.kernels().size()) {
+    const ir::Kernel& k = graph.kernels()[launch.kernel];
+    timing.name = k.name;
+    timing.kind = std::string(ir::kernel_kind_name(k.kind));
+    for (ir::NodeId id : k.nodes)
+      if (id < graph.num_nodes()) timing.source_nodes.push_back(graph.node(id).name);
+  } else {
+    timing.name = binary.kernel_name;
+  }
+  pending_.push_back({ex.args.profile, event, std::move(timing)});
+  return Status::ok();
+}
+
+// Outputs no kernel wrote in place: an input or constant returned as is, an output computed
+// into the arena, or one value returned under two names.
+Status OpenClStream::copy_unwritten_outputs(const Execution& ex, cl_command_queue queue) {
+  const ir::Graph& graph = ex.graph;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(ValueRef ref, resolve(graph.outputs()[i].node));
-    auto* out = static_cast<OpenClBuffer*>(args.outputs[i]);
+    KILN_ASSIGN_OR_RETURN(ValueRef ref, resolve(ex, graph.outputs()[i].node));
+    auto* out = static_cast<OpenClBuffer*>(ex.args.outputs[i]);
     if (ref.mem == out->mem()) continue;
     if (out->size() == 0) continue;
     const cl_int err = api_.clEnqueueCopyBuffer(queue, ref.mem, out->mem(), 0, 0, out->size(), 0,
                                                 nullptr, nullptr);
     if (err != CL_SUCCESS) return cl_status(err, "OpenCL stream: copying output '" + graph.outputs()[i].name + "'");
   }
-  const cl_int err = api_.clFlush(queue);
-  if (err != CL_SUCCESS) return cl_status(err, "OpenCL stream: clFlush");
   return Status::ok();
 }
 

@@ -8,6 +8,7 @@
 
 #include "ir/interpreter.h"
 #include "runtime/drivers/reference/reference_executor.h"
+#include "runtime/hal/driver_catalog.h"
 
 namespace kiln::runtime::reference {
 namespace {
@@ -135,14 +136,22 @@ class ReferenceDevice final : public hal::Device {
   hal::DeviceInfo info_;
 };
 
-class ReferenceDriver final : public hal::Driver {
+// The reference driver's record: just the device's description.
+struct ReferenceRecord {
+  hal::DeviceInfo info;
+};
+
+class ReferenceDriver final : public hal::CatalogDriver<ReferenceRecord> {
  public:
-  std::string_view name() const override { return "reference"; }
-  std::vector<hal::DeviceInfo> devices() const override { return {device_info()}; }
-  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const override {
-    if (id != kReferenceDeviceId)
-      return not_found("the reference driver has no device '" + std::string(id) + "'");
-    return std::unique_ptr<hal::Device>(new ReferenceDevice(device_info()));
+  ReferenceDriver() : CatalogDriver("reference", "reference") {}
+
+ protected:
+  const hal::DeviceCatalog<ReferenceRecord>& catalog() const override {
+    static const hal::DeviceCatalog<ReferenceRecord> instance{{ReferenceRecord{device_info()}}, ""};
+    return instance;
+  }
+  Result<std::unique_ptr<hal::Device>> open(const ReferenceRecord& record, const hal::DeviceOptions&) const override {
+    return std::unique_ptr<hal::Device>(new ReferenceDevice(record.info));
   }
 
  private:

@@ -5,6 +5,7 @@
 #include "runtime/drivers/vulkan/vulkan_context.h"
 #include "runtime/drivers/vulkan/vulkan_executable.h"
 #include "runtime/drivers/vulkan/vulkan_stream.h"
+#include "runtime/hal/driver_catalog.h"
 
 namespace kiln::runtime::vulkan {
 namespace {
@@ -30,52 +31,37 @@ class VulkanDevice final : public hal::Device {
   std::shared_ptr<VulkanContext> context_;
 };
 
-class VulkanDriver final : public hal::Driver {
+class VulkanDriver final : public hal::CatalogDriver<PhysicalDeviceEntry> {
  public:
-  std::string_view name() const override { return "vulkan"; }
+  VulkanDriver() : CatalogDriver("vulkan", "Vulkan") {}
 
-  std::vector<hal::DeviceInfo> devices() const override {
-    initialize();
-    std::vector<hal::DeviceInfo> out;
-    for (const PhysicalDeviceEntry& e : physical_) out.push_back(e.info);
-    return out;
-  }
-
-  std::string unavailable_reason() const override {
-    initialize();
-    return reason_;
-  }
-
-  Result<std::unique_ptr<hal::Device>> open_device(std::string_view id) const override {
-    initialize();
-    for (const PhysicalDeviceEntry& e : physical_) {
-      if (e.info.id != id) continue;
-      KILN_ASSIGN_OR_RETURN(std::shared_ptr<VulkanContext> context, VulkanContext::create(instance_, e));
-      return std::unique_ptr<hal::Device>(new VulkanDevice(e.info, std::move(context)));
-    }
-    return not_found("the Vulkan driver has no device '" + std::string(id) + "'" +
-                     (reason_.empty() ? "" : " (" + reason_ + ")"));
-  }
-
- private:
+ protected:
   // Loads Vulkan and lists devices once; the results are immutable afterwards.
-  void initialize() const {
+  const hal::DeviceCatalog<PhysicalDeviceEntry>& catalog() const override {
     std::call_once(once_, [this] {
       Result<std::shared_ptr<VulkanInstance>> vk = create_vulkan_instance();
       if (!vk.is_ok()) {
-        reason_ = vk.status().message();
+        catalog_.unavailable_reason = vk.status().message();
         return;
       }
       instance_ = std::move(vk).value();
-      physical_ = enumerate_physical_devices(*instance_);
-      if (physical_.empty()) reason_ = "no Vulkan 1.1 device with a compute queue was found";
+      catalog_.devices = enumerate_physical_devices(*instance_);
+      if (catalog_.devices.empty())
+        catalog_.unavailable_reason = "no Vulkan 1.1 device with a compute queue was found";
     });
+    return catalog_;
   }
 
+  Result<std::unique_ptr<hal::Device>> open(const PhysicalDeviceEntry& entry,
+                                            const hal::DeviceOptions&) const override {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<VulkanContext> context, VulkanContext::create(instance_, entry));
+    return std::unique_ptr<hal::Device>(new VulkanDevice(entry.info, std::move(context)));
+  }
+
+ private:
   mutable std::once_flag once_;
-  mutable std::shared_ptr<VulkanInstance> instance_;
-  mutable std::vector<PhysicalDeviceEntry> physical_;
-  mutable std::string reason_;
+  mutable std::shared_ptr<VulkanInstance> instance_;  // set once, with catalog_
+  mutable hal::DeviceCatalog<PhysicalDeviceEntry> catalog_;
 };
 
 }  // namespace

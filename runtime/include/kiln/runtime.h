@@ -36,8 +36,10 @@
  *
  * CUDA. A CUDA session captures its whole launch sequence into a CUDA graph (on its second run
  * with the same bound buffers and symbol sizes) and replays it on later runs; binding other
- * buffers or sizes re-captures it. The environment variable KILN_CUDA_GRAPHS=0, set before the
- * device is first opened by a session, turns graphs off (kernels are launched one by one).
+ * buffers or sizes re-captures it. The device option cuda.graphs=off
+ * (kiln_session_create_with_options), or else the environment variable KILN_CUDA_GRAPHS=0 set
+ * before the device is first opened by a session, turns graphs off (kernels are launched one
+ * by one).
  * Matrix products run through cuBLASLt when libcublasLt.so.13 or .12 is installed, else as
  * generated kernels; KILN_CUBLASLT=0 (set before the first run) forces the generated kernels.
  * CUDA errors carry the CUDA error name (e.g. CUDA_ERROR_OUT_OF_MEMORY, as KILN_OUT_OF_MEMORY).
@@ -163,6 +165,21 @@ kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const c
  * Fails with KILN_NOT_FOUND for an unknown id (listing the ids), KILN_UNSUPPORTED when the
  * artifact has no kernels for the device's API or needs a feature the device lacks. */
 kiln_status kiln_session_create(kiln_artifact* artifact, const char* device_id, kiln_session** out);
+/* One device option, "<driver>.<option>" = value, e.g. {"cuda.graphs", "off"}. */
+typedef struct kiln_device_option {
+  const char* key;
+  const char* value;
+} kiln_device_option;
+/* kiln_session_create with `count` device options (`options` may be NULL when count is 0),
+ * applied when the device is opened. An option is read only by the driver it names (others
+ * ignore it), so the same options can be given for any device. Options:
+ *   cuda.graphs = on | off   capture and replay CUDA graphs (default: on, see CUDA above)
+ * Sessions with the same device id and options share one opened device; other options open
+ * the device again. KILN_INVALID_ARGUMENT for an option naming no driver, one its driver does
+ * not have, or a value it cannot take. */
+kiln_status kiln_session_create_with_options(kiln_artifact* artifact, const char* device_id,
+                                             const kiln_device_option* options, size_t count,
+                                             kiln_session** out);
 /* Waits for a run in flight, then frees the session (outstanding events stay valid). */
 void kiln_session_destroy(kiln_session* session);
 /* The id of the device the session runs on; valid while the session lives. */

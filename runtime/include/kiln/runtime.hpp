@@ -201,6 +201,16 @@ class Session : public Owner<kiln_session, kiln_session_destroy> {
     if (!st) return st;
     return Session(s);
   }
+  // With device options ("<driver>.<option>", value), e.g. {{"cuda.graphs", "off"}}.
+  static Result<Session> create(const Artifact& artifact, const std::string& device_id,
+                                const std::vector<std::pair<std::string, std::string>>& options) {
+    std::vector<kiln_device_option> list;
+    for (const auto& [key, value] : options) list.push_back(kiln_device_option{key.c_str(), value.c_str()});
+    kiln_session* s = nullptr;
+    Status st(kiln_session_create_with_options(artifact.get(), device_id.c_str(), list.data(), list.size(), &s));
+    if (!st) return st;
+    return Session(s);
+  }
   std::string device_id() const {
     const char* id = nullptr;
     return kiln_session_device_id(handle_, &id) == KILN_OK ? id : "";
