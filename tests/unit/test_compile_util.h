@@ -1,10 +1,12 @@
-// Compiles graph text for the unit tests that run real kernels on devices (the HAL conformance
-// suite, the C API device tests): frontend, the default pass pipeline, then every codegen
-// target this build has, into one artifact.
+// Compiles graph text for the unit tests: frontend and the default pass pipeline (the codegen
+// and target tests), then every codegen target this build has into one artifact (the tests that
+// run real kernels on devices: the HAL conformance suite, the C API device tests), and checks
+// device outputs against the reference interpreter.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,20 +16,33 @@
 #include "artifact/writer.h"
 #include "codegen/target.h"
 #include "frontend/parser.h"
+#include "ir/interpreter.h"
 #include "passes/pipeline.h"
 
 namespace kiln::testing {
 
+// A graph parsed from text (diagnostics name `file_name`) and its plan after the default pipeline.
+struct PlannedGraph {
+  ir::Graph graph;
+  ir::ExecutionPlan plan;
+};
+
+inline PlannedGraph parse_and_plan(const std::string& text, const std::string& file_name = "test.graph") {
+  Diagnostics diags;
+  Result<ir::Graph> g = frontend::parse_graph_text(text, file_name, "", diags);
+  REQUIRE_MESSAGE(g.is_ok(), diags.to_string());
+  PlannedGraph c{std::move(g).value(), {}};
+  Result<ir::ExecutionPlan> plan = passes::run_pipeline(c.graph, passes::PipelineOptions{});
+  REQUIRE_MESSAGE(plan.is_ok(), plan.status().to_string());
+  c.plan = std::move(plan).value();
+  return c;
+}
+
 // The artifact bytes of `graph_text` with the kernels of every available codegen target.
 inline std::vector<uint8_t> compile_for_every_target(const char* graph_text) {
-  Diagnostics diags;
-  Result<ir::Graph> parsed = frontend::parse_graph_text(graph_text, "test.graph", ".", diags);
-  INFO(diags.to_string());
-  REQUIRE(parsed.is_ok());
-  ir::Graph graph = std::move(parsed).value();
-  passes::PipelineOptions options;
-  Result<ir::ExecutionPlan> plan = passes::run_pipeline(graph, options);
-  REQUIRE(plan.is_ok());
+  PlannedGraph planned = parse_and_plan(graph_text);
+  const ir::Graph& graph = planned.graph;
+  const ir::ExecutionPlan* plan = &planned.plan;
   artifact::WriteOptions write;
   for (const std::string& name : codegen::available_targets()) {
     Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
@@ -50,6 +65,26 @@ inline std::shared_ptr<const artifact::LoadedArtifact> load_for_every_target(con
   INFO((loaded.is_ok() ? std::string() : loaded.status().message()));
   REQUIRE(loaded.is_ok());
   return std::make_shared<const artifact::LoadedArtifact>(std::move(loaded).value());
+}
+
+// Every output element within rtol * (1 + |expected|) of the reference interpreter's result on
+// the same inputs; reports the first three wrong elements of each output.
+inline void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const std::vector<ir::Tensor>& inputs,
+                                       const std::vector<ir::Tensor>& actual, double rtol) {
+  Result<std::vector<ir::Tensor>> expected = ir::interpret(artifact.graph, inputs);
+  REQUIRE(expected.is_ok());
+  REQUIRE(actual.size() == expected->size());
+  for (size_t o = 0; o < actual.size(); ++o) {
+    REQUIRE(actual[o].shape() == (*expected)[o].shape());
+    int wrong = 0;
+    for (int64_t i = 0; i < actual[o].num_elements(); ++i) {
+      const double want = (*expected)[o].element_as_double(i);
+      const double got = actual[o].element_as_double(i);
+      if (std::fabs(got - want) <= rtol * (1.0 + std::fabs(want))) continue;
+      if (++wrong <= 3) FAIL_CHECK("output " << o << " element " << i << ": " << got << ", expected " << want);
+    }
+    CHECK(wrong == 0);
+  }
 }
 
 }  // namespace kiln::testing

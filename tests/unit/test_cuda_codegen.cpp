@@ -16,26 +16,15 @@
 #include "frontend/parser.h"
 #include "passes/pipeline.h"
 #include "support/diagnostics.h"
+#include "test_compile_util.h"
 
 using namespace kiln;
 
 namespace {
 
-struct Compiled {
-  ir::Graph graph;
-  ir::ExecutionPlan plan;
-};
+using Compiled = kiln::testing::PlannedGraph;
 
-Compiled compile(const std::string& text) {
-  Diagnostics diags;
-  Result<ir::Graph> g = frontend::parse_graph_text(text, "test.graph", "", diags);
-  REQUIRE_MESSAGE(g.is_ok(), diags.to_string());
-  Compiled c{std::move(g).value(), {}};
-  Result<ir::ExecutionPlan> plan = passes::run_pipeline(c.graph, passes::PipelineOptions{});
-  REQUIRE_MESSAGE(plan.is_ok(), plan.status().to_string());
-  c.plan = std::move(plan).value();
-  return c;
-}
+Compiled compile(const std::string& text) { return kiln::testing::parse_and_plan(text, "test.graph"); }
 
 // The model of the graph's only matmul kernel.
 codegen::KernelModel matmul_model(const Compiled& c) {

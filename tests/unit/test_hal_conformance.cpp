@@ -159,24 +159,6 @@ std::vector<ir::Tensor> inputs_for(int64_t n, int salt) {
   return {pattern({n, 24}, salt), pattern({24, 7}, salt + 1), pattern({7}, salt + 2)};
 }
 
-void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const std::vector<ir::Tensor>& inputs,
-                                const std::vector<ir::Tensor>& actual) {
-  Result<std::vector<ir::Tensor>> expected = ir::interpret(artifact.graph, inputs);
-  REQUIRE(expected.is_ok());
-  REQUIRE(actual.size() == expected->size());
-  for (size_t o = 0; o < actual.size(); ++o) {
-    REQUIRE(actual[o].shape() == (*expected)[o].shape());
-    int wrong = 0;
-    for (int64_t i = 0; i < actual[o].num_elements(); ++i) {
-      const double want = (*expected)[o].element_as_double(i);
-      const double got = actual[o].element_as_double(i);
-      if (std::fabs(got - want) <= 1e-4 * (1.0 + std::fabs(want))) continue;
-      if (++wrong <= 3) FAIL_CHECK("output " << o << " element " << i << ": " << got << ", expected " << want);
-    }
-    CHECK(wrong == 0);
-  }
-}
-
 // Whether `device` can run the conformance artifact; prints why not.
 bool can_run(const hal::DeviceInfo& info, const artifact::LoadedArtifact& artifact) {
   if (expectations(info.driver).runs_any_artifact) return true;
@@ -357,7 +339,7 @@ TEST_CASE("hal conformance: compiled kernels run through sessions and match the 
       std::vector<ir::Tensor> inputs = inputs_for(n, int(n));
       Result<std::vector<ir::Tensor>> out = session->run(inputs);
       REQUIRE_MESSAGE(out.is_ok(), out.status().message());
-      check_close_to_interpreter(*artifact, inputs, *out);
+      testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
     }
   });
 }
@@ -374,7 +356,7 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
     for (int run = 0; run < 2; ++run) {  // the second run: resubmitted work reports fresh times
       Result<std::vector<ir::Tensor>> out = session->run(inputs);
       REQUIRE_MESSAGE(out.is_ok(), out.status().message());
-      check_close_to_interpreter(*artifact, inputs, *out);
+      testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
       const hal::Profile& profile = session->last_profile();
       if (device.has_device_timers() && !expect.device_clock.empty())
         CHECK(profile.clock == expect.device_clock);
@@ -403,7 +385,7 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
     session->set_profiling(false);
     Result<std::vector<ir::Tensor>> out = session->run(inputs);
     REQUIRE(out.is_ok());
-    check_close_to_interpreter(*artifact, inputs, *out);
+    testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
     CHECK(session->last_profile().kernels.empty());
   });
 }
@@ -420,7 +402,7 @@ TEST_CASE("hal conformance: sessions in several threads give the single-threaded
         std::vector<ir::Tensor> inputs = inputs_for(n, 3);
         Result<std::vector<ir::Tensor>> out = session->run(inputs);
         REQUIRE(out.is_ok());
-        check_close_to_interpreter(*artifact, inputs, *out);
+        testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
         expected.push_back(std::move(out).value());
       }
     }

@@ -19,6 +19,7 @@
 #include "runtime/drivers/opencl/opencl_driver.h"
 #include "runtime/session.h"
 #include "test_artifact_util.h"
+#include "test_compile_util.h"
 
 using namespace kiln;
 using namespace kiln::artifact::testing;
@@ -164,22 +165,6 @@ std::vector<ir::Tensor> sample_inputs(int64_t n, double shift) {
   return {filled({n, 4}, -2.0 + shift, 0.37), filled({n, 4}, 0.5, -0.11)};
 }
 
-void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const std::vector<ir::Tensor>& inputs,
-                                const std::vector<ir::Tensor>& actual) {
-  Result<std::vector<ir::Tensor>> expected = ir::interpret(artifact.graph, inputs);
-  REQUIRE(expected.is_ok());
-  REQUIRE(actual.size() == expected->size());
-  for (size_t o = 0; o < actual.size(); ++o) {
-    REQUIRE(actual[o].shape() == (*expected)[o].shape());
-    for (int64_t i = 0; i < actual[o].num_elements(); ++i) {
-      const double want = (*expected)[o].element_as_double(i);
-      const double got = actual[o].element_as_double(i);
-      INFO("output " << o << " element " << i);
-      CHECK(std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(want)));
-    }
-  }
-}
-
 std::unique_ptr<runtime::Session> session_or_fail(std::shared_ptr<const artifact::LoadedArtifact> artifact,
                                                   runtime::hal::Device& device) {
   Result<std::unique_ptr<runtime::Session>> session = runtime::Session::create(std::move(artifact), device);
@@ -255,7 +240,7 @@ TEST_CASE("opencl: hand-written kernels run through a session and match the inte
         Result<std::vector<ir::Tensor>> out = session->run(inputs);
         INFO((out.is_ok() ? std::string() : out.status().message()));
         REQUIRE(out.is_ok());
-        check_close_to_interpreter(*artifact, inputs, *out);
+        kiln::testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-5);
       }
     }
   }
@@ -275,7 +260,7 @@ TEST_CASE("opencl: a misaligned arena offset in an aligned plan is a clear error
   std::vector<ir::Tensor> inputs = sample_inputs(5, 0.0);
   Result<std::vector<ir::Tensor>> out = session->run(inputs);
   if (out.is_ok()) {
-    check_close_to_interpreter(*artifact, inputs, *out);  // the device aligns to 64 or less
+    kiln::testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-5);  // the device aligns to 64 or less
   } else {
     INFO(out.status().message());
     CHECK(out.status().message().find("CL_DEVICE_MEM_BASE_ADDR_ALIGN") != std::string::npos);
@@ -312,7 +297,7 @@ TEST_CASE("opencl: a second load of the same kernels on the device uses the cach
   for (runtime::Session* session : {first.get(), second.get(), third.get()}) {
     Result<std::vector<ir::Tensor>> out = session->run(inputs);
     REQUIRE(out.is_ok());
-    check_close_to_interpreter(*artifact, inputs, *out);
+    kiln::testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-5);
   }
   runtime::DeviceRegistry other;
   auto reference = other.open_device("reference");

@@ -13,26 +13,15 @@
 #include "frontend/parser.h"
 #include "passes/pipeline.h"
 #include "support/diagnostics.h"
+#include "test_compile_util.h"
 
 using namespace kiln;
 
 namespace {
 
-struct Compiled {
-  ir::Graph graph;
-  ir::ExecutionPlan plan;
-};
+using Compiled = kiln::testing::PlannedGraph;
 
-Compiled compile_text(const std::string& text) {
-  Diagnostics diags;
-  Result<ir::Graph> g = frontend::parse_graph_text(text, "limits.graph", "", diags);
-  REQUIRE_MESSAGE(g.is_ok(), diags.to_string());
-  Compiled c{std::move(g).value(), {}};
-  Result<ir::ExecutionPlan> plan = passes::run_pipeline(c.graph, passes::PipelineOptions{});
-  REQUIRE_MESSAGE(plan.is_ok(), plan.status().to_string());
-  c.plan = std::move(plan).value();
-  return c;
-}
+Compiled compile_text(const std::string& text) { return kiln::testing::parse_and_plan(text, "limits.graph"); }
 
 // A target without i64 whose "source" is the kernel's entry point. It counts its renders.
 class LimitedTarget final : public codegen::Target {
