@@ -32,7 +32,7 @@ struct DeviceInfo {
 struct KernelTiming {
   uint32_t kernel_index = 0;  // index into Graph::kernels(); kNoKernel for work outside kernels
   std::string name;           // the kernel's provenance name
-  std::string kind;           // "elementwise", "reduction", ...
+  std::string kind;           // "elementwise", "reduction", ...; "matmul (cuBLASLt)": + the library that ran it
   std::vector<std::string> source_nodes;  // names of the graph nodes it computes
   double seconds = 0;
 };

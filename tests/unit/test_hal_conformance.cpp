@@ -371,7 +371,12 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
         const ir::Kernel& kernel = graph.kernels()[k];
         CHECK(timing.kernel_index == k);
         CHECK(timing.name == kernel.name);
-        CHECK(timing.kind == ir::kernel_kind_name(kernel.kind));
+        // The kernel's kind, optionally followed by the implementation that ran it, in
+        // parentheses (CUDA: "matmul (cuBLASLt)" when a vendor GEMM replaced the kernel).
+        const std::string kind(ir::kernel_kind_name(kernel.kind));
+        CHECK(timing.kind.rfind(kind, 0) == 0);
+        const std::string implementation = timing.kind.substr(std::min(kind.size(), timing.kind.size()));
+        CHECK((implementation.empty() || (implementation.rfind(" (", 0) == 0 && implementation.back() == ')')));
         std::vector<std::string> nodes;
         for (ir::NodeId n : kernel.nodes) nodes.push_back(graph.node(n).name);
         CHECK(timing.source_nodes == nodes);
