@@ -212,19 +212,21 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
     if (from == k) return a[i];
     return k == Num::kF ? "TO_F(" + a[i] + ")" : k == Num::kL ? "TO_L(" + a[i] + ")" : "TO_I(" + a[i] + ")";
   };
-  // The table's template in the number kind `k`, every operand converted to it.
-  auto templated = [&](Num k) -> std::string {
-    const std::string_view form = k == Num::kF ? float_form(n) : info.expr.int_form;
+  // Expands the table's `form` over `operands` in the number kind `k`.
+  auto from_table = [&](std::string_view form, const std::vector<std::string>& operands, Num k) -> std::string {
     if (form.empty()) {
       fail(unsupported("kernel '" + m_.kernel->name + "': op '" + std::string(info.name) +
                        "' has no C expression in the operator table"));
       return "0";
     }
+    kind = info.expr.bool_result ? Num::kI : k;
+    return expand(form, operands, k);
+  };
+  // The table's template in the number kind `k`, every operand converted to it.
+  auto templated = [&](Num k) {
     std::vector<std::string> operands;
     for (size_t i = 0; i < a.size(); ++i) operands.push_back(as_kind(i, k));
-    std::string expr = expand(form, operands, k);
-    kind = info.expr.bool_result ? Num::kI : k;
-    return expr;
+    return from_table(k == Num::kF ? float_form(n) : info.expr.int_form, operands, k);
   };
   // Integer operands compute in 64 bits when either is 64-bit.
   auto int_kind = [&]() {
@@ -245,8 +247,7 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
       // Operands are truth-tested in their own kind.
       std::vector<std::string> truths;
       for (size_t i = 0; i < a.size(); ++i) truths.push_back("(" + a[i] + " != " + lit(num_of(t[i]), "0") + ")");
-      kind = Num::kI;
-      return expand(info.expr.int_form, truths, Num::kI);
+      return from_table(info.expr.int_form, truths, Num::kI);
     }
     case ir::OpFamily::kSelect: {
       kind = num_of(n.type.dtype);

@@ -143,11 +143,9 @@ Result<TensorType> infer_where(OpKind, const Operands& in, Attrs&) {
   return TensorType{in[1].dtype, std::move(shape)};
 }
 
-Result<TensorType> infer_clamp(OpKind, const Operands& in, Attrs& node_attrs) {
+Result<TensorType> infer_clamp(OpKind op, const Operands& in, Attrs& node_attrs) {
   const auto& attrs = std::get<ClampAttrs>(node_attrs);
-  if (!is_numeric(in[0].dtype)) {
-    return invalid_argument("clamp needs a numeric operand, got " + in[0].to_string());
-  }
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, in[0]));
   if ((attrs.min && std::isnan(*attrs.min)) || (attrs.max && std::isnan(*attrs.max))) {
     return invalid_argument("clamp bounds must not be NaN");
   }

@@ -41,6 +41,11 @@ double sigmoid(double x) {
 }
 
 int64_t wrapping_neg(int64_t x) { return int64_t(0 - uint64_t(x)); }
+int64_t wrapping_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+int64_t wrapping_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+int64_t wrapping_mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
+double float_add(double a, double b) { return a + b; }
+double float_mul(double a, double b) { return a * b; }
 
 int64_t int_div(int64_t a, int64_t b) {
   if (b == 0) return 0;
@@ -185,16 +190,13 @@ constexpr OpInfo kOpTable[] = {
           {.float_form = "({0} == 0.0f ? 1 : 0)", .int_form = "({0} == {lit:0} ? 1 : 0)", .bool_result = true}),
 
     binary(K::kAdd, "add", X::kCheap,
-           {.binary_f = [](double a, double b) { return a + b; },
-            .binary_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }},
+           {.binary_f = float_add, .binary_i = wrapping_add},
            {.float_form = "({0} + {1})", .int_form = "k_add_{k}({0}, {1})"}),
     binary(K::kSub, "sub", X::kCheap,
-           {.binary_f = [](double a, double b) { return a - b; },
-            .binary_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }},
+           {.binary_f = [](double a, double b) { return a - b; }, .binary_i = wrapping_sub},
            {.float_form = "({0} - {1})", .int_form = "k_sub_{k}({0}, {1})"}),
     binary(K::kMul, "mul", X::kCheap,
-           {.binary_f = [](double a, double b) { return a * b; },
-            .binary_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }},
+           {.binary_f = float_mul, .binary_i = wrapping_mul},
            {.float_form = "({0} * {1})", .int_form = "k_mul_{k}({0}, {1})"}),
     binary(K::kDiv, "div", X::kCheap, {.binary_f = [](double a, double b) { return a / b; }, .binary_i = int_div},
            {.float_form = "({0} / {1})", .int_form = "k_div_{k}({0}, {1})"}),
@@ -249,13 +251,13 @@ constexpr OpInfo kOpTable[] = {
     // Float sums and products accumulate in double, integer ones wrap in int64; max and min
     // propagate NaN (unlike argmax, for which a NaN is the maximum).
     reduce(K::kReduceSum, "reduce_sum", D::kNumeric,
-           {.identity_f = 0.0, .combine_f = [](double a, double b) { return a + b; },
-            .identity_i = 0, .combine_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); },
+           {.identity_f = 0.0, .combine_f = float_add,
+            .identity_i = 0, .combine_i = wrapping_add,
             .combine = K::kAdd, .c_identity = "{lit:0}"}),
     // Integer means: the int64 sum divided by the count, truncated toward zero (0 for no elements).
     reduce(K::kReduceMean, "reduce_mean", D::kFloat,
-           {.identity_f = 0.0, .combine_f = [](double a, double b) { return a + b; },
-            .identity_i = 0, .combine_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); },
+           {.identity_f = 0.0, .combine_f = float_add,
+            .identity_i = 0, .combine_i = wrapping_add,
             .mean = true, .combine = K::kAdd, .c_identity = "{lit:0}"}),
     reduce(K::kReduceMax, "reduce_max", D::kNumeric,
            {.identity_f = -HUGE_VAL,
@@ -268,8 +270,8 @@ constexpr OpInfo kOpTable[] = {
             .identity_i = INT64_MAX, .combine_i = [](int64_t a, int64_t b) { return a < b ? a : b; },
             .needs_elements = true, .combine = K::kMinimum, .c_identity = "{highest}"}),
     reduce(K::kReduceProd, "reduce_prod", D::kNumeric,
-           {.identity_f = 1.0, .combine_f = [](double a, double b) { return a * b; },
-            .identity_i = 1, .combine_i = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); },
+           {.identity_f = 1.0, .combine_f = float_mul,
+            .identity_i = 1, .combine_i = wrapping_mul,
             .combine = K::kMul, .c_identity = "{lit:1}"}),
     op(K::kArgMax, "argmax", F::kReduce, 1, 1, X::kPrologueAnchor, D::kNumeric, defaults<ArgMaxAttrs>, {},
        infer_argmax, interp::eval_argmax),

@@ -57,8 +57,6 @@ bool is_anchor_op(OpKind op) {
   return takes_prologue(op) || fusion_class(op) == FusionClass::kEpilogueAnchor;
 }
 
-bool is_elementwise_op(OpKind op) { return ir::is_elementwise(op); }
-
 // Elementwise ops cheap enough to recompute: one ALU instruction or so, no transcendentals.
 bool is_cheap_elementwise(OpKind op) { return fusion_class(op) == FusionClass::kCheap; }
 
@@ -126,7 +124,7 @@ class Fuser {
     group.root = id;
     OpKind op = graph_.node(id).op;
     group.kind = kernel_kind_for(op);
-    if (!is_elementwise_op(op)) group.anchor = id;
+    if (!ir::is_elementwise(op)) group.anchor = id;
     group.members = {id};
     group_of_[id] = int(groups_.size());
     groups_.push_back(std::move(group));
@@ -135,7 +133,7 @@ class Fuser {
   void join(int gid, NodeId id) {
     Group& group = groups_[size_t(gid)];
     OpKind op = graph_.node(id).op;
-    if (!is_elementwise_op(op)) {
+    if (!ir::is_elementwise(op)) {
       group.anchor = id;
       group.kind = kernel_kind_for(op);
     }
@@ -147,7 +145,7 @@ class Fuser {
   bool accepts_elementwise(const Group& group, NodeId user, NodeId producer) const {
     const Node& u = graph_.node(user);
     const ir::Shape& shape = graph_.node(producer).type.shape;
-    if (is_elementwise_op(u.op)) return u.type.shape == shape;
+    if (ir::is_elementwise(u.op)) return u.type.shape == shape;
     if (user != group.anchor) return false;
     // matmul, conv, pooling and layout ops read their operands from memory.
     if (!takes_prologue(u.op)) return false;
@@ -162,7 +160,7 @@ class Fuser {
   bool can_join(int gid, NodeId producer) const {
     const Group& group = groups_[size_t(gid)];
     const Node& p = graph_.node(producer);
-    if (is_elementwise_op(p.op)) {
+    if (ir::is_elementwise(p.op)) {
       for (NodeId user : users_[producer]) {
         if (group_of_[user] == gid && !accepts_elementwise(group, user, producer)) return false;
       }
@@ -172,7 +170,7 @@ class Fuser {
       // An epilogue: the readers compute over exactly the anchor's output index space.
       for (NodeId user : users_[producer]) {
         const Node& u = graph_.node(user);
-        if (!is_elementwise_op(u.op) || u.type.shape != p.type.shape) return false;
+        if (!ir::is_elementwise(u.op) || u.type.shape != p.type.shape) return false;
       }
       return true;
     }
@@ -188,7 +186,7 @@ class Fuser {
       // Smaller operands can never be fused into this node's readers (the shapes differ), so
       // they are in memory already; an operand of the same shape must be known to be.
       if (operand.type.shape != node.type.shape) continue;
-      if (is_elementwise_op(operand.op)) return false;
+      if (ir::is_elementwise(operand.op)) return false;
       if (std::find(full_size_operands.begin(), full_size_operands.end(), in) ==
           full_size_operands.end()) {
         full_size_operands.push_back(in);

@@ -34,6 +34,22 @@ graph probe(x: f32[N, 24], w: f32[24, 7], b: f32[7]) -> (p: f32[N, 7], t: f32[N]
 
 std::vector<uint8_t> compile_for_every_target() { return kiln::testing::compile_for_every_target(kGraph); }
 
+// The ids of every listed device that can run `artifact`; the others are reported as skipped.
+std::vector<std::string> devices_that_run(kiln_artifact* artifact) {
+  std::vector<std::string> ids;
+  size_t devices = 0;
+  REQUIRE(kiln_device_count(&devices) == KILN_OK);
+  for (size_t d = 0; d < devices; ++d) {
+    kiln_device_info info;
+    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
+    int can_run = 0;
+    REQUIRE(kiln_artifact_supports_device(artifact, info.id, &can_run) == KILN_OK);
+    if (can_run) ids.push_back(info.id);
+    else MESSAGE("c_api devices: skipping device " << info.id << ": " << std::string(kiln_last_error_message()));
+  }
+  return ids;
+}
+
 constexpr int64_t kRows = 19;  // odd on purpose
 
 struct Outputs {
@@ -88,19 +104,8 @@ TEST_CASE("c_api devices: threads, device buffers and async runs on every listed
   REQUIRE_MESSAGE(reference.status == KILN_OK, reference.error);
   kiln_session_destroy(ref);
 
-  size_t devices = 0;
-  REQUIRE(kiln_device_count(&devices) == KILN_OK);
-  for (size_t d = 0; d < devices; ++d) {
-    kiln_device_info info;
-    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
-    const std::string id = info.id;
+  for (const std::string& id : devices_that_run(artifact)) {
     CAPTURE(id);
-    int can_run = 0;
-    REQUIRE(kiln_artifact_supports_device(artifact, id.c_str(), &can_run) == KILN_OK);
-    if (!can_run) {
-      MESSAGE("c_api devices: skipping device " << id << ": " << std::string(kiln_last_error_message()));
-      continue;
-    }
 
     // One thread first, then 3 threads x 4 runs: byte-identical.
     kiln_session* session = nullptr;
@@ -184,16 +189,8 @@ TEST_CASE("c_api devices: application-owned memory is used in place where the dr
   const std::vector<float> x = pattern(size_t(kRows) * 24, 1);
   const int64_t xd[2] = {kRows, 24};
 
-  size_t devices = 0;
-  REQUIRE(kiln_device_count(&devices) == KILN_OK);
-  for (size_t d = 0; d < devices; ++d) {
-    kiln_device_info info;
-    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
-    const std::string id = info.id;
+  for (const std::string& id : devices_that_run(artifact)) {
     CAPTURE(id);
-    int can_run = 0;
-    REQUIRE(kiln_artifact_supports_device(artifact, id.c_str(), &can_run) == KILN_OK);
-    if (!can_run) continue;
     kiln_session* session = nullptr;
     REQUIRE(kiln_session_create(artifact, id.c_str(), &session) == KILN_OK);
     kiln_buffer* wrapped = nullptr;
@@ -280,16 +277,8 @@ TEST_CASE("c_api devices: device options reach the driver they name and are chec
   const Outputs reference = run_probe(ref);
   REQUIRE_MESSAGE(reference.status == KILN_OK, reference.error);
   kiln_session_destroy(ref);
-  size_t devices = 0;
-  REQUIRE(kiln_device_count(&devices) == KILN_OK);
-  for (size_t d = 0; d < devices; ++d) {
-    kiln_device_info info;
-    REQUIRE(kiln_device_get_info(d, &info) == KILN_OK);
-    const std::string id = info.id;
+  for (const std::string& id : devices_that_run(artifact)) {
     CAPTURE(id);
-    int can_run = 0;
-    REQUIRE(kiln_artifact_supports_device(artifact, id.c_str(), &can_run) == KILN_OK);
-    if (!can_run) continue;
     REQUIRE_MESSAGE(kiln_session_create_with_options(artifact, id.c_str(), graphs_off, 1, &session) == KILN_OK,
                     std::string(kiln_last_error_message()));
     for (int run = 0; run < 3; ++run) {
