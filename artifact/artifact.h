@@ -14,7 +14,7 @@ namespace kiln::artifact {
 
 // The format version this build writes and the newest it can read. Bump it when a reader of the
 // previous version could not run a new file correctly (see the rules atop kiln.fbs).
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 // Every constant's bytes start at a multiple of this within the file.
 inline constexpr size_t kConstantAlignment = 64;
@@ -73,15 +73,17 @@ struct GemmCall {
   bool operator==(const GemmCall&) const = default;
 };
 
-// A compiled module holding the code of several kernels of one target. CUDA: all kernels of a
-// graph go through one NVRTC program, so the target stores one "ptx" module (always, for JIT on
-// newer GPUs) and one "cubin:sm_XX" module per --gpu-arch; its KernelBinary records have format
-// "module" and an empty blob, and name their function in the module by entry_point. A driver
-// picks the cubin of its device's architecture, else the PTX.
+// A compiled module holding the code of several kernels of one target. CUDA: a graph's unique
+// kernels are split into a few NVRTC programs (compiled in parallel), each stored as one module
+// `id`: one "ptx" module (always, for JIT on newer GPUs) and one "cubin:sm_XX" module per
+// --gpu-arch. Its KernelBinary records have format "module", an empty blob, the module_id of the
+// program holding them, and name their function in it by entry_point. A driver loads every module
+// id, each from the cubin of its device's architecture, else from the PTX.
 struct ModuleBinary {
   std::string target;  // kCudaTarget (artifact/targets.h)
   std::string format;  // "ptx", "cubin:sm_90", ...
   std::vector<uint8_t> blob;
+  uint32_t id = 0;     // which module of the target: one id, one program, several formats
   bool operator==(const ModuleBinary&) const = default;
 };
 
@@ -101,15 +103,17 @@ struct KernelBinary {
   std::vector<std::string> required_features;
   std::vector<KernelArg> args;  // the entry point's parameters, in order
   KernelDispatch dispatch;
-  std::optional<GemmCall> gemm;  // set when a vendor GEMM library may run this kernel
+  std::optional<GemmCall> gemm = std::nullopt;  // set when a vendor GEMM library may run this kernel
+  uint32_t module_id = 0;        // format "module": the ModuleBinary::id holding entry_point
 
   bool operator==(const KernelBinary&) const = default;
 };
 
 // Format strings the writer and reader accept. A kernel: "opencl-c", "spirv", "ptx",
 // "cubin:sm_<digits>" or "module" (a function of its target's shared module: empty blob,
-// non-empty entry_point, and the target must have a module). A module: "ptx" (text without a
-// terminating NUL) or "cubin:sm_<digits>", non-empty, at most one of each format per target.
+// non-empty entry_point, and the target must have a module of its module_id). A module: "ptx"
+// (text without a terminating NUL) or "cubin:sm_<digits>", non-empty, at most one of each format
+// per target and module id.
 inline constexpr const char* kModuleFormat = "module";
 bool is_kernel_format(const std::string& format);
 bool is_module_format(const std::string& format);

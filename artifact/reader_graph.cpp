@@ -407,22 +407,25 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
   for (const fb::Target* t : *targets) {
     const std::string target = str(t->name());
     if (target.empty()) return bad("a target has no name");
-    bool has_module = false;
+    std::set<uint32_t> module_ids;
     if (t->modules()) {
       for (const fb::ModuleBinary* m : *t->modules()) {
         ModuleBinary module;
         module.target = target;
         module.format = str(m->format());
-        const std::string where = "target '" + target + "' module '" + module.format + "'";
+        module.id = m->id();
+        const std::string where =
+            "target '" + target + "' module " + std::to_string(module.id) + " '" + module.format + "'";
         if (!is_module_format(module.format)) return bad(where + ": unknown module format");
         for (const ModuleBinary& seen : converted.modules)
-          if (seen.target == target && seen.format == module.format) return bad(where + " appears twice");
+          if (seen.target == target && seen.id == module.id && seen.format == module.format)
+            return bad(where + " appears twice");
         if (m->blob()) module.blob.assign(m->blob()->begin(), m->blob()->end());
         if (module.blob.empty()) return bad(where + " is empty");
         if (blob_checksum(module.blob) != m->blob_checksum())
           return bad(where + ": its binary is damaged (checksum mismatch)");
+        module_ids.insert(module.id);
         converted.modules.push_back(std::move(module));
-        has_module = true;
       }
     }
     if (!t->kernels()) continue;
@@ -437,6 +440,7 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
                    std::to_string(graph.kernels().size()));
       binary.format = str(k->format());
       binary.entry_point = str(k->entry_point());
+      binary.module_id = k->module_id();
       if (!is_kernel_format(binary.format))
         return bad("target '" + target + "' kernel '" + binary.kernel_name + "' has unknown format '" +
                    binary.format + "'");
@@ -482,13 +486,15 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         return bad(where + " has two binaries for kernel " + std::to_string(binary.kernel_index) +
                    " with the same required features");
       if (binary.format == kModuleFormat) {
-        if (!has_module) return bad(where + " is a function of a shared module, but the target has no module");
+        if (!module_ids.count(binary.module_id))
+          return bad(where + " is a function of shared module " + std::to_string(binary.module_id) +
+                     ", but the target has no such module");
         if (!binary.blob.empty()) return bad(where + " is a function of a shared module but has a blob of its own");
         if (binary.entry_point.empty()) return bad(where + " is a function of a shared module but names no entry point");
-        // The name must be in every module of the target (PTX text, the cubin's symbol strings):
+        // The name must be in every format of its module (PTX text, the cubin's symbol strings):
         // a damaged name would otherwise reach the driver's loader as a missing function.
         for (const ModuleBinary& m : converted.modules)
-          if (m.target == target && !contains_bytes(m.blob, binary.entry_point))
+          if (m.target == target && m.id == binary.module_id && !contains_bytes(m.blob, binary.entry_point))
             return bad(where + ": its entry point '" + binary.entry_point + "' is not in the '" + m.format + "' module");
       }
       if (binary.format == "opencl-c" && !contains_bytes(binary.blob, binary.entry_point))

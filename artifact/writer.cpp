@@ -8,7 +8,11 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <map>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -30,8 +34,9 @@ class Writer {
  public:
   explicit Writer(size_t size_hint) : fbb_(size_hint) {}
 
-  Result<std::vector<uint8_t>> write(const ir::Graph& graph, const ir::ExecutionPlan& plan,
-                                     const WriteOptions& options);
+  // Builds the file in the builder; the result points into it (valid while the Writer lives).
+  Result<std::span<const uint8_t>> write(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                                         const WriteOptions& options);
 
  private:
   Status check_references(const ir::Graph& graph, const ir::ExecutionPlan& plan,
@@ -262,16 +267,26 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
   std::vector<std::string> order;
   std::map<std::string, std::vector<Offset<fb::KernelBinary>>> by_target;
   std::map<std::string, std::vector<Offset<fb::ModuleBinary>>> modules_by_target;
+  // Identical blobs (kernels that kilnc deduplicated: same code, different names) are stored
+  // once; FlatBuffers tables may share a vector.
+  std::map<std::vector<uint8_t>, Offset<Vector<uint8_t>>> blobs;
+  auto blob_offset = [&](const std::vector<uint8_t>& bytes) {
+    auto found = blobs.find(bytes);
+    if (found != blobs.end()) return found->second;
+    fbb_.ForceVectorAlignment(bytes.size(), 1, 16);
+    auto offset = fbb_.CreateVector(bytes);
+    blobs.emplace(bytes, offset);
+    return offset;
+  };
   for (const ModuleBinary& m : modules) {
-    fbb_.ForceVectorAlignment(m.blob.size(), 1, 16);
-    auto blob = fbb_.CreateVector(m.blob);
+    auto blob = blob_offset(m.blob);
     auto format = fbb_.CreateString(m.format);
-    modules_by_target[m.target].push_back(fb::CreateModuleBinary(fbb_, format, blob, blob_checksum(m.blob)));
+    modules_by_target[m.target].push_back(
+        fb::CreateModuleBinary(fbb_, format, blob, blob_checksum(m.blob), m.id));
   }
   for (const KernelBinary& k : kernels) {
     if (!by_target.count(k.target)) order.push_back(k.target);
-    fbb_.ForceVectorAlignment(k.blob.size(), 1, 16);
-    auto blob = fbb_.CreateVector(k.blob);
+    auto blob = blob_offset(k.blob);
     std::vector<Offset<flatbuffers::String>> features;
     for (const std::string& f : k.required_features) features.push_back(fbb_.CreateString(f));
     auto features_vec = fbb_.CreateVector(features);
@@ -293,7 +308,7 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     Offset<fb::GemmCall> gemm = k.gemm ? gemm_call(*k.gemm) : Offset<fb::GemmCall>();
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
                                                          blob, features_vec, args_vec, dispatch,
-                                                         blob_checksum(k.blob), gemm));
+                                                         blob_checksum(k.blob), gemm, k.module_id));
   }
   for (const ModuleBinary& m : modules)
     if (!by_target.count(m.target) && std::find(order.begin(), order.end(), m.target) == order.end())
@@ -347,8 +362,8 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
       return bad("module of target '" + m.target + "' has unknown format '" + m.format + "'");
     if (m.blob.empty()) return bad("module '" + m.format + "' of target '" + m.target + "' is empty");
     for (const ModuleBinary& other : options.modules)
-      if (&other != &m && other.target == m.target && other.format == m.format)
-        return bad("target '" + m.target + "' has two '" + m.format + "' modules");
+      if (&other != &m && other.target == m.target && other.id == m.id && other.format == m.format)
+        return bad("target '" + m.target + "' has two '" + m.format + "' modules with id " + std::to_string(m.id));
   }
   for (const KernelBinary& k : options.kernels) {
     if (k.kernel_index >= g.kernels().size())
@@ -361,10 +376,11 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
       return bad("kernel binary '" + k.kernel_name + "' has unknown format '" + k.format + "'");
     if (k.format == kModuleFormat) {
       bool has_module = false;
-      for (const ModuleBinary& m : options.modules) has_module = has_module || m.target == k.target;
+      for (const ModuleBinary& m : options.modules)
+        has_module = has_module || (m.target == k.target && m.id == k.module_id);
       if (!has_module)
-        return bad("kernel binary '" + k.kernel_name + "' lives in a module, but target '" + k.target +
-                   "' has none");
+        return bad("kernel binary '" + k.kernel_name + "' lives in module " + std::to_string(k.module_id) +
+                   ", but target '" + k.target + "' has no such module");
       if (!k.blob.empty() || k.entry_point.empty())
         return bad("kernel binary '" + k.kernel_name + "' of a module needs an entry point and no blob");
     }
@@ -376,8 +392,8 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
   return Status::ok();
 }
 
-Result<std::vector<uint8_t>> Writer::write(const ir::Graph& g, const ir::ExecutionPlan& p,
-                                           const WriteOptions& options) {
+Result<std::span<const uint8_t>> Writer::write(const ir::Graph& g, const ir::ExecutionPlan& p,
+                                               const WriteOptions& options) {
   KILN_RETURN_IF_ERROR(check_references(g, p, options));
   // FlatBuffers offsets are 32-bit: refuse graphs whose constants alone exceed the 2 GiB limit
   // instead of letting the builder abort.
@@ -401,11 +417,18 @@ Result<std::vector<uint8_t>> Writer::write(const ir::Graph& g, const ir::Executi
   fb::FinishModelBuffer(fbb_, model);
   if (fbb_.GetSize() >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return unsupported("cannot write artifact: the file would exceed the 2 GiB limit");
-  const uint8_t* data = fbb_.GetBufferPointer();
-  std::vector<uint8_t> bytes(data, data + fbb_.GetSize());
-  bool patched = fb::GetMutableModel(bytes.data())->mutate_file_size(bytes.size());
+  uint8_t* data = fbb_.GetBufferPointer();
+  bool patched = fb::GetMutableModel(data)->mutate_file_size(fbb_.GetSize());
   KILN_CHECK(patched, "the artifact's file_size field was not stored");
-  return bytes;
+  return std::span<const uint8_t>(data, fbb_.GetSize());
+}
+
+size_t size_hint(const ir::Graph& graph, const WriteOptions& options) {
+  size_t hint = 1024 + graph.num_nodes() * 128;
+  for (const ir::Tensor& t : graph.constants()) hint += t.size_bytes() + kConstantAlignment;
+  for (const KernelBinary& k : options.kernels) hint += k.blob.size() + 256;
+  for (const ModuleBinary& m : options.modules) hint += m.blob.size() + 64;
+  return hint;
 }
 
 }  // namespace
@@ -416,10 +439,21 @@ Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::Ex
 
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan,
                                             const WriteOptions& options) {
-  size_t hint = 1024 + graph.num_nodes() * 128;
-  for (const ir::Tensor& t : graph.constants()) hint += t.size_bytes() + kConstantAlignment;
-  Writer writer(hint);
-  return writer.write(graph, plan, options);
+  Writer writer(size_hint(graph, options));
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, writer.write(graph, plan, options));
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
+Status write_artifact_file(const std::string& path, const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                           const WriteOptions& options) {
+  Writer writer(size_hint(graph, options));
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, writer.write(graph, plan, options));
+  std::FILE* file = path == "-" ? stdout : std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  const bool closed = file == stdout ? std::fflush(file) == 0 : std::fclose(file) == 0;
+  if (!written || !closed) return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
+  return Status::ok();
 }
 
 }  // namespace kiln::artifact

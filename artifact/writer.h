@@ -27,5 +27,9 @@ struct WriteOptions {
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan);
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan,
                                             const WriteOptions& options);
+// The same file, written to `path` ('-': stdout) straight from the builder, so that the
+// artifact is never held twice in memory (kilnc's peak memory on large models).
+Status write_artifact_file(const std::string& path, const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                           const WriteOptions& options);
 
 }  // namespace kiln::artifact

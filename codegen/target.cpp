@@ -4,8 +4,12 @@
 // when the SPIR-V compiler library (shaderc) is built, KILN_HAVE_CUDA when NVRTC is found.
 #include "codegen/target.h"
 
+#include <chrono>
+#include <map>
+
 #include "artifact/targets.h"
 #include "codegen/opencl/opencl_target.h"
+#include "support/version.h"
 #ifdef KILN_HAVE_CUDA
 #include "codegen/cuda/cuda_target.h"
 #endif
@@ -29,23 +33,32 @@ Status Target::supports(const ir::Graph&, const ir::Node& node) const {
 }
 
 Result<CompiledVariant> Target::compile_variant(const KernelVariants&, const KernelSource& source,
-                                                const TargetOptions&) const {
+                                                const TargetOptions&, CompileContext&) const {
   CompiledVariant out;
   out.blob.assign(source.text.begin(), source.text.end());
   return out;
 }
 
 Result<DeviceCode> Target::compile(const ir::Graph&, const std::vector<KernelVariants>& kernels,
-                                   const TargetOptions& options) const {
+                                   const TargetOptions& options, CompileContext& context) const {
   DeviceCode out;
-  for (const KernelVariants& kernel : kernels) {
-    std::vector<CompiledVariant>& compiled = out.kernels.emplace_back();
-    for (const KernelSource& source : kernel.variants) {
-      KILN_ASSIGN_OR_RETURN(CompiledVariant code, compile_variant(kernel, source, options));
-      compiled.push_back(std::move(code));
-    }
+  std::vector<std::pair<size_t, size_t>> units;  // (kernel, variant)
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    out.kernels.emplace_back(kernels[k].variants.size());
+    for (size_t v = 0; v < kernels[k].variants.size(); ++v) units.emplace_back(k, v);
   }
+  KILN_RETURN_IF_ERROR(context.parallel_for(name(), units.size(), [&](size_t i) -> Status {
+    const auto [k, v] = units[i];
+    KILN_ASSIGN_OR_RETURN(out.kernels[k][v], compile_variant(kernels[k], kernels[k].variants[v], options, context));
+    return Status::ok();
+  }));
   return out;
+}
+
+CacheKey Target::unit_key(std::string_view compiler) const {
+  CacheKey key;
+  key.add("kiln", kVersion).add("target", name()).add("compiler", compiler);
+  return key;
 }
 
 std::vector<SourceFile> Target::source_files(const ir::Graph&, const std::vector<KernelVariants>& kernels,
@@ -81,48 +94,118 @@ Status check_supported(const Target& target, const ir::Graph& graph, Diagnostics
                 first.loc());
 }
 
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool is_identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// `text` with every whole-identifier occurrence of `word` replaced by `replacement`.
+std::string replace_identifier(const std::string& text, const std::string& word, std::string_view replacement) {
+  if (word.empty()) return text;
+  std::string out;
+  size_t from = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + word.size())) {
+    const bool starts = at == 0 || !is_identifier_char(text[at - 1]);
+    const bool ends = at + word.size() == text.size() || !is_identifier_char(text[at + word.size()]);
+    if (!starts || !ends) continue;
+    out.append(text, from, at - from).append(replacement);
+    from = at + word.size();
+  }
+  return out.append(text, from, std::string::npos);
+}
+
+// What makes two rendered kernels the same code: every variant's tag, features and text, with the
+// kernel's own name and entry point blanked out (they appear in the header comment and the
+// function's name). Two kernels with equal keys compile to the same device code up to names.
+std::string dedup_key(const KernelVariants& kernel) {
+  std::string key;
+  for (const KernelSource& source : kernel.variants) {
+    key += source.tag + '\0';
+    for (const std::string& f : source.required_features) key += f + ',';
+    std::string text = replace_identifier(source.text, kernel.model.entry_point, "\x01");
+    key += replace_identifier(text, kernel.model.kernel->name, "\x01") + '\0';
+  }
+  return key;
+}
+
+}  // namespace
+
 Result<CompiledKernels> compile_graph(const Target& target, const ir::Graph& graph, const ir::ExecutionPlan& plan,
-                                      const TargetOptions& options) {
+                                      const TargetOptions& options, CompileContext* context) {
   Diagnostics diags;
   KILN_RETURN_IF_ERROR(check_supported(target, graph, diags));
+  CompileContext private_context;
+  CompileContext& ctx = context ? *context : private_context;
+  CompiledKernels out;
+  const uint32_t kernel_count = uint32_t(graph.kernels().size());
+  out.kernel_count = kernel_count;
 
-  // render, kernel by kernel.
-  std::vector<KernelVariants> rendered;
-  rendered.reserve(graph.kernels().size());
-  for (uint32_t k = 0; k < graph.kernels().size(); ++k) {
-    KILN_ASSIGN_OR_RETURN(KernelModel model, build_kernel_model(graph, plan, k));
+  // render, every kernel (pure: in parallel).
+  auto start = std::chrono::steady_clock::now();
+  std::vector<KernelVariants> rendered(kernel_count);
+  KILN_RETURN_IF_ERROR(ctx.parallel_for(std::string(target.name()) + " render", kernel_count, [&](size_t k) -> Status {
+    KILN_ASSIGN_OR_RETURN(KernelModel model, build_kernel_model(graph, plan, uint32_t(k)));
     KILN_ASSIGN_OR_RETURN(std::vector<KernelSource> variants, target.render(model, options));
     if (variants.empty())
       return internal_error("the " + std::string(target.name()) + " target rendered no source for kernel '" +
                             graph.kernels()[k].name + "'");
-    rendered.push_back({std::move(model), std::move(variants)});
-  }
+    rendered[k] = {std::move(model), std::move(variants)};
+    return Status::ok();
+  }));
 
-  // compile, the whole graph at once.
-  KILN_ASSIGN_OR_RETURN(DeviceCode code, target.compile(graph, rendered, options));
-  bool complete = code.kernels.size() == rendered.size();
-  for (size_t k = 0; complete && k < rendered.size(); ++k)
-    complete = code.kernels[k].size() == rendered[k].variants.size();
+  // The distinct kernels, in first-appearance order: compiled[u] is the kernel index of the u-th,
+  // and same_as[k] the u of kernel k. -S and --emit=kernels show every kernel compiled alone.
+  std::vector<uint32_t> compiled, same_as(kernel_count);
+  std::map<std::string, uint32_t> first_with_key;
+  for (uint32_t k = 0; k < kernel_count; ++k) {
+    if (options.sources_only) {
+      same_as[k] = k;
+      compiled.push_back(k);
+      continue;
+    }
+    auto [found, inserted] = first_with_key.emplace(dedup_key(rendered[k]), uint32_t(compiled.size()));
+    if (inserted) compiled.push_back(k);
+    same_as[k] = found->second;
+  }
+  std::vector<KernelVariants> distinct;
+  distinct.reserve(compiled.size());
+  for (uint32_t k : compiled) distinct.push_back(rendered[k]);
+  out.compiled_kernel_count = compiled.size();
+  out.render_seconds = seconds_since(start);
+
+  // compile, the distinct kernels.
+  start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(DeviceCode code, target.compile(graph, distinct, options, ctx));
+  out.compile_seconds = seconds_since(start);
+  bool complete = code.kernels.size() == distinct.size();
+  for (size_t u = 0; complete && u < distinct.size(); ++u)
+    complete = code.kernels[u].size() == distinct[u].variants.size();
   if (!complete)
     return internal_error("the " + std::string(target.name()) + " target compiled a different number of kernels "
                           "or variants than it rendered");
 
-  CompiledKernels out;
-  out.sources = target.source_files(graph, rendered, code);
+  if (options.sources_only) out.sources = target.source_files(graph, rendered, code);  // distinct == rendered
   out.modules = std::move(code.modules);
   if (options.sources_only) return out;
 
-  // package, every variant.
-  for (uint32_t k = 0; k < rendered.size(); ++k) {
+  // package, every variant of every kernel. A kernel sharing code is packaged as the kernel it
+  // shares (entry point, dispatch, GEMM call: same text, same structure), with its own name,
+  // index and arguments.
+  for (uint32_t k = 0; k < kernel_count; ++k) {
+    const uint32_t u = same_as[k];
     for (size_t v = 0; v < rendered[k].variants.size(); ++v) {
-      KernelSource& source = rendered[k].variants[v];
       artifact::KernelBinary record;
       record.target = std::string(target.name());
       record.kernel_name = graph.kernels()[k].name;
       record.kernel_index = k;
-      record.required_features = std::move(source.required_features);
+      record.required_features = rendered[k].variants[v].required_features;
       record.args = rendered[k].model.args;
-      target.package(rendered[k].model, std::move(code.kernels[k][v]), options, record);
+      target.package(distinct[u].model, code.kernels[u][v], options, record);
       out.kernels.push_back(std::move(record));
     }
   }

@@ -12,6 +12,12 @@
 // mode, for the assembly listings they also write (Vulkan's .spvasm, CUDA's .ptx; no cubins), and
 // never package.
 //
+// Compile time (docs/architecture.md): compile_graph renders kernels in parallel, then compiles
+// each distinct kernel once — kernels whose variants differ only in the kernel's name (ResNet's
+// repeated blocks) share the first one's code, and their records name its entry point. compile
+// gets a CompileContext: worker threads (kilnc -j) and the persistent cache; a target runs its
+// units through CompileContext::cached so that a recompile reads them back instead.
+//
 // Thread-safety: a Target holds no mutable state between calls; concurrent use is safe.
 #pragma once
 
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "artifact/artifact.h"
+#include "codegen/compile_context.h"
 #include "codegen/kernel_model.h"
 #include "ir/graph.h"
 #include "ir/plan.h"
@@ -66,6 +73,7 @@ struct KernelVariants {
 struct CompiledVariant {
   std::vector<uint8_t> blob;  // what the KernelBinary carries (CUDA: empty, the code is a module's)
   std::string listing;        // assembly -S writes beside the source (Vulkan: SPIR-V text)
+  uint32_t module_id = 0;     // CUDA: the ModuleBinary::id holding the kernel's function
 };
 
 // compile's result for the whole graph.
@@ -82,6 +90,12 @@ struct CompiledKernels {
   std::vector<artifact::KernelBinary> kernels;
   std::vector<artifact::ModuleBinary> modules;  // shared modules (CUDA), see artifact.h
   std::vector<SourceFile> sources;              // what -S writes
+  // For kilnc's time report: graph kernels, how many of them were compiled (the rest share a
+  // compiled kernel's code), and the seconds spent rendering and compiling.
+  size_t kernel_count = 0;
+  size_t compiled_kernel_count = 0;
+  double render_seconds = 0;
+  double compile_seconds = 0;
 };
 
 class Target {
@@ -103,11 +117,12 @@ class Target {
   // One kernel's source variants, preferred first.
   virtual Result<std::vector<KernelSource>> render(const KernelModel& model,
                                                    const TargetOptions& options) const = 0;
-  // The device code of every rendered kernel, [kernel][variant] as `kernels`. Default: each
-  // variant through compile_variant(), in order; a target that compiles the graph's kernels
-  // together (CUDA: one NVRTC program) overrides it.
+  // The device code of every rendered kernel, [kernel][variant] as `kernels` (the graph's
+  // distinct kernels, see above). Default: each variant through compile_variant(), on the
+  // context's threads; a target that compiles kernels together (CUDA: NVRTC programs of several
+  // kernels) overrides it.
   virtual Result<DeviceCode> compile(const ir::Graph& graph, const std::vector<KernelVariants>& kernels,
-                                     const TargetOptions& options) const;
+                                     const TargetOptions& options, CompileContext& context) const;
   // Fills the target's fields of one variant's record: format, entry point, blob, dispatch (and
   // CUDA's gemm). `record` arrives with target, kernel name and index, required features and
   // args set.
@@ -119,10 +134,15 @@ class Target {
                                                const DeviceCode& code) const;
 
  protected:
-  // The default compile()'s step: one variant of `kernel`. Default: the source text itself is
-  // the blob (OpenCL C, built by the driver at load time).
+  // The default compile()'s step: one variant of `kernel`, called concurrently for different
+  // variants. Default: the source text itself is the blob (OpenCL C, built by the driver at load
+  // time).
   virtual Result<CompiledVariant> compile_variant(const KernelVariants& kernel, const KernelSource& source,
-                                                  const TargetOptions& options) const;
+                                                  const TargetOptions& options, CompileContext& context) const;
+  // A cache key holding what every unit of this target depends on: Kiln's version and the
+  // target's name, then `compiler` (the external compiler's identity and version). Targets add
+  // their flags, architecture and the unit's source.
+  CacheKey unit_key(std::string_view compiler) const;
 };
 
 // Adds to `diags` one error per node of `graph` that `target` cannot run (Target::supports),
@@ -131,9 +151,10 @@ Status check_supported(const Target& target, const ir::Graph& graph, Diagnostics
 
 // Compiles every kernel of the (fused, planned) graph for `target`: check_supported (nothing is
 // rendered when a node is unsupported; the Status names the first, and counts the rest), then
-// render kernel by kernel, compile, and package every variant (not with options.sources_only).
+// render every kernel, compile the distinct ones, and package every variant (not with
+// options.sources_only). Without a context: a private one, all cores and no cache.
 Result<CompiledKernels> compile_graph(const Target& target, const ir::Graph& graph, const ir::ExecutionPlan& plan,
-                                      const TargetOptions& options);
+                                      const TargetOptions& options, CompileContext* context = nullptr);
 
 // The targets compiled into this build, in the order kilnc lists them (artifact::kTargetNames').
 std::vector<std::string> available_targets();

@@ -28,6 +28,7 @@
 #include "artifact/reader.h"
 #include "runtime/device_registry.h"
 #include "runtime/session.h"
+#include "support/version.h"
 
 namespace {
 
@@ -314,7 +315,7 @@ const char* kiln_status_name(kiln_status status) {
 
 const char* kiln_last_error_message(void) { return t_last_error.c_str(); }
 
-const char* kiln_runtime_version(void) { return "0.1.0"; }
+const char* kiln_runtime_version(void) { return kiln::kVersion; }
 
 const char* kiln_dtype_name(kiln_dtype dtype) {
   std::optional<ir::DType> d = to_dtype(dtype);

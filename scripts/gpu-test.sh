@@ -14,7 +14,9 @@
 #      OpenCL devices, each against the reference interpreter);
 #   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
 #   7. bench/sass_report.py: registers, spills and instruction mix of the benchmarked kernels;
-#   8. bench/gpu_bench.py, when present, then bench/onnx_models.py (the example ONNX models).
+#   8. bench/gpu_bench.py, when present, then bench/onnx_models.py (the example ONNX models);
+#   9. (STEPS "compile" only) bench/compile_time.py on real models, cold and warm, and their load
+#      times on cuda:0 (compile/).
 # Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
 # and unit tests), cuda_checks.txt, backends.txt, examples.txt, sass.txt, summary.txt, and bench/
 # (what gpu_bench.py writes, and bench.txt, the log of both benchmark programs). Exit status 1
@@ -171,6 +173,22 @@ if wants bench && [ -f bench/gpu_bench.py ]; then
   # The example ONNX models: kilnc times per target, latency per device, onnxruntime CPU beside.
   step "bench/onnx_models.py" "$OUT/bench/bench.txt" python3 bench/onnx_models.py --build "$BUNDLE" \
     --ort-python python3
+fi
+
+# ---- 9. compile and load time (issue 15) ----
+# bench/compile_time.py on the real models (built here with seeded weights): kilnc cold and warm
+# for the cuda target, and -j1 vs -j<ncpu> byte-identity; then each model's load time on cuda:0
+# (kiln-bench: artifact read, session creation, first result) beside its steady-state latency.
+if wants compile; then
+  mkdir -p "$OUT/compile"
+  step "bench/compile_time.py" "$OUT/compile/compile.txt" python3 bench/compile_time.py --kilnc "$BIN/kilnc" \
+    --models "$WORK/compile-models" --generator-python python3 --targets cuda --no-extra-graphs \
+    --jobs-check --jobs-model resnet50 --work-dir "$WORK/compile-work" --out "$OUT/compile/compile.json"
+  for model in resnet18 resnet50 mobilenetv2 bert_encoder; do
+    step "load time $model" "$OUT/compile/load.txt" bash -c "'$BIN/kilnc' --target=cuda '$WORK/compile-models/$model.onnx' \
+      -o '$WORK/$model.kiln' && '$BIN/kiln-bench' '$WORK/$model.kiln' --device cuda:0 \
+      --json '$OUT/compile/load-$model.json'"
+  done
 fi
 
 echo "== summary"

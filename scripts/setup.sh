@@ -8,6 +8,8 @@ PACKAGES=(
   libfmt-dev doctest-dev
   flatbuffers-compiler libflatbuffers-dev
   nlohmann-json3-dev
+  # SHA-256 for the compile cache's keys (codegen/compile_cache.cpp)
+  libssl-dev
   llvm-14-tools clang libclang-rt-14-dev
   python3 python3-numpy python3-venv
   # OpenCL: headers, the ICD loader, and PoCL (OpenCL on the CPU) so tests run without a GPU

@@ -13,4 +13,7 @@ fi
 BUILD_DIR=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j2
+# The tests' kilnc runs share a compile cache in the build folder (not the user's): a second run
+# of the suite recompiles only what changed.
+export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$(cd "$BUILD_DIR" && pwd)/kiln-cache}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900

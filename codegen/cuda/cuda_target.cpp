@@ -1,14 +1,17 @@
-// The CUDA target. render gives each kernel's function as CUDA C (Dialect::kCuda); compile puts
-// all kernels of a graph into one NVRTC program (one translation unit: the helpers are compiled
-// once, the driver loads one module), compiled
+// The CUDA target. render gives each kernel's function as CUDA C (Dialect::kCuda); compile splits
+// the graph's distinct kernels, in order, into NVRTC programs of about kProgramSourceBytes of
+// kernel source each (the helpers atop each program are compiled once per program, the driver
+// loads one module per program). Each program is compiled
 //   - to PTX for compute_80 (always: newer GPUs JIT it), the "ptx" ModuleBinary (text, no NUL);
-//   - to a cubin per --gpu-arch (default sm_80, sm_90), the "cubin:sm_XX" ModuleBinary.
-// The compilations run concurrently (NVRTC programs are independent). Each KernelBinary has
-// format "module", an empty blob, entry_point = its extern "C" function, the model's args, the
-// CUDA templates' dispatch, and `gemm` when a vendor GEMM library could run it (gemm_call.h).
-// -S writes <base>.cu (the program) and <base>.ptx. The PTX is the one listing -S shows that
-// needs a compiler: with -S (TargetOptions::sources_only) compile still runs NVRTC for it, once,
-// but builds no cubin.
+//   - to a cubin per --gpu-arch (default sm_80, sm_90), the "cubin:sm_XX" ModuleBinary;
+// every (program, architecture) pair is one unit on the CompileContext's threads, read from the
+// persistent cache when it was compiled before. The split depends only on the kernels, never on
+// -j, so the artifact does not either. Each KernelBinary has format "module", an empty blob,
+// module_id = its program, entry_point = its extern "C" function, the model's args, the CUDA
+// templates' dispatch, and `gemm` when a vendor GEMM library could run it (gemm_call.h).
+// -S writes <base>.cu (every kernel in one program) and <base>.ptx. The PTX is the one listing -S
+// shows that needs a compiler: with -S (TargetOptions::sources_only) compile runs NVRTC once for
+// it, builds no cubin and uses no cache.
 //
 // An NVRTC failure on generated code is an internal error whose message holds the log and the
 // numbered source.
@@ -16,19 +19,27 @@
 
 #include <nvrtc.h>
 
-#include <future>
 #include <sstream>
 
 #include "artifact/targets.h"
 #include "codegen/c_family.h"
 #include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
+#include "support/library_identity.h"
 
 namespace kiln::codegen {
 namespace {
 
 constexpr const char* kPtxArch = "compute_80";
 const std::vector<std::string> kDefaultCubinArchs = {"sm_80", "sm_90"};
+// Kernel source per NVRTC program. Smaller programs spread over more threads but repeat the
+// per-program cost (the prelude, NVRTC's start-up); see docs/performance.md for the measurement
+// that chose it.
+constexpr size_t kProgramSourceBytes = 16 * 1024;
+// NVRTC's options besides the architecture. -default-device: the shared helpers carry no
+// __device__. No fast math: the numerics are the OpenCL dialect's (FMA contraction stays on, as
+// in every CUDA compiler's default).
+constexpr const char* kNvrtcOptions[] = {"-default-device", "--std=c++17"};
 
 std::string numbered(const std::string& source) {
   std::ostringstream out;
@@ -48,9 +59,7 @@ Result<std::vector<uint8_t>> nvrtc_compile(const std::string& source, const std:
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&program};
   const std::string arch_option = "--gpu-architecture=" + arch;
-  // -default-device: the shared helpers carry no __device__. No fast math: the numerics are
-  // the OpenCL dialect's (FMA contraction stays on, as in every CUDA compiler's default).
-  const char* options[] = {arch_option.c_str(), "-default-device", "--std=c++17"};
+  const char* options[] = {arch_option.c_str(), kNvrtcOptions[0], kNvrtcOptions[1]};
   r = nvrtcCompileProgram(program, 3, options);
   if (r != NVRTC_SUCCESS) {
     size_t log_size = 0;
@@ -82,12 +91,38 @@ Result<std::vector<uint8_t>> nvrtc_compile(const std::string& source, const std:
   return out;
 }
 
-// The NVRTC program: the prelude, then every kernel's function in kernel order.
-std::string cuda_program(const ir::Graph& graph, const std::vector<KernelVariants>& kernels) {
-  std::string program = "// Kiln CUDA program for graph " + graph.name + " (" +
-                        std::to_string(graph.kernels().size()) + " kernels)\n" + cuda_program_prelude();
-  for (const KernelVariants& kernel : kernels) program += "\n" + kernel.variants.front().text;
+// An NVRTC program: the prelude, then the given kernels' functions in order.
+std::string cuda_program(std::string_view title, const std::vector<KernelVariants>& kernels, size_t begin,
+                         size_t end) {
+  std::string program = "// Kiln CUDA program: " + std::string(title) + " (" + std::to_string(end - begin) +
+                        " kernels)\n" + cuda_program_prelude();
+  for (size_t k = begin; k < end; ++k) program += "\n" + kernels[k].variants.front().text;
   return program;
+}
+
+// [begin, end) ranges of kernels, each one NVRTC program: consecutive kernels until the program
+// holds kProgramSourceBytes of kernel source.
+std::vector<std::pair<size_t, size_t>> split_programs(const std::vector<KernelVariants>& kernels) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t begin = 0, bytes = 0;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    bytes += kernels[k].variants.front().text.size();
+    if (bytes >= kProgramSourceBytes || k + 1 == kernels.size()) {
+      ranges.emplace_back(begin, k + 1);
+      begin = k + 1;
+      bytes = 0;
+    }
+  }
+  return ranges;
+}
+
+// NVRTC's version and library, for cache keys.
+std::string nvrtc_identity() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " " +
+         loaded_library_identity(reinterpret_cast<const void*>(&nvrtcCompileProgram)) + "; options " +
+         kNvrtcOptions[0] + " " + kNvrtcOptions[1];
 }
 
 class CudaTarget final : public Target {
@@ -104,44 +139,63 @@ class CudaTarget final : public Target {
   }
 
   Result<DeviceCode> compile(const ir::Graph& graph, const std::vector<KernelVariants>& kernels,
-                             const TargetOptions& options) const override {
-    const std::string program = cuda_program(graph, kernels);
-    const bool cubins = !options.sources_only;
-    const std::vector<std::string>& archs = options.gpu_archs.empty() ? kDefaultCubinArchs : options.gpu_archs;
-    std::vector<std::future<Result<std::vector<uint8_t>>>> jobs;
-    if (cubins) {
-      for (const std::string& arch : archs)
-        jobs.push_back(std::async(std::launch::async, nvrtc_compile, std::cref(program), arch));
-    }
-    Result<std::vector<uint8_t>> ptx = nvrtc_compile(program, kPtxArch);
-    std::vector<Result<std::vector<uint8_t>>> compiled;
-    for (auto& job : jobs) compiled.push_back(job.get());  // join every job before returning
-    if (!ptx.is_ok()) return std::move(ptx).status();
+                             const TargetOptions& options, CompileContext& context) const override {
     DeviceCode out;
     out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the modules'
-    out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx).value()});
-    for (size_t i = 0; i < compiled.size(); ++i) {
-      if (!compiled[i].is_ok()) return std::move(compiled[i]).status();
-      out.modules.push_back({std::string(artifact::kCudaTarget), "cubin:" + archs[i], std::move(compiled[i]).value()});
+    if (options.sources_only) {  // -S: the PTX listing of one program
+      KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> ptx,
+                            nvrtc_compile(cuda_program("graph " + graph.name, kernels, 0, kernels.size()), kPtxArch));
+      out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx), 0});
+      return out;
+    }
+    const std::vector<std::pair<size_t, size_t>> ranges = split_programs(kernels);
+    std::vector<std::string> programs;
+    for (size_t p = 0; p < ranges.size(); ++p) {
+      programs.push_back(cuda_program("program " + std::to_string(p) + " of " + std::to_string(ranges.size()),
+                                      kernels, ranges[p].first, ranges[p].second));
+      for (size_t k = ranges[p].first; k < ranges[p].second; ++k) out.kernels[k][0].module_id = uint32_t(p);
+    }
+    std::vector<std::string> archs = {kPtxArch};
+    const std::vector<std::string>& cubins = options.gpu_archs.empty() ? kDefaultCubinArchs : options.gpu_archs;
+    archs.insert(archs.end(), cubins.begin(), cubins.end());
+
+    // Units: (program, architecture), program-major; the modules keep that order.
+    std::vector<std::vector<uint8_t>> blobs(programs.size() * archs.size());
+    KILN_RETURN_IF_ERROR(context.parallel_for("cuda NVRTC", blobs.size(), [&](size_t unit) -> Status {
+      const std::string& program = programs[unit / archs.size()];
+      const std::string& arch = archs[unit % archs.size()];
+      CacheKey key = unit_key(nvrtc_identity_);
+      key.add("arch", arch).add("source", program);
+      KILN_ASSIGN_OR_RETURN(blobs[unit], context.cached(key, [&] { return nvrtc_compile(program, arch); }));
+      return Status::ok();
+    }));
+    for (size_t unit = 0; unit < blobs.size(); ++unit) {
+      const std::string& arch = archs[unit % archs.size()];
+      out.modules.push_back({std::string(artifact::kCudaTarget), arch == kPtxArch ? "ptx" : "cubin:" + arch,
+                             std::move(blobs[unit]), uint32_t(unit / archs.size())});
     }
     return out;
   }
 
-  void package(const KernelModel& model, CompiledVariant, const TargetOptions& options,
+  void package(const KernelModel& model, CompiledVariant code, const TargetOptions& options,
                artifact::KernelBinary& record) const override {
     record.format = "module";
+    record.module_id = code.module_id;
     record.entry_point = model.entry_point;
     record.dispatch = cuda_dispatch(model);
     record.gemm = match_gemm_call(model, options.allow_tf32);
   }
 
-  // One program for the graph: <base>.cu and its PTX, <base>.ptx.
+  // -S: one program for the graph, <base>.cu, and its PTX, <base>.ptx.
   std::vector<SourceFile> source_files(const ir::Graph& graph, const std::vector<KernelVariants>& kernels,
                                        const DeviceCode& code) const override {
     const std::vector<uint8_t>& ptx = code.modules.front().blob;
-    return {{std::string(source_suffix()), "", cuda_program(graph, kernels)},
+    return {{std::string(source_suffix()), "", cuda_program("graph " + graph.name, kernels, 0, kernels.size())},
             {std::string(listing_suffix()), "", std::string(ptx.begin(), ptx.end())}};
   }
+
+ private:
+  const std::string nvrtc_identity_ = nvrtc_identity();
 };
 
 }  // namespace

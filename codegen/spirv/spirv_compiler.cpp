@@ -6,10 +6,13 @@
 #include "codegen/spirv/spirv_compiler.h"
 
 #include <shaderc/shaderc.hpp>
+#include <spirv-tools/libspirv.h>
 #include <spirv-tools/libspirv.hpp>
 #include <spirv-tools/optimizer.hpp>
 
 #include <sstream>
+
+#include "support/library_identity.h"
 
 namespace kiln::codegen::spirv {
 namespace {
@@ -64,6 +67,14 @@ Status validate(const std::vector<uint32_t>& words, const std::string& stage,
 }
 
 }  // namespace
+
+std::string compiler_identity() {
+  // Bump the recipe's name when the options or passes below change.
+  return "shaderc " + loaded_library_identity(reinterpret_cast<const void*>(&shaderc_compiler_initialize)) +
+         "; SPIRV-Tools " + spvSoftwareVersionDetailsString() + " " +
+         loaded_library_identity(reinterpret_cast<const void*>(&spvSoftwareVersionDetailsString)) +
+         "; recipe vulkan1.1/spirv1.3, shaderc -O0, validate, performance passes, validate (v1)";
+}
 
 Result<SpirvModule> compile_glsl_compute(const std::string& glsl, const std::string& name,
                                          bool optimize, bool want_disassembly) {

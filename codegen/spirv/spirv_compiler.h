@@ -22,4 +22,9 @@ struct SpirvModule {
 Result<SpirvModule> compile_glsl_compute(const std::string& glsl, const std::string& name,
                                          bool optimize, bool want_disassembly);
 
+// Everything about this compiler that changes its output, for compile-cache keys: the shaderc and
+// SPIRV-Tools builds (library identity, SPIRV-Tools' version), the target environment and the
+// optimization recipe.
+std::string compiler_identity();
+
 }  // namespace kiln::codegen::spirv

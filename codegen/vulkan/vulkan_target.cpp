@@ -51,19 +51,39 @@ class VulkanTarget final : public Target {
   }
 
  protected:
+  // A unit is one variant's shader: its SPIR-V words come from the cache when this GLSL was
+  // compiled before with the same compiler and optimization level. -S also wants the
+  // disassembly, and compiles without the cache.
   Result<CompiledVariant> compile_variant(const KernelVariants& kernel, const KernelSource& source,
-                                          const TargetOptions& options) const override {
-    KILN_ASSIGN_OR_RETURN(spirv::SpirvModule module,
-                          spirv::compile_glsl_compute(source.text, kernel.model.kernel->name, options.opt_level > 0,
-                                                      /*want_disassembly=*/true));
+                                          const TargetOptions& options, CompileContext& context) const override {
+    const bool optimize = options.opt_level > 0;
+    auto compile = [&](bool want_disassembly) {
+      return spirv::compile_glsl_compute(source.text, kernel.model.kernel->name, optimize, want_disassembly);
+    };
     CompiledVariant out;
-    out.blob.resize(module.words.size() * sizeof(uint32_t));
-    if (!module.words.empty()) std::memcpy(out.blob.data(), module.words.data(), out.blob.size());
-    out.listing = std::move(module.disassembly);
+    if (options.sources_only) {
+      KILN_ASSIGN_OR_RETURN(spirv::SpirvModule module, compile(/*want_disassembly=*/true));
+      out.blob = words_to_bytes(module.words);
+      out.listing = std::move(module.disassembly);
+      return out;
+    }
+    CacheKey key = unit_key(compiler_identity_);
+    key.add("optimize", optimize ? "1" : "0").add("source", source.text);
+    KILN_ASSIGN_OR_RETURN(out.blob, context.cached(key, [&]() -> Result<std::vector<uint8_t>> {
+      KILN_ASSIGN_OR_RETURN(spirv::SpirvModule module, compile(/*want_disassembly=*/false));
+      return words_to_bytes(module.words);
+    }));
     return out;
   }
 
  private:
+  const std::string compiler_identity_ = spirv::compiler_identity();
+
+  static std::vector<uint8_t> words_to_bytes(const std::vector<uint32_t>& words) {
+    std::vector<uint8_t> bytes(words.size() * sizeof(uint32_t));
+    if (!words.empty()) std::memcpy(bytes.data(), words.data(), bytes.size());
+    return bytes;
+  }
   static bool needs_feature(const RenderedKernel& rendered, const char* feature) {
     for (const std::string& f : rendered.required_features)
       if (f == feature) return true;

@@ -310,21 +310,21 @@ Status check_import_size(const Importer& im, const ir::Shape& shape, std::string
 
 // ---- the driver -------------------------------------------------------------------------
 
-Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std::string& filename,
-                                    const std::string& base_dir, Diagnostics& diags,
-                                    const ImportOptions& options) {
+namespace {
+
+constexpr const char* kTooLarge = "the model is larger than 2 GiB; keep large weights in external data files";
+constexpr const char* kMalformed = "not a valid ONNX model (malformed or truncated protobuf)";
+
+Result<ir::Graph> report(Diagnostics& diags, const std::string& filename, const Status& s) {
+  diags.error(SourceLoc{filename, 0, 0}, s.message());
+  return s;
+}
+
+// The parsed model -> IR. Takes the initializers' bytes out of `model` (no copy).
+Result<ir::Graph> import_model(onnx::ModelProto& model, const std::string& filename, const std::string& base_dir,
+                               Diagnostics& diags, const ImportOptions& options) {
   const SourceLoc file_loc{filename, 0, 0};
-  auto fail = [&](const Status& s) -> Result<ir::Graph> {
-    diags.error(file_loc, s.message());
-    return s;
-  };
-  if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
-    return fail(corrupt("the model is larger than 2 GiB; keep large weights in external data files"));
-  }
-  onnx::ModelProto model;
-  if (!model.ParseFromArray(bytes.data(), int(bytes.size()))) {
-    return fail(corrupt("not a valid ONNX model (malformed or truncated protobuf)"));
-  }
+  auto fail = [&](const Status& s) -> Result<ir::Graph> { return report(diags, filename, s); };
   if (!model.has_graph()) return fail(corrupt("the model has no graph"));
   int64_t opset = -1;
   for (const auto& op : model.opset_import()) {
@@ -340,8 +340,8 @@ Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std:
   im.graph.name = im.kiln_name(g.name().empty() ? "model" : g.name());
 
   // Initializers first (older exporters also list them as graph inputs).
-  for (const auto& init : g.initializer()) {
-    Result<ir::Tensor> t = tensor_from_proto(init, base_dir);
+  for (onnx::TensorProto& init : *model.mutable_graph()->mutable_initializer()) {
+    Result<ir::Tensor> t = take_tensor_from_proto(init, base_dir);
     if (!t.is_ok()) {
       diags.error(file_loc, "initializer '" + init.name() + "': " + t.status().message());
       continue;
@@ -461,16 +461,34 @@ Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std:
   return std::move(im.graph);
 }
 
+}  // namespace
+
+Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std::string& filename,
+                                    const std::string& base_dir, Diagnostics& diags,
+                                    const ImportOptions& options) {
+  if (bytes.size() > size_t(std::numeric_limits<int>::max())) return report(diags, filename, corrupt(kTooLarge));
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), int(bytes.size()))) return report(diags, filename, corrupt(kMalformed));
+  return import_model(model, filename, base_dir, diags, options);
+}
+
 Result<ir::Graph> import_onnx_file(const std::string& path, Diagnostics& diags, const ImportOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     diags.error(SourceLoc{path, 0, 0}, "cannot open the file");
     return not_found("cannot open '" + path + "'");
   }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Parsed straight from the file: the model's bytes are held once, in the parsed model, whose
+  // initializers the IR then takes over.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > std::streamoff(std::numeric_limits<int>::max())) return report(diags, path, corrupt(kTooLarge));
+  onnx::ModelProto model;
+  if (size < 0 || !model.ParseFromIstream(&in)) return report(diags, path, corrupt(kMalformed));
   std::string base_dir = std::filesystem::path(path).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
-  return import_onnx_bytes(std::as_bytes(std::span(data.data(), data.size())), path, base_dir, diags, options);
+  return import_model(model, path, base_dir, diags, options);
 }
 
 }  // namespace kiln::onnx_import

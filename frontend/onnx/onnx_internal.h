@@ -38,6 +38,9 @@ std::optional<ir::DType> dtype_from_onnx(int32_t onnx_type);
 const char* onnx_type_name(int32_t onnx_type);
 // TensorProto -> Tensor; external data is read relative to base_dir (refused when empty).
 Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);
+// The same, but takes the proto's raw_data without copying it (the tensor views the released
+// bytes): large initializers are held once in memory.
+Result<ir::Tensor> take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir);
 
 class Importer {
  public:

@@ -104,12 +104,10 @@ const char* onnx_type_name(int32_t t) {
   return "an unknown type";
 }
 
-Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir) {
-  const std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
-  if (!dtype) {
-    return unsupported("tensor '" + proto.name() + "' has element type " + onnx_type_name(proto.data_type()) +
-                       ", which Kiln does not support");
-  }
+namespace {
+
+// The proto's dims, checked: none negative, the element count and byte size within limits.
+Result<std::vector<int64_t>> checked_shape(const onnx::TensorProto& proto, DType dtype) {
   std::vector<int64_t> shape;
   int64_t numel = 1;
   for (int64_t d : proto.dims()) {
@@ -119,9 +117,42 @@ Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::
     }
     shape.push_back(d);
   }
-  const size_t elem = ir::dtype_size(*dtype);
-  if (numel * int64_t(elem) > kMaxTensorBytes) return corrupt("tensor '" + proto.name() + "' is too large");
-  const size_t want_bytes = size_t(numel) * elem;
+  if (numel * int64_t(ir::dtype_size(dtype)) > kMaxTensorBytes) return corrupt("tensor '" + proto.name() + "' is too large");
+  return shape;
+}
+
+// The byte size of a checked shape.
+size_t byte_size(const std::vector<int64_t>& shape, DType dtype) {
+  size_t n = ir::dtype_size(dtype);
+  for (int64_t d : shape) n *= size_t(d);
+  return n;
+}
+
+}  // namespace
+
+Result<ir::Tensor> take_tensor_from_proto(onnx::TensorProto& proto, const std::string& base_dir) {
+  const std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype || proto.data_location() == onnx::TensorProto::EXTERNAL || !proto.has_raw_data() ||
+      proto.raw_data().empty())
+    return tensor_from_proto(proto, base_dir);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, checked_shape(proto, *dtype));
+  if (proto.raw_data().size() != byte_size(shape, *dtype))
+    return tensor_from_proto(proto, base_dir);  // its error
+  // The tensor views the released string (heap storage: aligned for every dtype).
+  std::shared_ptr<const std::string> bytes(proto.release_raw_data());
+  const std::byte* data = reinterpret_cast<const std::byte*>(bytes->data());
+  return ir::Tensor::view(*dtype, std::move(shape), data, std::move(bytes));
+}
+
+Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir) {
+  const std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
+  if (!dtype) {
+    return unsupported("tensor '" + proto.name() + "' has element type " + onnx_type_name(proto.data_type()) +
+                       ", which Kiln does not support");
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, checked_shape(proto, *dtype));
+  const size_t want_bytes = byte_size(shape, *dtype);
+  const int64_t numel = int64_t(want_bytes / ir::dtype_size(*dtype));
 
   std::string external;
   const std::string* raw = nullptr;

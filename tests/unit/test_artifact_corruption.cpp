@@ -168,6 +168,17 @@ TEST_CASE("artifact modules: PTX/cubin modules and GEMM calls round-trip") {
   CHECK(r->modules == options.modules);
   CHECK(r->kernels == options.kernels);
   CHECK(r->targets() == std::vector<std::string>{"cuda"});
+
+  // Several modules (NVRTC programs), each kernel in its own: ids round-trip, and one format may
+  // appear once per module.
+  artifact::WriteOptions split = module_options();
+  const std::string ptx1 = "//\n.version 8.0\n.target sm_80\n.visible .entry k_reduce_sum_1()\n{ ret; }\n";
+  split.modules.push_back({"cuda", "ptx", std::vector<uint8_t>(ptx1.begin(), ptx1.end()), 1});
+  split.kernels[1].module_id = 1;
+  r = read_bytes(write_or_fail(model.graph, model.plan, split));
+  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  CHECK(r->modules == split.modules);
+  CHECK(r->kernels == split.kernels);
 }
 
 TEST_CASE("artifact modules: the writer refuses inconsistent modules and GEMM calls") {
@@ -179,7 +190,10 @@ TEST_CASE("artifact modules: the writer refuses inconsistent modules and GEMM ca
   };
   artifact::WriteOptions o = module_options();
   o.modules.clear();
-  refused(o, "has none");
+  refused(o, "has no such module");
+  o = module_options();
+  o.kernels[1].module_id = 1;
+  refused(o, "lives in module 1, but target 'cuda' has no such module");
   o = module_options();
   o.modules[1].format = "cubin:sm_";
   refused(o, "unknown format");
@@ -250,7 +264,9 @@ TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear e
     ++loaded;
     // What loads is consistent: module kernels have a module, GEMM calls index buffer args.
     for (const artifact::KernelBinary& k : r->kernels) {
-      if (k.format == "module") CHECK_FALSE(r->modules.empty());
+      if (k.format == "module")
+        CHECK(std::any_of(r->modules.begin(), r->modules.end(),
+                          [&](const artifact::ModuleBinary& m) { return m.id == k.module_id; }));
       if (k.gemm) CHECK(artifact::check_gemm_call(*k.gemm, k.args).is_ok());
     }
   }

@@ -261,6 +261,57 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   CHECK(loaded->modules == compiled->modules);
   CHECK(loaded->kernels == compiled->kernels);
 }
+
+TEST_CASE("cuda target: a large graph is split into several NVRTC programs; each kernel names its module") {
+  // 48 reductions of rows of different lengths: distinct kernels (the lengths are literals in
+  // their code), more source than one program holds.
+  std::string inputs, outputs, body;
+  for (int i = 0; i < 48; ++i) {
+    const std::string n = std::to_string(i);
+    inputs += std::string(i ? ", " : "") + "x" + n + ": f32[16, " + std::to_string(64 + i) + "]";
+    outputs += std::string(i ? ", " : "") + "s" + n + ": f32[16]";
+    body += "  s" + n + " = reduce_max(tanh(x" + n + "), axes=[1])\n";
+  }
+  Compiled c = compile("graph g(" + inputs + ") -> (" + outputs + ") {\n" + body + "}\n");
+  REQUIRE(c.graph.kernels().size() == 48);
+  Result<std::unique_ptr<codegen::Target>> target = codegen::create_target("cuda");
+  REQUIRE(target.is_ok());
+  codegen::TargetOptions options;
+  options.gpu_archs = {"sm_90"};
+  Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**target, c.graph, c.plan, options);
+  REQUIRE_MESSAGE(compiled.is_ok(), compiled.status().to_string());
+  CHECK(compiled->compiled_kernel_count == 48);
+  // Two formats per program, program-major.
+  REQUIRE(compiled->modules.size() % 2 == 0);
+  const uint32_t programs = uint32_t(compiled->modules.size() / 2);
+  CHECK(programs > 1);
+  for (uint32_t p = 0; p < programs; ++p) {
+    CHECK(compiled->modules[2 * p].id == p);
+    CHECK(compiled->modules[2 * p].format == "ptx");
+    CHECK(compiled->modules[2 * p + 1].id == p);
+    CHECK(compiled->modules[2 * p + 1].format == "cubin:sm_90");
+  }
+  std::vector<int> kernels_per_program(programs);
+  for (const artifact::KernelBinary& k : compiled->kernels) {
+    REQUIRE(k.module_id < programs);
+    ++kernels_per_program[k.module_id];
+    const std::vector<uint8_t>& blob = compiled->modules[2 * k.module_id].blob;
+    CHECK(has(std::string(blob.begin(), blob.end()), ".entry " + k.entry_point + "("));
+  }
+  for (uint32_t p = 0; p < programs; ++p) CHECK(kernels_per_program[p] > 0);
+
+  // The artifact keeps the module ids.
+  artifact::WriteOptions write;
+  write.kernels = compiled->kernels;
+  write.modules = compiled->modules;
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(c.graph, c.plan, write);
+  REQUIRE(bytes.is_ok());
+  Result<artifact::LoadedArtifact> loaded =
+      artifact::read_artifact(std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value()));
+  REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().to_string());
+  CHECK(loaded->modules == compiled->modules);
+  CHECK(loaded->kernels == compiled->kernels);
+}
 #endif
 
 TEST_CASE("cuda dialect: short rows of run-time length take a warp each; f16 rows move 16-byte vectors") {

@@ -226,7 +226,13 @@ TEST_CASE("vulkan fallback: kernels with 1- and 2-byte buffers also get a word-s
   // extension, and writes sub-word elements with atomics.
   // Only the add kernel writes a small buffer (y: f16); the argmax writes i64 and only reads u8.
   int word_sources = 0, with_atomics = 0;
-  for (const codegen::SourceFile& f : c.vulkan.sources) {
+  Result<std::unique_ptr<codegen::Target>> target = codegen::create_target("vulkan");
+  REQUIRE(target.is_ok());
+  codegen::TargetOptions sources_only;
+  sources_only.sources_only = true;
+  Result<codegen::CompiledKernels> sources = codegen::compile_graph(**target, c.graph, c.plan, sources_only);
+  REQUIRE_MESSAGE(sources.is_ok(), sources.status().message());
+  for (const codegen::SourceFile& f : sources->sources) {
     if (f.suffix != ".words.comp") continue;
     ++word_sources;
     CAPTURE(f.text);

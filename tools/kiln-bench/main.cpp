@@ -477,21 +477,30 @@ class Bench {
   }
 
   int run() {
+    // Load time: reading the artifact, creating the session (modules, programs, constants),
+    // binding buffers and the first run, each timed; their sum is the time to the first result.
+    const Clock::time_point load_start = Clock::now();
     check(kiln_artifact_load_file(opt_.artifact.c_str(), &artifact_), "loading " + opt_.artifact);
+    artifact_load_ms_ = ms(Clock::now() - load_start);
+    const Clock::time_point session_start = Clock::now();
     check(kiln_session_create(artifact_, opt_.device.empty() ? nullptr : opt_.device.c_str(), &session_),
           "creating a session on " + (opt_.device.empty() ? std::string("the default device") : opt_.device));
+    session_create_ms_ = ms(Clock::now() - session_start);
     const char* id = nullptr;
     check(kiln_session_device_id(session_, &id), "kiln_session_device_id");
     device_id_ = id;
     describe_device();
     if (!opt_.dump_dir.empty()) std::filesystem::create_directories(opt_.dump_dir);
+    const Clock::time_point bind_start = Clock::now();
     bind_inputs();
     bind_outputs();
+    bind_ms_ = ms(Clock::now() - bind_start);
 
     // First run: poisoned outputs, then (optionally) dumped for a correctness check elsewhere.
     const Clock::time_point first_start = Clock::now();
     run_once();
     first_run_ms_ = ms(Clock::now() - first_start);
+    first_result_ms_ = ms(Clock::now() - load_start);
     if (!opt_.dump_dir.empty()) dump();
 
     warm_up();
@@ -696,6 +705,9 @@ class Bench {
     for (const auto& t : outputs_)
       std::printf("output %-16s %s%s  (device buffer)\n", t.name.c_str(), kiln_dtype_name(t.dtype),
                   dims_text(t.dims).c_str());
+    std::printf("load: artifact %.3f ms, session %.3f ms, buffers %.3f ms, first run %.3f ms: first result after "
+                "%.3f ms\n",
+                artifact_load_ms_, session_create_ms_, bind_ms_, first_run_ms_, first_result_ms_);
     std::printf("first run %.3f ms; %lld warm-up runs; %lld reps x %lld runs (%s)\n", first_run_ms_,
                 (long long)warmup_runs_done_, (long long)opt_.reps, (long long)runs_per_rep_,
                 opt_.sync ? "kiln_session_run" : "run_async + event wait");
@@ -733,7 +745,10 @@ class Bench {
         << kiln_dtype_name(outputs_[i].dtype) << "\", \"shape\": " << json_dims(outputs_[i].dims)
         << ", \"bytes\": " << outputs_[i].bytes << "}";
     j << "],\n  \"run_call\": \"" << (opt_.sync ? "kiln_session_run" : "kiln_session_run_async+kiln_event_wait")
-      << "\",\n  \"first_run_ms\": " << json_number(first_run_ms_) << ",\n  \"warmup_runs\": " << warmup_runs_done_
+      << "\",\n  \"artifact_load_ms\": " << json_number(artifact_load_ms_)
+      << ",\n  \"session_create_ms\": " << json_number(session_create_ms_)
+      << ",\n  \"bind_ms\": " << json_number(bind_ms_) << ",\n  \"first_result_ms\": " << json_number(first_result_ms_)
+      << ",\n  \"first_run_ms\": " << json_number(first_run_ms_) << ",\n  \"warmup_runs\": " << warmup_runs_done_
       << ",\n  \"reps\": " << opt_.reps << ",\n  \"runs_per_rep\": " << runs_per_rep_
       << ",\n  \"median_ms\": " << json_number(median_of(per_run_ms_))
       << ",\n  \"min_ms\": " << json_number(percentile_of(per_run_ms_, 0))
@@ -768,6 +783,7 @@ class Bench {
   std::string device_id_, device_description_;
   std::map<std::string, int64_t> symbols_;
   std::vector<BoundTensor> inputs_, outputs_;
+  double artifact_load_ms_ = 0, session_create_ms_ = 0, bind_ms_ = 0, first_result_ms_ = 0;
   double first_run_ms_ = 0;
   int64_t warmup_runs_done_ = 0;
   int64_t runs_per_rep_ = 1;

@@ -17,6 +17,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/session.h"
 #include "tools/kiln-run/inputs.h"
+#include "support/version.h"
 #include "tools/kiln-run/options.h"
 #include "tools/kiln-run/report.h"
 
@@ -24,8 +25,6 @@ namespace {
 
 using kiln::ErrorCode;
 using kiln::Status;
-
-constexpr const char* kVersion = "0.1.0";
 
 int exit_code_for(const Status& status) { return status.code() == ErrorCode::kInternal ? 2 : 1; }
 
@@ -119,7 +118,7 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   if (opts.version) {
-    std::printf("kiln-run %s (artifact format version %u)\n", kVersion,
+    std::printf("kiln-run %s (artifact format version %u)\n", kiln::kVersion,
                 kiln::artifact::kFormatVersion);
     return 0;
   }

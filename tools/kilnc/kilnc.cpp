@@ -3,9 +3,12 @@
 //
 // Exit status: 0 success, 1 user error (bad input, bad option, unsupported feature),
 // 2 internal error.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -24,6 +27,7 @@
 #endif
 #include "ir/printer.h"
 #include "passes/pipeline.h"
+#include "support/version.h"
 
 namespace {
 
@@ -50,7 +54,14 @@ options:
   --gpu-arch=sm_XX[,..]    CUDA architectures for cubin (needs the cuda target; default
                            sm_80,sm_90); PTX for compute_80 is always embedded too
   --allow-tf32             f32 matmuls run by cuBLASLt may use TF32 tensor cores (cuda)
-  -ftime-report            per-pass and per-stage compile times on stderr
+  -j N, --jobs=N           compile kernels on N threads (default: every core); the output
+                           is the same for every N
+  --no-cache               neither read nor write the compile cache (kernels compiled
+                           before are kept in $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+                           ~/.cache/kiln, bounded by $KILN_CACHE_MAX_SIZE, default 1G)
+  -ftime-report, --time-passes
+                           per-pass and per-phase compile times, kernel and cache counts on
+                           stderr
   -v                       say what is being done
   --help                   show this help
   --version                show the version and the targets this build has
@@ -70,6 +81,8 @@ struct Options {
   std::optional<std::vector<std::string>> targets;
   std::vector<std::string> gpu_archs;
   bool allow_tf32 = false;
+  int jobs = 0;  // 0: every core
+  bool use_cache = true;
   kiln::passes::PipelineOptions pipeline;
   bool list_passes = false;
   bool verbose = false;
@@ -127,7 +140,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
     } else if (arg == "--version") {
       const std::string missing = kiln::codegen::unavailable_targets_note();
       // Missing targets go on their own line: scripts read the "targets:" line as a list.
-      std::cout << "kilnc (Kiln) 0.1.0\ntargets: " << join(kBuildTargets) << "\n"
+      std::cout << "kilnc (Kiln) " << kiln::kVersion << "\ntargets: " << join(kBuildTargets) << "\n"
                 << (missing.empty() ? "" : "not built: " + missing + "\n");
       std::exit(0);
     } else if (arg == "-o") {
@@ -169,7 +182,19 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       for (const std::string& p : split_commas(*v)) opts.pipeline.print_after.push_back(p);
     } else if (arg == "--list-passes") {
       opts.list_passes = true;
-    } else if (arg == "-ftime-report") {
+    } else if (arg.substr(0, 2) == "-j" || value_of("--jobs=")) {
+      std::string text;
+      if (arg == "-j") text = i + 1 < argc ? argv[++i] : "";
+      else if (arg.substr(0, 2) == "-j") text = arg.substr(2);
+      else text = *value_of("--jobs=");
+      char* end = nullptr;
+      const long n = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || n < 1 || n > 1024)
+        return UsageError{"-j needs a number of threads from 1 to 1024, not '" + text + "'"};
+      opts.jobs = int(n);
+    } else if (arg == "--no-cache") {
+      opts.use_cache = false;
+    } else if (arg == "-ftime-report" || arg == "--time-passes") {
       opts.pipeline.time_report = true;
     } else if (arg == "-v") {
       opts.verbose = true;
@@ -289,6 +314,7 @@ Staged<std::vector<kiln::codegen::CompiledKernels>> generate_code(const Options&
                                                                   const std::vector<std::string>& target_names,
                                                                   const kiln::ir::Graph& graph,
                                                                   const kiln::ir::ExecutionPlan& plan,
+                                                                  kiln::codegen::CompileContext& context,
                                                                   std::ostream& log) {
   using Out = Staged<std::vector<kiln::codegen::CompiledKernels>>;
   std::vector<std::unique_ptr<kiln::codegen::Target>> targets;
@@ -313,7 +339,7 @@ Staged<std::vector<kiln::codegen::CompiledKernels>> generate_code(const Options&
   for (const std::unique_ptr<kiln::codegen::Target>& target : targets) {
     if (opts.verbose) log << "kilnc: generating " << target->name() << " kernels\n";
     kiln::Result<kiln::codegen::CompiledKernels> compiled =
-        kiln::codegen::compile_graph(*target, graph, plan, target_options);
+        kiln::codegen::compile_graph(*target, graph, plan, target_options, &context);
     if (!compiled.is_ok()) return Out{std::nullopt, fail(compiled.status())};
     results.push_back(std::move(compiled).value());
   }
@@ -344,10 +370,10 @@ int write_source_files(const Options& opts, const std::vector<kiln::codegen::Com
   return 0;
 }
 
-// Stage 4: the bytes of the --emit form (code generation's results are consumed by kiln).
+// Stage 4: the bytes of a text --emit form (ir, dot, plan, kernels).
 kiln::Result<std::string> render_output(const Options& opts, const kiln::ir::Graph& graph,
                                         const kiln::ir::ExecutionPlan& plan,
-                                        std::vector<kiln::codegen::CompiledKernels>& results) {
+                                        const std::vector<kiln::codegen::CompiledKernels>& results) {
   std::string bytes;
   switch (opts.emit) {
     case EmitKind::kIr: bytes = kiln::ir::print_graph(graph); break;
@@ -362,38 +388,97 @@ kiln::Result<std::string> render_output(const Options& opts, const kiln::ir::Gra
         }
       }
       break;
-    case EmitKind::kKiln: {
-      kiln::artifact::WriteOptions write_options;
-      write_options.producer = "kilnc 0.1.0";
-      for (kiln::codegen::CompiledKernels& compiled : results) {
-        for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
-        for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
-      }
-      KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> artifact, kiln::artifact::write_artifact(graph, plan, write_options));
-      bytes.assign(reinterpret_cast<const char*>(artifact.data()), artifact.size());
-      break;
-    }
+    case EmitKind::kKiln: break;  // write_artifact_output
   }
   return bytes;
+}
+
+// The artifact, written from the serializer's buffer straight to the output (no second copy of
+// the weights in memory). Code generation's results are consumed.
+kiln::Status write_artifact_output(const std::string& path, const kiln::ir::Graph& graph,
+                                   const kiln::ir::ExecutionPlan& plan,
+                                   std::vector<kiln::codegen::CompiledKernels>& results) {
+  kiln::artifact::WriteOptions write_options;
+  write_options.producer = std::string("kilnc ") + kiln::kVersion;
+  for (kiln::codegen::CompiledKernels& compiled : results) {
+    for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
+    for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
+  }
+  return kiln::artifact::write_artifact_file(path, graph, plan, write_options);
 }
 
 struct StageTimes {
   double parse = 0, passes = 0, codegen = 0, output = 0, total = 0;
 };
 
-void print_time_report(const StageTimes& t, std::ostream& log) {
-  char line[160];
-  log << "===- kilnc stage times -===\n";
-  const std::pair<const char*, double> rows[] = {{"parse", t.parse},
-                                                 {"passes + planning", t.passes},
-                                                 {"codegen", t.codegen},
-                                                 {"output", t.output},
-                                                 {"total", t.total}};
-  for (const auto& [label, seconds] : rows) {
-    std::snprintf(line, sizeof line, "  %-24s %10.3f ms\n", label, seconds * 1e3);
+// -ftime-report: the phases, then per target its kernels, render and device-compile times, then
+// the compile cache's counts.
+void print_time_report(const StageTimes& t, const std::vector<std::string>& target_names,
+                       const std::vector<kiln::codegen::CompiledKernels>& results,
+                       const kiln::codegen::CompileContext& context, std::ostream& log) {
+  char line[200];
+  auto row = [&](const std::string& label, double seconds, const std::string& note = "") {
+    std::snprintf(line, sizeof line, "  %-28s %10.3f ms%s\n", label.c_str(), seconds * 1e3, note.c_str());
     log << line;
+  };
+  log << "===- kilnc phase times (" << context.jobs() << " threads) -===\n";
+  row("import", t.parse);
+  row("passes + planning", t.passes);
+  row("code generation", t.codegen);
+  for (size_t i = 0; i < results.size() && i < target_names.size(); ++i) {
+    const kiln::codegen::CompiledKernels& r = results[i];
+    const std::string kernels = "   " + std::to_string(r.kernel_count) + " kernels, " +
+                                std::to_string(r.compiled_kernel_count) + " compiled (the rest share their code)";
+    row("  " + target_names[i] + " render", r.render_seconds, kernels);
+    row("  " + target_names[i] + " device compile", r.compile_seconds);
+  }
+  row("write", t.output);
+  row("total", t.total);
+  const kiln::codegen::CompileCounts counts = context.counts();
+  if (const kiln::codegen::CompileCache* cache = context.cache()) {
+    log << "  compile cache: " << counts.cache_hits << " hits, " << counts.cache_misses << " misses of "
+        << counts.units << " units (" << cache->dir() << ")\n";
+  } else {
+    log << "  compile cache: off, " << counts.units << " units compiled\n";
   }
 }
+
+// The compile cache kilnc uses, or null: --no-cache, or a cache that cannot be opened (a
+// warning: the cache only saves time).
+std::unique_ptr<kiln::codegen::CompileCache> open_cache(const Options& opts, std::ostream& log) {
+  if (!opts.use_cache) return nullptr;
+  kiln::Result<std::unique_ptr<kiln::codegen::CompileCache>> cache = kiln::codegen::CompileCache::open_default();
+  if (!cache.is_ok()) {
+    log << "kilnc: warning: compiling without the compile cache: " << cache.status().message() << "\n";
+    return nullptr;
+  }
+  if (opts.verbose) log << "kilnc: compile cache in " << (*cache)->dir() << "\n";
+  return std::move(cache).value();
+}
+
+// Progress on a terminal for compiles longer than a couple of seconds: one line, rewritten in
+// place and erased when its phase ends, so messages never land on it. Nothing when stderr is
+// not a terminal (logs, CI). Called under CompileContext's progress lock.
+class Progress {
+ public:
+  explicit Progress(std::ostream& log) : log_(log), enabled_(isatty(STDERR_FILENO) == 1) {}
+  void update(std::string_view label, size_t done, size_t total) {
+    if (!enabled_ || std::chrono::steady_clock::now() - start_ < std::chrono::seconds(2)) return;
+    if (done == total) {
+      if (shown_) log_ << "\r\033[K" << std::flush;
+      shown_ = false;
+      return;
+    }
+    shown_ = true;
+    log_ << "\r\033[Kkilnc: " << label << " " << done << "/" << total << std::flush;
+  }
+
+ private:
+  std::ostream& log_;
+  const bool enabled_;
+  bool shown_ = false;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 
 int run(int argc, char** argv) {
   Options opts;
@@ -438,28 +523,41 @@ int run(int argc, char** argv) {
   // 3. Code generation, for the forms that carry kernels.
   stage_start = std::chrono::steady_clock::now();
   std::vector<kiln::codegen::CompiledKernels> codegen_results;
-  if (opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln) {
+  const bool generates_code = opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln;
+  std::unique_ptr<kiln::codegen::CompileCache> cache = generates_code ? open_cache(opts, log) : nullptr;
+  Progress progress(log);
+  kiln::codegen::CompileContext context(opts.jobs, cache.get(), [&](std::string_view label, size_t done, size_t total) {
+    progress.update(label, done, total);
+  });
+  if (generates_code) {
     Staged<std::vector<kiln::codegen::CompiledKernels>> generated =
-        generate_code(opts, *targets.value, *graph.value, *plan, log);
+        generate_code(opts, *targets.value, *graph.value, *plan, context, log);
     if (!generated.value) return generated.exit_code;
     codegen_results = std::move(*generated.value);
   }
+  if (cache) cache->trim();
   times.codegen = seconds_since(stage_start);
   if (opts.emit_sources) return write_source_files(opts, codegen_results, log);
 
   // 4. Output.
   stage_start = std::chrono::steady_clock::now();
-  kiln::Result<std::string> bytes = render_output(opts, *graph.value, *plan, codegen_results);
-  if (!bytes.is_ok()) return fail(bytes.status());
   const std::string out_path = opts.output.value_or(default_output(opts));
-  if (opts.verbose) log << "kilnc: writing " << bytes->size() << " bytes to " << out_path << "\n";
-  if (!write_output(out_path, *bytes)) {
-    std::cerr << "kilnc: error: cannot write '" << out_path << "'\n";
-    return 1;
+  if (opts.emit == EmitKind::kKiln) {
+    if (opts.verbose) log << "kilnc: writing the artifact to " << out_path << "\n";
+    kiln::Status written = write_artifact_output(out_path, *graph.value, *plan, codegen_results);
+    if (!written.is_ok()) return fail(written);
+  } else {
+    kiln::Result<std::string> bytes = render_output(opts, *graph.value, *plan, codegen_results);
+    if (!bytes.is_ok()) return fail(bytes.status());
+    if (opts.verbose) log << "kilnc: writing " << bytes->size() << " bytes to " << out_path << "\n";
+    if (!write_output(out_path, *bytes)) {
+      std::cerr << "kilnc: error: cannot write '" << out_path << "'\n";
+      return 1;
+    }
   }
   times.output = seconds_since(stage_start);
   times.total = seconds_since(total_start);
-  if (opts.pipeline.time_report) print_time_report(times, log);
+  if (opts.pipeline.time_report) print_time_report(times, *targets.value, codegen_results, context, log);
   return 0;
 }
 

@@ -1,5 +1,5 @@
-// CudaProgram: loads the artifact's CUDA module on one device (the cubin of the device's exact
-// architecture, else the PTX through the driver's JIT), looks up every kernel's function, sizes
+// CudaProgram: loads the artifact's CUDA modules on one device (each from the cubin of the
+// device's exact architecture, else from the PTX through the driver's JIT), looks up every kernel's function, sizes
 // its grid from the occupancy API, and uploads the constants once.
 #include <algorithm>
 #include <atomic>
@@ -33,7 +33,8 @@ CudaProgram::CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::Loa
 CudaProgram::~CudaProgram() {
   ScopedContext current(device_.api(), device_.context());
   constants_.clear();
-  if (module_) device_.api().cuModuleUnload(module_);
+  for (auto& [id, loaded] : modules_)
+    if (loaded.module) device_.api().cuModuleUnload(loaded.module);
 }
 
 Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
@@ -67,55 +68,67 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
                          " that its plan launches");
   ScopedContext current(device.api(), device.context());
   KILN_RETURN_IF_ERROR(current.status());
-  KILN_RETURN_IF_ERROR(program->load_module());
+  KILN_RETURN_IF_ERROR(program->load_modules());
   KILN_RETURN_IF_ERROR(program->load_functions());
   KILN_RETURN_IF_ERROR(program->upload_constants());
   return program;
 }
 
-Status CudaProgram::load_module() {
+Status CudaProgram::load_modules() {
+  // Only the modules that hold a kernel this program runs.
+  for (auto& [index, kernel] : kernels_) {
+    const uint32_t id = kernel.binary->module_id;
+    if (modules_.count(id)) continue;
+    KILN_RETURN_IF_ERROR(load_module(id, modules_[id]));
+  }
+  return Status::ok();
+}
+
+Status CudaProgram::load_module(uint32_t id, LoadedModule& loaded) {
   const CudaApi& api = device_.api();
   const artifact::LoadedArtifact& art = *artifact_;
   const std::string wanted_cubin = "cubin:sm_" + std::to_string(device_.record().sm);
+  const std::string which = "CUDA module " + std::to_string(id);
   const artifact::ModuleBinary* cubin = nullptr;
   const artifact::ModuleBinary* ptx = nullptr;
   std::string formats;
   for (const artifact::ModuleBinary& m : art.modules) {
-    if (m.target != kTarget) continue;
+    if (m.target != kTarget || m.id != id) continue;
     formats += (formats.empty() ? "" : ", ") + m.format;
     if (m.format == wanted_cubin && !m.blob.empty()) cubin = &m;
     if (m.format == "ptx" && !m.blob.empty()) ptx = &m;
   }
   if (!cubin && !ptx)
-    return unsupported("the artifact's CUDA module has neither a " + wanted_cubin + " cubin for " + device_.name() +
-                       " nor PTX (it has: " + (formats.empty() ? std::string("no CUDA module") : formats) + ")");
+    return unsupported("the artifact's " + which + " has neither a " + wanted_cubin + " cubin for " + device_.name() +
+                       " nor PTX (it has: " + (formats.empty() ? std::string("no such module") : formats) + ")");
   std::string cubin_failure;
   if (cubin) {
     std::string log;
-    const CUresult r = load_module_image(api, cubin->blob.data(), &module_, log);
+    const CUresult r = load_module_image(api, cubin->blob.data(), &loaded.module, log);
     if (r == CUDA_SUCCESS) {
-      module_format_ = cubin->format;
+      loaded.format = cubin->format;
       return Status::ok();
     }
-    module_ = nullptr;
+    loaded.module = nullptr;
     cubin_failure = "the " + cubin->format + " cubin was rejected (" + cu_error_name(r) + (log.empty() ? "" : ": " + log) + ")";
-    if (!ptx) return cu_status(r, device_.name() + ": loading the artifact's " + cubin->format + " cubin" +
-                                      (log.empty() ? "" : " (" + log + ")"));
+    if (!ptx) return cu_status(r, device_.name() + ": loading the artifact's " + which + " " + cubin->format +
+                                      " cubin" + (log.empty() ? "" : " (" + log + ")"));
   }
   // The JIT needs NUL-terminated PTX text; the blob need not end with one.
   std::string text(ptx->blob.begin(), ptx->blob.end());
   std::string log;
-  const CUresult r = load_module_image(api, text.c_str(), &module_, log);
+  const CUresult r = load_module_image(api, text.c_str(), &loaded.module, log);
   if (r != CUDA_SUCCESS) {
-    module_ = nullptr;
+    loaded.module = nullptr;
     std::string hint;
     if (r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
       hint = "; the PTX is newer than this NVIDIA driver supports: update the driver or compile with "
              "kilnc --gpu-arch=" + wanted_cubin.substr(6);
-    return cu_status(r, device_.name() + ": JIT-compiling the artifact's PTX" + (log.empty() ? "" : " (" + log + ")") +
-                            (cubin_failure.empty() ? "" : " after " + cubin_failure) + hint);
+    return cu_status(r, device_.name() + ": JIT-compiling the artifact's " + which + " PTX" +
+                            (log.empty() ? "" : " (" + log + ")") + (cubin_failure.empty() ? "" : " after " + cubin_failure) +
+                            hint);
   }
-  module_format_ = "ptx";
+  loaded.format = "ptx";
   return Status::ok();
 }
 
@@ -124,9 +137,11 @@ Status CudaProgram::load_functions() {
   const DeviceRecord& record = device_.record();
   for (auto& [index, kernel] : kernels_) {
     const artifact::KernelBinary& binary = *kernel.binary;
-    CUresult r = api.cuModuleGetFunction(&kernel.function, module_, binary.entry_point.c_str());
+    const LoadedModule& loaded = modules_.at(binary.module_id);
+    CUresult r = api.cuModuleGetFunction(&kernel.function, loaded.module, binary.entry_point.c_str());
     if (r != CUDA_SUCCESS)
-      return Status(ErrorCode::kCorrupt, "CUDA kernel '" + binary.kernel_name + "': the module (" + module_format_ +
+      return Status(ErrorCode::kCorrupt, "CUDA kernel '" + binary.kernel_name + "': module " +
+                                             std::to_string(binary.module_id) + " (" + loaded.format +
                                              ") has no function '" + binary.entry_point + "': " + cu_error_name(r));
     int max_threads = 0;
     r = api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function);

@@ -140,7 +140,14 @@ class CudaBuffer final : public hal::Buffer {
   bool owned_;  // false for borrow(): the application frees the memory
 };
 
-// One kernel of the loaded module.
+// One module of the artifact (ModuleBinary::id), loaded from the cubin of the device's
+// architecture, else from the PTX.
+struct LoadedModule {
+  CUmodule module = nullptr;
+  std::string format;  // "cubin:sm_90" or "ptx"
+};
+
+// One kernel, a function of one loaded module.
 struct LoadedKernel {
   const artifact::KernelBinary* binary = nullptr;  // points into the shared artifact
   CUfunction function = nullptr;
@@ -149,8 +156,9 @@ struct LoadedKernel {
   uint64_t max_blocks = 1;
 };
 
-// The artifact's CUDA module loaded on one device (the cubin for the device's architecture, else
-// the PTX, JIT-compiled by the driver), its functions looked up, and its constants uploaded.
+// The artifact's CUDA modules loaded on one device (each from the cubin for the device's
+// architecture, else from the PTX, JIT-compiled by the driver), its functions looked up, and its
+// constants uploaded.
 // Shared by every session of the artifact on the device (CudaDevice::programs_), so constants
 // are uploaded and the PTX compiled once per device. Immutable after creation; thread-safe.
 class CudaProgram {
@@ -166,19 +174,18 @@ class CudaProgram {
   const LoadedKernel* kernel(uint32_t kernel_index) const;
   // The device pointer of a constant value, or 0.
   CUdeviceptr constant(ir::NodeId value) const;
-  const std::string& module_format() const { return module_format_; }  // "cubin:sm_90" or "ptx"
   uint64_t serial() const { return serial_; }  // unique per process; streams key prepared work by it
 
  private:
   CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::LoadedArtifact> artifact);
-  Status load_module();
+  Status load_modules();
+  Status load_module(uint32_t id, LoadedModule& loaded);
   Status load_functions();
   Status upload_constants();
 
   CudaDevice& device_;
   std::shared_ptr<const artifact::LoadedArtifact> artifact_;
-  CUmodule module_ = nullptr;
-  std::string module_format_;
+  std::map<uint32_t, LoadedModule> modules_;                  // by ModuleBinary::id
   std::map<uint32_t, LoadedKernel> kernels_;                  // by graph kernel index
   std::map<ir::NodeId, std::unique_ptr<CudaBuffer>> constants_;
   uint64_t serial_;

@@ -73,8 +73,23 @@ Result<std::unique_ptr<hal::Executable>> VulkanExecutable::create(
   for (const auto& [index, list] : variants) {
     KILN_ASSIGN_OR_RETURN(chosen[index], exe->choose_variant(list));
   }
+  // Kernels with the same code (blob and entry point) share one pipeline.
+  std::map<std::pair<std::string_view, std::string_view>, uint32_t> built;
   for (const auto& [index, binary] : chosen) {
-    KILN_RETURN_IF_ERROR(exe->build_pipeline(*binary, exe->pipelines_[index]));
+    const std::string_view code(reinterpret_cast<const char*>(binary->blob.data()), binary->blob.size());
+    auto [first, inserted] = built.emplace(std::make_pair(code, std::string_view(binary->entry_point)), index);
+    KernelPipeline& pipeline = exe->pipelines_[index];
+    if (inserted) {
+      KILN_RETURN_IF_ERROR(exe->build_pipeline(*binary, pipeline));
+      continue;
+    }
+    const KernelPipeline& owner = exe->pipelines_.at(first->second);
+    pipeline = owner;
+    pipeline.owns_objects = false;
+    KILN_RETURN_IF_ERROR(exe->count_args(*binary, pipeline));
+    if (pipeline.buffer_args != owner.buffer_args || pipeline.symbol_args != owner.symbol_args)
+      return corrupt("Vulkan kernel '" + binary->kernel_name + "' has the code of '" + owner.binary->kernel_name +
+                     "' but other arguments");
   }
   for (const ir::Launch& launch : a.plan.launches)
     if (!exe->pipelines_.count(launch.kernel))
@@ -116,10 +131,9 @@ Result<const artifact::KernelBinary*> VulkanExecutable::choose_variant(
                      (hidden.empty() ? "" : "; hidden by " + std::string(kHideFeaturesEnv) + ": " + hidden) + ")");
 }
 
-Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& p) {
-  const DeviceFunctions& fn = context_->fn();
-  const VkDevice device = context_->device();
+Status VulkanExecutable::count_args(const artifact::KernelBinary& binary, KernelPipeline& p) const {
   p.binary = &binary;
+  p.buffer_args = p.symbol_args = 0;
   for (const artifact::KernelArg& arg : binary.args) {
     if (arg.kind == artifact::KernelArg::Kind::kBuffer) {
       if (!artifact_->plan.find_buffer(arg.value))
@@ -130,6 +144,13 @@ Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, Ke
       ++p.symbol_args;
     }
   }
+  return Status::ok();
+}
+
+Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& p) {
+  const DeviceFunctions& fn = context_->fn();
+  const VkDevice device = context_->device();
+  KILN_RETURN_IF_ERROR(count_args(binary, p));
   if (p.symbol_args * 4 > context_->limits().maxPushConstantsSize)
     return unsupported("Vulkan kernel '" + binary.kernel_name + "' needs " + std::to_string(p.symbol_args * 4) +
                        " bytes of push constants; the device allows " +
@@ -209,6 +230,7 @@ VulkanExecutable::~VulkanExecutable() {
   const DeviceFunctions& fn = context_->fn();
   const VkDevice device = context_->device();
   for (auto& [index, p] : pipelines_) {
+    if (!p.owns_objects) continue;
     if (p.pipeline) fn.vkDestroyPipeline(device, p.pipeline, nullptr);
     if (p.layout) fn.vkDestroyPipelineLayout(device, p.layout, nullptr);
     if (p.set_layout) fn.vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);

@@ -20,6 +20,9 @@
 
 namespace kiln::runtime::vulkan {
 
+// One kernel's pipeline. Kernels with the same SPIR-V (kilnc gives kernels that differ only in
+// their names one blob) share the first one's Vulkan objects, so each distinct shader is
+// compiled by the driver once per artifact; only the owner destroys them.
 struct KernelPipeline {
   const artifact::KernelBinary* binary = nullptr;  // points into the shared artifact
   VkShaderModule module = VK_NULL_HANDLE;
@@ -28,6 +31,7 @@ struct KernelPipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   uint32_t buffer_args = 0;
   uint32_t symbol_args = 0;
+  bool owns_objects = true;  // false: the handles are another kernel's
 };
 
 class VulkanExecutable final : public hal::Executable {
@@ -58,6 +62,8 @@ class VulkanExecutable final : public hal::Executable {
   // The first of one kernel's variants that the device can run, else kUnsupported.
   Result<const artifact::KernelBinary*> choose_variant(
       const std::vector<const artifact::KernelBinary*>& variants) const;
+  // Checks the binary's arguments against the plan and counts them into `out` (binary too).
+  Status count_args(const artifact::KernelBinary& binary, KernelPipeline& out) const;
   Status build_pipeline(const artifact::KernelBinary& binary, KernelPipeline& out);
   Status upload_constants();
 
