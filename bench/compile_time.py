@@ -368,6 +368,8 @@ def main():
 
     stamp = kilnc_stamp()
     failed = False
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kiln-compile-time-", dir=args.work_dir) as work:
         for name, path in models:
             wbytes = weight_bytes(path)

@@ -209,6 +209,24 @@ TEST_CASE("cuda dialect: matmul uses register-blocked shared-memory tiles") {
 }
 
 #ifdef KILN_HAVE_CUDA
+namespace {
+
+// Writes the compiled kernels and modules into an artifact, reads it back and compares.
+void check_artifact_round_trip(const Compiled& c, const codegen::CompiledKernels& compiled) {
+  artifact::WriteOptions write;
+  write.kernels = compiled.kernels;
+  write.modules = compiled.modules;
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(c.graph, c.plan, write);
+  REQUIRE(bytes.is_ok());
+  Result<artifact::LoadedArtifact> loaded =
+      artifact::read_artifact(std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value()));
+  REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().to_string());
+  CHECK(loaded->modules == compiled.modules);
+  CHECK(loaded->kernels == compiled.kernels);
+}
+
+}  // namespace
+
 TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are module functions") {
   Compiled c = compile(
       "graph g(x: f32[N, 64], w: f32[64, 32], b: f32[32]) -> (y: f32[N, 32], s: f32[N]) {\n"
@@ -247,19 +265,10 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   CHECK(compiled->sources[1].suffix == ".ptx");
 
   // The artifact keeps the modules and GEMM calls.
-  artifact::WriteOptions write;
   options.sources_only = false;
   compiled = codegen::compile_graph(**target, c.graph, c.plan, options);
   REQUIRE(compiled.is_ok());
-  write.kernels = compiled->kernels;
-  write.modules = compiled->modules;
-  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(c.graph, c.plan, write);
-  REQUIRE(bytes.is_ok());
-  Result<artifact::LoadedArtifact> loaded =
-      artifact::read_artifact(std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value()));
-  REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().to_string());
-  CHECK(loaded->modules == compiled->modules);
-  CHECK(loaded->kernels == compiled->kernels);
+  check_artifact_round_trip(c, *compiled);
 }
 
 TEST_CASE("cuda target: a large graph is split into several NVRTC programs; each kernel names its module") {
@@ -301,16 +310,7 @@ TEST_CASE("cuda target: a large graph is split into several NVRTC programs; each
   for (uint32_t p = 0; p < programs; ++p) CHECK(kernels_per_program[p] > 0);
 
   // The artifact keeps the module ids.
-  artifact::WriteOptions write;
-  write.kernels = compiled->kernels;
-  write.modules = compiled->modules;
-  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(c.graph, c.plan, write);
-  REQUIRE(bytes.is_ok());
-  Result<artifact::LoadedArtifact> loaded =
-      artifact::read_artifact(std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value()));
-  REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().to_string());
-  CHECK(loaded->modules == compiled->modules);
-  CHECK(loaded->kernels == compiled->kernels);
+  check_artifact_round_trip(c, *compiled);
 }
 #endif
 

@@ -15,6 +15,10 @@
 // flight per session, so every run includes one host wait, as an application's would. K defaults
 // to what fills --rep-ms (20 ms) at the warm-up rate.
 //
+// Load time is reported too: reading the artifact, creating the session (modules, programs,
+// constant upload), binding the buffers and the first run, and their sum, the time from
+// kiln_artifact_load_file to the first result.
+//
 // --profile=P then runs P more times with kiln_session_set_profiling on and reports each
 // kernel's median time and the median per-run sum (the device's busy time, from device timers
 // where the driver has them; the JSON says which clock).
