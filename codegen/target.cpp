@@ -242,7 +242,7 @@ Result<std::unique_ptr<Target>> create_target(std::string_view name) {
 std::string unavailable_targets_note() {
   std::string note;
 #ifndef KILN_HAVE_CUDA
-  note += std::string(artifact::kCudaTarget) + " (CUDA toolkit not found: no NVRTC)";
+  note += std::string(artifact::kCudaTarget) + " (CUDA toolkit not found: no NVRTC or nvJitLink)";
 #endif
 #ifndef KILN_HAVE_VULKAN_CODEGEN
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kVulkanTarget) +

@@ -1,22 +1,27 @@
 // The CUDA target. render gives each kernel's function as CUDA C (Dialect::kCuda); compile splits
 // the graph's distinct kernels, in order, into NVRTC programs of about kProgramSourceBytes of
 // kernel source each (the helpers atop each program are compiled once per program, the driver
-// loads one module per program). Each program is compiled
-//   - to PTX for compute_80 (always: newer GPUs JIT it), the "ptx" ModuleBinary (text, no NUL);
-//   - to a cubin per --gpu-arch (default sm_80, sm_90), the "cubin:sm_XX" ModuleBinary;
-// every (program, architecture) pair is one unit on the CompileContext's threads, read from the
-// persistent cache when it was compiled before. The split depends only on the kernels, never on
-// -j, so the artifact does not either. Each KernelBinary has format "module", an empty blob,
-// module_id = its program, entry_point = its extern "C" function, the model's args, the CUDA
-// templates' dispatch, and `gemm` when a vendor GEMM library could run it (gemm_call.h).
+// loads one module per program). Each program is
+//   - compiled by NVRTC to PTX for compute_80 (always: newer GPUs JIT it), the "ptx"
+//     ModuleBinary (text, no NUL);
+//   - assembled from that PTX by nvJitLink into a cubin per --gpu-arch (default sm_80, sm_90),
+//     the "cubin:sm_XX" ModuleBinary. NVRTC's front end and optimizer run once per program, not
+//     once per architecture: that was most of kilnc's time on convolution networks.
+// Every program's PTX, then every (program, architecture) cubin, is one unit on the
+// CompileContext's threads, read from the persistent cache when it was built before. The split
+// depends only on the kernels, never on -j, so the artifact does not either. Each KernelBinary
+// has format "module", an empty blob, module_id = its program, entry_point = its extern "C"
+// function, the model's args, the CUDA templates' dispatch, and `gemm` when a vendor GEMM library
+// could run it (gemm_call.h).
 // -S writes <base>.cu (every kernel in one program) and <base>.ptx. The PTX is the one listing -S
 // shows that needs a compiler: with -S (TargetOptions::sources_only) compile runs NVRTC once for
 // it, builds no cubin and uses no cache.
 //
-// An NVRTC failure on generated code is an internal error whose message holds the log and the
-// numbered source.
+// An NVRTC or nvJitLink failure on generated code is an internal error whose message holds the
+// log (and, for NVRTC, the numbered source).
 #include "codegen/cuda/cuda_target.h"
 
+#include <nvJitLink.h>
 #include <nvrtc.h>
 
 #include <sstream>
@@ -49,8 +54,8 @@ std::string numbered(const std::string& source) {
   return out.str();
 }
 
-// Compiles `source` for `arch` ("compute_80" -> PTX text, "sm_90" -> cubin). Owns its program.
-Result<std::vector<uint8_t>> nvrtc_compile(const std::string& source, const std::string& arch) {
+// Compiles `source` to PTX for kPtxArch (text, without its terminator). Owns its program.
+Result<std::vector<uint8_t>> compile_ptx(const std::string& source) {
   nvrtcProgram program = nullptr;
   nvrtcResult r = nvrtcCreateProgram(&program, source.c_str(), "kiln_kernels.cu", 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot create a program: ") + nvrtcGetErrorString(r));
@@ -58,7 +63,7 @@ Result<std::vector<uint8_t>> nvrtc_compile(const std::string& source, const std:
     nvrtcProgram* p;
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&program};
-  const std::string arch_option = "--gpu-architecture=" + arch;
+  const std::string arch_option = std::string("--gpu-architecture=") + kPtxArch;
   const char* options[] = {arch_option.c_str(), kNvrtcOptions[0], kNvrtcOptions[1]};
   r = nvrtcCompileProgram(program, 3, options);
   if (r != NVRTC_SUCCESS) {
@@ -69,25 +74,53 @@ Result<std::vector<uint8_t>> nvrtc_compile(const std::string& source, const std:
       if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) log.clear();
       while (!log.empty() && log.back() == '\0') log.pop_back();
     }
-    return internal_error("NVRTC failed to compile the generated CUDA program for " + arch + " (" +
-                          nvrtcGetErrorString(r) + "):\n" + log + "\n--- source ---\n" + numbered(source));
+    return internal_error("NVRTC failed to compile the generated CUDA program (" + std::string(nvrtcGetErrorString(r)) +
+                          "):\n" + log + "\n--- source ---\n" + numbered(source));
   }
   std::vector<uint8_t> out;
   size_t size = 0;
-  if (arch.rfind("compute_", 0) == 0) {
-    if ((r = nvrtcGetPTXSize(program, &size)) == NVRTC_SUCCESS) {
-      out.resize(size);
-      r = nvrtcGetPTX(program, reinterpret_cast<char*>(out.data()));
-    }
-    while (!out.empty() && out.back() == 0) out.pop_back();  // the text, without its terminator
-  } else {
-    if ((r = nvrtcGetCUBINSize(program, &size)) == NVRTC_SUCCESS) {
-      out.resize(size);
-      r = nvrtcGetCUBIN(program, reinterpret_cast<char*>(out.data()));
-    }
+  if ((r = nvrtcGetPTXSize(program, &size)) == NVRTC_SUCCESS) {
+    out.resize(size);
+    r = nvrtcGetPTX(program, reinterpret_cast<char*>(out.data()));
   }
-  if (r != NVRTC_SUCCESS) return internal_error("NVRTC: cannot read the " + arch + " output: " + nvrtcGetErrorString(r));
-  if (out.empty()) return internal_error("NVRTC produced no " + arch + " output");
+  if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot read the PTX: ") + nvrtcGetErrorString(r));
+  while (!out.empty() && out.back() == 0) out.pop_back();
+  if (out.empty()) return internal_error("NVRTC produced no PTX");
+  return out;
+}
+
+// Assembles `ptx` into a cubin for `arch` ("sm_90") with nvJitLink. Owns its handle.
+Result<std::vector<uint8_t>> assemble_cubin(const std::vector<uint8_t>& ptx, const std::string& arch) {
+  const std::string arch_option = "-arch=" + arch;
+  const char* options[] = {arch_option.c_str()};
+  nvJitLinkHandle handle = nullptr;
+  nvJitLinkResult r = nvJitLinkCreate(&handle, 1, options);
+  if (r != NVJITLINK_SUCCESS)
+    return internal_error("nvJitLink: cannot create a linker for " + arch + " (error " + std::to_string(int(r)) + ")");
+  struct Destroy {
+    nvJitLinkHandle* h;
+    ~Destroy() { nvJitLinkDestroy(h); }
+  } destroy{&handle};
+  r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(), "kiln_kernels.ptx");
+  if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(handle);
+  if (r != NVJITLINK_SUCCESS) {
+    size_t log_size = 0;
+    std::string log;
+    if (nvJitLinkGetErrorLogSize(handle, &log_size) == NVJITLINK_SUCCESS && log_size > 1) {
+      log.resize(log_size);
+      if (nvJitLinkGetErrorLog(handle, log.data()) != NVJITLINK_SUCCESS) log.clear();
+      while (!log.empty() && log.back() == '\0') log.pop_back();
+    }
+    return internal_error("nvJitLink failed to assemble the generated PTX for " + arch + " (error " +
+                          std::to_string(int(r)) + "):\n" + log);
+  }
+  std::vector<uint8_t> out;
+  size_t size = 0;
+  if ((r = nvJitLinkGetLinkedCubinSize(handle, &size)) == NVJITLINK_SUCCESS) {
+    out.resize(size);
+    r = nvJitLinkGetLinkedCubin(handle, out.data());
+  }
+  if (r != NVJITLINK_SUCCESS || out.empty()) return internal_error("nvJitLink produced no " + arch + " cubin");
   return out;
 }
 
@@ -116,13 +149,21 @@ std::vector<std::pair<size_t, size_t>> split_programs(const std::vector<KernelVa
   return ranges;
 }
 
-// NVRTC's version and library, for cache keys.
+// NVRTC's version, library and options, for cache keys.
 std::string nvrtc_identity() {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
   return "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " " +
          loaded_library_identity(reinterpret_cast<const void*>(&nvrtcCompileProgram)) + "; options " +
          kNvrtcOptions[0] + " " + kNvrtcOptions[1];
+}
+
+// nvJitLink's version and library, for cache keys.
+std::string nvjitlink_identity() {
+  unsigned int major = 0, minor = 0;
+  nvJitLinkVersion(&major, &minor);
+  return "nvJitLink " + std::to_string(major) + "." + std::to_string(minor) + " " +
+         loaded_library_identity(reinterpret_cast<const void*>(&nvJitLinkVersion));
 }
 
 class CudaTarget final : public Target {
@@ -144,7 +185,7 @@ class CudaTarget final : public Target {
     out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the modules'
     if (options.sources_only) {  // -S: the PTX listing of one program
       KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> ptx,
-                            nvrtc_compile(cuda_program("graph " + graph.name, kernels, 0, kernels.size()), kPtxArch));
+                            compile_ptx(cuda_program("graph " + graph.name, kernels, 0, kernels.size())));
       out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx), 0});
       return out;
     }
@@ -155,24 +196,30 @@ class CudaTarget final : public Target {
                                       kernels, ranges[p].first, ranges[p].second));
       for (size_t k = ranges[p].first; k < ranges[p].second; ++k) out.kernels[k][0].module_id = uint32_t(p);
     }
-    std::vector<std::string> archs = {kPtxArch};
-    const std::vector<std::string>& cubins = options.gpu_archs.empty() ? kDefaultCubinArchs : options.gpu_archs;
-    archs.insert(archs.end(), cubins.begin(), cubins.end());
+    const std::vector<std::string>& archs = options.gpu_archs.empty() ? kDefaultCubinArchs : options.gpu_archs;
 
-    // Units: (program, architecture), program-major; the modules keep that order.
-    std::vector<std::vector<uint8_t>> blobs(programs.size() * archs.size());
-    KILN_RETURN_IF_ERROR(context.parallel_for("cuda NVRTC", blobs.size(), [&](size_t unit) -> Status {
-      const std::string& program = programs[unit / archs.size()];
-      const std::string& arch = archs[unit % archs.size()];
+    // PTX per program, then a cubin per (program, architecture) from it.
+    std::vector<std::vector<uint8_t>> ptx(programs.size());
+    KILN_RETURN_IF_ERROR(context.parallel_for("cuda NVRTC", programs.size(), [&](size_t p) -> Status {
       CacheKey key = unit_key(nvrtc_identity_);
-      key.add("arch", arch).add("source", program);
-      KILN_ASSIGN_OR_RETURN(blobs[unit], context.cached(key, [&] { return nvrtc_compile(program, arch); }));
+      key.add("arch", kPtxArch).add("source", programs[p]);
+      KILN_ASSIGN_OR_RETURN(ptx[p], context.cached(key, [&] { return compile_ptx(programs[p]); }));
       return Status::ok();
     }));
-    for (size_t unit = 0; unit < blobs.size(); ++unit) {
+    std::vector<std::vector<uint8_t>> cubins(programs.size() * archs.size());  // program-major
+    KILN_RETURN_IF_ERROR(context.parallel_for("cuda cubins", cubins.size(), [&](size_t unit) -> Status {
+      const std::vector<uint8_t>& program_ptx = ptx[unit / archs.size()];
       const std::string& arch = archs[unit % archs.size()];
-      out.modules.push_back({std::string(artifact::kCudaTarget), arch == kPtxArch ? "ptx" : "cubin:" + arch,
-                             std::move(blobs[unit]), uint32_t(unit / archs.size())});
+      CacheKey key = unit_key(nvjitlink_identity_);
+      key.add("arch", arch).add("ptx", std::string_view(reinterpret_cast<const char*>(program_ptx.data()), program_ptx.size()));
+      KILN_ASSIGN_OR_RETURN(cubins[unit], context.cached(key, [&] { return assemble_cubin(program_ptx, arch); }));
+      return Status::ok();
+    }));
+    for (size_t p = 0; p < programs.size(); ++p) {
+      out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx[p]), uint32_t(p)});
+      for (size_t a = 0; a < archs.size(); ++a)
+        out.modules.push_back({std::string(artifact::kCudaTarget), "cubin:" + archs[a],
+                               std::move(cubins[p * archs.size() + a]), uint32_t(p)});
     }
     return out;
   }
@@ -196,6 +243,7 @@ class CudaTarget final : public Target {
 
  private:
   const std::string nvrtc_identity_ = nvrtc_identity();
+  const std::string nvjitlink_identity_ = nvjitlink_identity();
 };
 
 }  // namespace

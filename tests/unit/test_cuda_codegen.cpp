@@ -241,6 +241,11 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   CHECK(compiled->modules[0].format == "ptx");
   CHECK(compiled->modules[1].format == "cubin:sm_80");
   CHECK(compiled->modules[2].format == "cubin:sm_90");
+  for (int m : {1, 2}) {  // nvJitLink's cubins are ELF images
+    const std::vector<uint8_t>& cubin = compiled->modules[m].blob;
+    REQUIRE(cubin.size() > 4);
+    CHECK((cubin[0] == 0x7f && cubin[1] == 'E' && cubin[2] == 'L' && cubin[3] == 'F'));
+  }
   const std::string ptx(compiled->modules[0].blob.begin(), compiled->modules[0].blob.end());
   CHECK(has(ptx, ".target sm_80"));
   CHECK(ptx.back() != '\0');
