@@ -101,7 +101,9 @@ Result<std::vector<uint8_t>> assemble_cubin(const std::vector<uint8_t>& ptx, con
     nvJitLinkHandle* h;
     ~Destroy() { nvJitLinkDestroy(h); }
   } destroy{&handle};
-  r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(), "kiln_kernels.ptx");
+  // nvJitLink reads PTX as NUL-terminated text; the module's PTX is stored without the NUL.
+  const std::string text(ptx.begin(), ptx.end());
+  r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, text.c_str(), text.size() + 1, "kiln_kernels.ptx");
   if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(handle);
   if (r != NVJITLINK_SUCCESS) {
     size_t log_size = 0;
