@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -137,6 +138,21 @@ class Emitter {
   // pointwise template, and on CUDA also the scalar tail of the vectorized one.
   void emit_pointwise_loop(const std::string& start, const std::string& step);
   void emit_rows();
+  // What both matmul templates (emit_matmul, emit_cuda_matmul) read off the anchor: its operands'
+  // buffers, the numeric kind, M, K and N as IDX text (1 for a vector operand's missing dim),
+  // and the batch shapes of the output space, a and b (for broadcast_offset).
+  struct MatmulOperands {
+    const ir::Node* anchor = nullptr;
+    int a_buffer = -1, b_buffer = -1;
+    bool a_vector = false, b_vector = false;  // rank-1 operands
+    Num kind = Num::kF;
+    std::string m, k, n;
+    ir::Shape batch, a_batch, b_batch;
+  };
+  // Fails (and returns nullopt) when an operand is not in memory.
+  std::optional<MatmulOperands> matmul_operands();
+  // `acc += x * y;` in the kind's arithmetic (wrapping integer helpers for integers).
+  std::string multiply_add(Num kind, const std::string& acc, const std::string& x, const std::string& y) const;
   void emit_matmul();
   // CUDA templates (cuda/c_family_cuda.cpp), chosen by cuda_config().
   void emit_cuda();

@@ -183,50 +183,63 @@ void Emitter::emit_rows() {
   close();
 }
 
-void Emitter::emit_matmul() {
-  const Node& a = m_.node(m_.anchor);
-  const NodeId an = a.inputs[0], bn = a.inputs[1];
+std::optional<Emitter::MatmulOperands> Emitter::matmul_operands() {
+  MatmulOperands o;
+  o.anchor = &m_.node(m_.anchor);
+  const NodeId an = o.anchor->inputs[0], bn = o.anchor->inputs[1];
   const ir::Shape& as = m_.node(an).type.shape;
   const ir::Shape& bs = m_.node(bn).type.shape;
-  const int ba = m_.buffer_index(an), bb = m_.buffer_index(bn);
-  if (ba < 0 || bb < 0) {
+  o.a_buffer = m_.buffer_index(an);
+  o.b_buffer = m_.buffer_index(bn);
+  if (o.a_buffer < 0 || o.b_buffer < 0) {
     fail(unsupported("kernel '" + m_.kernel->name + "': matmul operands must be in memory"));
-    return;
+    return std::nullopt;
   }
-  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
-  const Num kind = num_of(a.type.dtype);
-  const std::string M = a1 ? "TO_IDX(1)" : dim(as[as.size() - 2]);
-  const std::string K = dim(as.back());
-  const std::string N = b1 ? "TO_IDX(1)" : dim(bs.back());
-  const size_t trailing = (a1 ? 0 : 1) + (b1 ? 0 : 1);
-  const ir::Shape batch(m_.space.begin(), m_.space.end() - long(trailing));
-  const ir::Shape a_batch(as.begin(), as.end() - long(a1 ? 1 : 2));
-  const ir::Shape b_batch(bs.begin(), bs.end() - long(b1 ? 1 : 2));
+  o.a_vector = as.size() == 1;
+  o.b_vector = bs.size() == 1;
+  o.kind = num_of(o.anchor->type.dtype);
+  o.m = o.a_vector ? "TO_IDX(1)" : dim(as[as.size() - 2]);
+  o.k = dim(as.back());
+  o.n = o.b_vector ? "TO_IDX(1)" : dim(bs.back());
+  const size_t trailing = (o.a_vector ? 0 : 1) + (o.b_vector ? 0 : 1);
+  o.batch.assign(m_.space.begin(), m_.space.end() - long(trailing));
+  o.a_batch.assign(as.begin(), as.end() - long(o.a_vector ? 1 : 2));
+  o.b_batch.assign(bs.begin(), bs.end() - long(o.b_vector ? 1 : 2));
+  return o;
+}
+
+std::string Emitter::multiply_add(Num kind, const std::string& acc, const std::string& x, const std::string& y) const {
+  if (kind == Num::kF) return acc + " += " + x + " * " + y + ";";
+  return acc + " = " + int_fn("add", kind) + "(" + acc + ", " + int_fn("mul", kind) + "(" + x + ", " + y + "));";
+}
+
+void Emitter::emit_matmul() {
+  const std::optional<MatmulOperands> o = matmul_operands();
+  if (!o) return;
+  const Num kind = o->kind;
   const uint32_t t = kMatMulTile;
   const std::string T = "TO_IDX(" + std::to_string(t) + ")";
   const std::string sa = shared_array(ctype(kind), "tile_a", t * t), sb = shared_array(ctype(kind), "tile_b", t * t);
 
-  line("IDX M = " + M + ", K = " + K + ", N = " + N + ";");
+  line("IDX M = " + o->m + ", K = " + o->k + ", N = " + o->n + ";");
   line("IDX tiles_m = (M + " + T + " - TO_IDX(1)) / " + T + ", tiles_n = (N + " + T + " - TO_IDX(1)) / " + T + ";");
-  line("IDX ntiles = " + product(batch) + " * tiles_m * tiles_n;");
+  line("IDX ntiles = " + product(o->batch) + " * tiles_m * tiles_n;");
   line("IDX ty = lid / " + T + ", tx = lid % " + T + ";");
   open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
   line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
-  std::vector<std::string> bc = decompose("bidx", batch);
+  std::vector<std::string> bc = decompose("bidx", o->batch);
   line("IDX row = tm * " + T + " + ty, col = tn * " + T + " + tx;");
-  const std::string a_base = "(" + broadcast_offset(a_batch, bc) + " * M * K)";
-  const std::string b_base = "(" + broadcast_offset(b_batch, bc) + " * K * N)";
+  const std::string a_base = "(" + broadcast_offset(o->a_batch, bc) + " * M * K)";
+  const std::string b_base = "(" + broadcast_offset(o->b_batch, bc) + " * K * N)";
   line(ctype(kind) + " acc = " + lit(kind, "0") + ";");
   open("for (IDX k0 = TO_IDX(0); k0 < K; k0 += " + T + ")");
   line("IDX ka = k0 + tx, kb = k0 + ty;");
   line(sa + "[lid] = " + lit(kind, "0") + "; " + sb + "[lid] = " + lit(kind, "0") + ";");
-  line("if (row < M && ka < K) " + sa + "[lid] = " + load(ba, a_base + " + row * K + ka") + ";");
-  line("if (kb < K && col < N) " + sb + "[lid] = " + load(bb, b_base + " + kb * N + col") + ";");
+  line("if (row < M && ka < K) " + sa + "[lid] = " + load(o->a_buffer, a_base + " + row * K + ka") + ";");
+  line("if (kb < K && col < N) " + sb + "[lid] = " + load(o->b_buffer, b_base + " + kb * N + col") + ";");
   line(barrier());
   open("for (IDX kk = TO_IDX(0); kk < " + T + "; ++kk)");
-  const std::string x = sa + "[ty * " + T + " + kk]", y = sb + "[kk * " + T + " + tx]";
-  if (kind == Num::kF) line("acc += " + x + " * " + y + ";");
-  else line("acc = " + int_fn("add", kind) + "(acc, " + int_fn("mul", kind) + "(" + x + ", " + y + "));");
+  line(multiply_add(kind, "acc", sa + "[ty * " + T + " + kk]", sb + "[kk * " + T + " + tx]"));
   close();
   line(barrier());
   close();
@@ -234,9 +247,9 @@ void Emitter::emit_matmul() {
   Point p;
   p.space = m_.space;
   p.coords = bc;
-  if (!a1) p.coords.push_back("row");
-  if (!b1) p.coords.push_back("col");
-  finish_anchor(p, ctype(kind), convert("acc", kind, a.type.dtype));
+  if (!o->a_vector) p.coords.push_back("row");
+  if (!o->b_vector) p.coords.push_back("col");
+  finish_anchor(p, ctype(kind), convert("acc", kind, o->anchor->type.dtype));
   close();
   close();
 }

@@ -821,22 +821,10 @@ class CudaRowsBody {
 void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) { CudaRowsBody(*this, c, vec).emit(); }
 
 void Emitter::emit_cuda_matmul(const CudaConfig& c) {
-  const Node& a = m_.node(m_.anchor);
-  const NodeId an = a.inputs[0], bn = a.inputs[1];
-  const ir::Shape& as = m_.node(an).type.shape;
-  const ir::Shape& bs = m_.node(bn).type.shape;
-  const int ba = m_.buffer_index(an), bb = m_.buffer_index(bn);
-  if (ba < 0 || bb < 0) {
-    fail(unsupported("kernel '" + m_.kernel->name + "': matmul operands must be in memory"));
-    return;
-  }
-  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
-  const Num kind = num_of(a.type.dtype);
+  const std::optional<MatmulOperands> o = matmul_operands();
+  if (!o) return;
+  const Num kind = o->kind;
   const std::string ct = ctype(kind);
-  const size_t trailing = (a1 ? 0 : 1) + (b1 ? 0 : 1);
-  const ir::Shape batch(m_.space.begin(), m_.space.end() - long(trailing));
-  const ir::Shape a_batch(as.begin(), as.end() - long(a1 ? 1 : 2));
-  const ir::Shape b_batch(bs.begin(), bs.end() - long(b1 ? 1 : 2));
   const uint32_t threads = c.block, rows_step = c.bm / c.tm, cols_step = c.bn / c.tn;
   auto num = [](uint32_t v) { return std::to_string(v); };
   // A is staged transposed (k-major) with one pad column so that the stores of a warp, which
@@ -845,23 +833,18 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   const std::string sa = shared_array(ct, "tile_a", c.bk * a_pitch);
   const std::string sb = shared_array(ct, "tile_b", c.bk * c.bn);
   const std::string zero = lit(kind, "0");
-  auto mac = [&](const std::string& acc, const std::string& x, const std::string& y) {
-    if (kind == Num::kF) return acc + " += " + x + " * " + y + ";";
-    return acc + " = " + int_fn("add", kind) + "(" + acc + ", " + int_fn("mul", kind) + "(" + x + ", " + y + "));";
-  };
 
-  line("IDX M = " + (a1 ? std::string("TO_IDX(1)") : dim(as[as.size() - 2])) + ", K = " + dim(as.back()) +
-       ", N = " + (b1 ? std::string("TO_IDX(1)") : dim(bs.back())) + ";");
+  line("IDX M = " + o->m + ", K = " + o->k + ", N = " + o->n + ";");
   line("IDX tiles_m = (M + TO_IDX(" + num(c.bm - 1) + ")) / TO_IDX(" + num(c.bm) + "), tiles_n = (N + TO_IDX(" +
        num(c.bn - 1) + ")) / TO_IDX(" + num(c.bn) + ");");
-  line("IDX ntiles = " + product(batch) + " * tiles_m * tiles_n;");
+  line("IDX ntiles = " + product(o->batch) + " * tiles_m * tiles_n;");
   line("int tx = (int)lid % " + num(cols_step) + ", ty = (int)lid / " + num(cols_step) + ";");
   open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
   line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
-  std::vector<std::string> bc = decompose("bidx", batch);
+  std::vector<std::string> bc = decompose("bidx", o->batch);
   line("IDX row0 = tm * TO_IDX(" + num(c.bm) + "), col0 = tn * TO_IDX(" + num(c.bn) + ");");
-  line("IDX a_base = " + broadcast_offset(a_batch, bc) + " * M * K;");
-  line("IDX b_base = " + broadcast_offset(b_batch, bc) + " * K * N;");
+  line("IDX a_base = " + broadcast_offset(o->a_batch, bc) + " * M * K;");
+  line("IDX b_base = " + broadcast_offset(o->b_batch, bc) + " * K * N;");
   line(ct + " acc[" + num(c.tm) + "][" + num(c.tn) + "];");
   line("#pragma unroll");
   open("for (int i = 0; i < " + num(c.tm) + "; ++i)");
@@ -876,14 +859,14 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   open("for (int l = 0; l < " + num(c.bm * c.bk / threads) + "; ++l)");
   line("int e = (int)lid + l * " + num(threads) + ", ak = e % " + num(c.bk) + ", am = e / " + num(c.bk) + ";");
   line("IDX gr = row0 + TO_IDX(am), gk = k0 + TO_IDX(ak);");
-  line(sa + "[ak * " + num(a_pitch) + " + am] = (gr < M && gk < K) ? " + load(ba, "a_base + gr * K + gk") + " : " +
+  line(sa + "[ak * " + num(a_pitch) + " + am] = (gr < M && gk < K) ? " + load(o->a_buffer, "a_base + gr * K + gk") + " : " +
        zero + ";");
   close();
   line("#pragma unroll");
   open("for (int l = 0; l < " + num(c.bk * c.bn / threads) + "; ++l)");
   line("int e = (int)lid + l * " + num(threads) + ", bn = e % " + num(c.bn) + ", bk = e / " + num(c.bn) + ";");
   line("IDX gk = k0 + TO_IDX(bk), gc = col0 + TO_IDX(bn);");
-  line(sb + "[bk * " + num(c.bn) + " + bn] = (gk < K && gc < N) ? " + load(bb, "b_base + gk * N + gc") + " : " +
+  line(sb + "[bk * " + num(c.bn) + " + bn] = (gk < K && gc < N) ? " + load(o->b_buffer, "b_base + gk * N + gc") + " : " +
        zero + ";");
   close();
   line("__syncthreads();");
@@ -899,7 +882,7 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   line("#pragma unroll");
   open("for (int i = 0; i < " + num(c.tm) + "; ++i)");
   line("#pragma unroll");
-  line("for (int j = 0; j < " + num(c.tn) + "; ++j) " + mac("acc[i][j]", "af[i]", "bf[j]"));
+  line("for (int j = 0; j < " + num(c.tn) + "; ++j) " + multiply_add(kind, "acc[i][j]", "af[i]", "bf[j]"));
   close();
   close();
   line("__syncthreads();");
@@ -914,9 +897,9 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   Point p;
   p.space = m_.space;
   p.coords = bc;
-  if (!a1) p.coords.push_back("row");
-  if (!b1) p.coords.push_back("col");
-  finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, a.type.dtype));
+  if (!o->a_vector) p.coords.push_back("row");
+  if (!o->b_vector) p.coords.push_back("col");
+  finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, o->anchor->type.dtype));
   close();
   close();
   close();

@@ -409,7 +409,8 @@ std::string json_number(double v) {
   return buf;
 }
 
-std::string json_dims(const std::vector<int64_t>& dims) {
+// "[2, 3]": a shape in messages, the summary and the JSON alike.
+std::string dims_text(const std::vector<int64_t>& dims) {
   std::string out = "[";
   for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
   return out + "]";
@@ -448,12 +449,6 @@ std::vector<int64_t> resolve_dims(const kiln_tensor_info& info,
     dims.push_back(it->second);
   }
   return dims;
-}
-
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string out = "[";
-  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
-  return out + "]";
 }
 
 struct ProfileResult {
@@ -741,12 +736,12 @@ class Bench {
     j << "},\n  \"inputs\": [";
     for (size_t i = 0; i < inputs_.size(); ++i)
       j << (i ? ", " : "") << "{\"name\": " << json_string(inputs_[i].name) << ", \"dtype\": \""
-        << kiln_dtype_name(inputs_[i].dtype) << "\", \"shape\": " << json_dims(inputs_[i].dims)
+        << kiln_dtype_name(inputs_[i].dtype) << "\", \"shape\": " << dims_text(inputs_[i].dims)
         << ", \"bytes\": " << inputs_[i].bytes << ", \"source\": " << json_string(inputs_[i].source) << "}";
     j << "],\n  \"outputs\": [";
     for (size_t i = 0; i < outputs_.size(); ++i)
       j << (i ? ", " : "") << "{\"name\": " << json_string(outputs_[i].name) << ", \"dtype\": \""
-        << kiln_dtype_name(outputs_[i].dtype) << "\", \"shape\": " << json_dims(outputs_[i].dims)
+        << kiln_dtype_name(outputs_[i].dtype) << "\", \"shape\": " << dims_text(outputs_[i].dims)
         << ", \"bytes\": " << outputs_[i].bytes << "}";
     j << "],\n  \"run_call\": \"" << (opt_.sync ? "kiln_session_run" : "kiln_session_run_async+kiln_event_wait")
       << "\",\n  \"artifact_load_ms\": " << json_number(artifact_load_ms_)

@@ -524,7 +524,9 @@ int run(int argc, char** argv) {
   stage_start = std::chrono::steady_clock::now();
   std::vector<kiln::codegen::CompiledKernels> codegen_results;
   const bool generates_code = opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln;
-  std::unique_ptr<kiln::codegen::CompileCache> cache = generates_code ? open_cache(opts, log) : nullptr;
+  // Only artifact compiles use the cache (-S and --emit=kernels compile without it).
+  const bool writes_artifact = !opts.emit_sources && opts.emit == EmitKind::kKiln;
+  std::unique_ptr<kiln::codegen::CompileCache> cache = writes_artifact ? open_cache(opts, log) : nullptr;
   Progress progress(log);
   kiln::codegen::CompileContext context(opts.jobs, cache.get(), [&](std::string_view label, size_t done, size_t total) {
     progress.update(label, done, total);
