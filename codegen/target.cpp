@@ -1,7 +1,8 @@
 // The parts of codegen::Target every target shares: the default supports / compile / -S files,
 // the driver compile_graph() with its loop over the graph's kernels, and the registry of the
 // targets compiled into this build. KILN_HAVE_VULKAN_CODEGEN is defined by codegen/CMakeLists.txt
-// when the SPIR-V compiler library (shaderc) is built, KILN_HAVE_CUDA when NVRTC is found.
+// when the SPIR-V compiler library (shaderc) is built, KILN_HAVE_CUDA when the CUDA toolkit is
+// found; the CUDA target is then available where its libraries are (cuda/cuda_toolchain.h).
 #include "codegen/target.h"
 
 #include <chrono>
@@ -217,7 +218,9 @@ Result<CompiledKernels> compile_graph(const Target& target, const ir::Graph& gra
 std::vector<std::string> available_targets() {
   std::vector<std::string> out;
   for (std::string_view name : artifact::kTargetNames) {
-#ifndef KILN_HAVE_CUDA
+#ifdef KILN_HAVE_CUDA
+    if (name == artifact::kCudaTarget && !cuda_target_present()) continue;
+#else
     if (name == artifact::kCudaTarget) continue;
 #endif
 #ifndef KILN_HAVE_VULKAN_CODEGEN
@@ -241,8 +244,12 @@ Result<std::unique_ptr<Target>> create_target(std::string_view name) {
 
 std::string unavailable_targets_note() {
   std::string note;
-#ifndef KILN_HAVE_CUDA
-  note += std::string(artifact::kCudaTarget) + " (CUDA toolkit not found: no NVRTC or nvJitLink)";
+#ifdef KILN_HAVE_CUDA
+  if (!cuda_target_present())
+    note += std::string(artifact::kCudaTarget) +
+            " (NVRTC or nvJitLink not found on this machine; KILN_NVRTC_LIBRARY and KILN_NVJITLINK_LIBRARY name them)";
+#else
+  note += std::string(artifact::kCudaTarget) + " (CUDA toolkit not found at build time: no NVRTC or nvJitLink)";
 #endif
 #ifndef KILN_HAVE_VULKAN_CODEGEN
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kVulkanTarget) +

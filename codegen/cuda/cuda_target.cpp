@@ -21,13 +21,11 @@
 // log (and, for NVRTC, the numbered source).
 #include "codegen/cuda/cuda_target.h"
 
-#include <nvJitLink.h>
-#include <nvrtc.h>
-
 #include <sstream>
 
 #include "artifact/targets.h"
 #include "codegen/c_family.h"
+#include "codegen/cuda/cuda_toolchain.h"
 #include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 #include "support/library_identity.h"
@@ -55,62 +53,65 @@ std::string numbered(const std::string& source) {
 }
 
 // Compiles `source` to PTX for kPtxArch (text, without its terminator). Owns its program.
-Result<std::vector<uint8_t>> compile_ptx(const std::string& source) {
+Result<std::vector<uint8_t>> compile_ptx(const CudaToolchain& t, const std::string& source) {
   nvrtcProgram program = nullptr;
-  nvrtcResult r = nvrtcCreateProgram(&program, source.c_str(), "kiln_kernels.cu", 0, nullptr, nullptr);
-  if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot create a program: ") + nvrtcGetErrorString(r));
+  nvrtcResult r = t.nvrtcCreateProgram(&program, source.c_str(), "kiln_kernels.cu", 0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot create a program: ") + t.nvrtcGetErrorString(r));
   struct Destroy {
+    const CudaToolchain& t;
     nvrtcProgram* p;
-    ~Destroy() { nvrtcDestroyProgram(p); }
-  } destroy{&program};
+    ~Destroy() { t.nvrtcDestroyProgram(p); }
+  } destroy{t, &program};
   const std::string arch_option = std::string("--gpu-architecture=") + kPtxArch;
   const char* options[] = {arch_option.c_str(), kNvrtcOptions[0], kNvrtcOptions[1]};
-  r = nvrtcCompileProgram(program, 3, options);
+  r = t.nvrtcCompileProgram(program, 3, options);
   if (r != NVRTC_SUCCESS) {
     size_t log_size = 0;
     std::string log;
-    if (nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    if (t.nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
       log.resize(log_size);
-      if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) log.clear();
+      if (t.nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) log.clear();
       while (!log.empty() && log.back() == '\0') log.pop_back();
     }
-    return internal_error("NVRTC failed to compile the generated CUDA program (" + std::string(nvrtcGetErrorString(r)) +
+    return internal_error("NVRTC failed to compile the generated CUDA program (" + std::string(t.nvrtcGetErrorString(r)) +
                           "):\n" + log + "\n--- source ---\n" + numbered(source));
   }
   std::vector<uint8_t> out;
   size_t size = 0;
-  if ((r = nvrtcGetPTXSize(program, &size)) == NVRTC_SUCCESS) {
+  if ((r = t.nvrtcGetPTXSize(program, &size)) == NVRTC_SUCCESS) {
     out.resize(size);
-    r = nvrtcGetPTX(program, reinterpret_cast<char*>(out.data()));
+    r = t.nvrtcGetPTX(program, reinterpret_cast<char*>(out.data()));
   }
-  if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot read the PTX: ") + nvrtcGetErrorString(r));
+  if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot read the PTX: ") + t.nvrtcGetErrorString(r));
   while (!out.empty() && out.back() == 0) out.pop_back();
   if (out.empty()) return internal_error("NVRTC produced no PTX");
   return out;
 }
 
 // Assembles `ptx` into a cubin for `arch` ("sm_90") with nvJitLink. Owns its handle.
-Result<std::vector<uint8_t>> assemble_cubin(const std::vector<uint8_t>& ptx, const std::string& arch) {
+Result<std::vector<uint8_t>> assemble_cubin(const CudaToolchain& t, const std::vector<uint8_t>& ptx,
+                                            const std::string& arch) {
   const std::string arch_option = "-arch=" + arch;
   const char* options[] = {arch_option.c_str()};
   nvJitLinkHandle handle = nullptr;
-  nvJitLinkResult r = nvJitLinkCreate(&handle, 1, options);
+  nvJitLinkResult r = t.nvJitLinkCreate(&handle, 1, options);
   if (r != NVJITLINK_SUCCESS)
     return internal_error("nvJitLink: cannot create a linker for " + arch + " (error " + std::to_string(int(r)) + ")");
   struct Destroy {
+    const CudaToolchain& t;
     nvJitLinkHandle* h;
-    ~Destroy() { nvJitLinkDestroy(h); }
-  } destroy{&handle};
+    ~Destroy() { t.nvJitLinkDestroy(h); }
+  } destroy{t, &handle};
   // nvJitLink reads PTX as NUL-terminated text; the module's PTX is stored without the NUL.
   const std::string text(ptx.begin(), ptx.end());
-  r = nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, text.c_str(), text.size() + 1, "kiln_kernels.ptx");
-  if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(handle);
+  r = t.nvJitLinkAddData(handle, NVJITLINK_INPUT_PTX, text.c_str(), text.size() + 1, "kiln_kernels.ptx");
+  if (r == NVJITLINK_SUCCESS) r = t.nvJitLinkComplete(handle);
   if (r != NVJITLINK_SUCCESS) {
     size_t log_size = 0;
     std::string log;
-    if (nvJitLinkGetErrorLogSize(handle, &log_size) == NVJITLINK_SUCCESS && log_size > 1) {
+    if (t.nvJitLinkGetErrorLogSize(handle, &log_size) == NVJITLINK_SUCCESS && log_size > 1) {
       log.resize(log_size);
-      if (nvJitLinkGetErrorLog(handle, log.data()) != NVJITLINK_SUCCESS) log.clear();
+      if (t.nvJitLinkGetErrorLog(handle, log.data()) != NVJITLINK_SUCCESS) log.clear();
       while (!log.empty() && log.back() == '\0') log.pop_back();
     }
     return internal_error("nvJitLink failed to assemble the generated PTX for " + arch + " (error " +
@@ -118,9 +119,9 @@ Result<std::vector<uint8_t>> assemble_cubin(const std::vector<uint8_t>& ptx, con
   }
   std::vector<uint8_t> out;
   size_t size = 0;
-  if ((r = nvJitLinkGetLinkedCubinSize(handle, &size)) == NVJITLINK_SUCCESS) {
+  if ((r = t.nvJitLinkGetLinkedCubinSize(handle, &size)) == NVJITLINK_SUCCESS) {
     out.resize(size);
-    r = nvJitLinkGetLinkedCubin(handle, out.data());
+    r = t.nvJitLinkGetLinkedCubin(handle, out.data());
   }
   if (r != NVJITLINK_SUCCESS || out.empty()) return internal_error("nvJitLink produced no " + arch + " cubin");
   return out;
@@ -152,24 +153,25 @@ std::vector<std::pair<size_t, size_t>> split_programs(const std::vector<KernelVa
 }
 
 // NVRTC's version, library and options, for cache keys.
-std::string nvrtc_identity() {
+std::string nvrtc_identity(const CudaToolchain& t) {
   int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
+  t.nvrtcVersion(&major, &minor);
   return "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " " +
-         loaded_library_identity(reinterpret_cast<const void*>(&nvrtcCompileProgram)) + "; options " +
+         loaded_library_identity(reinterpret_cast<const void*>(t.nvrtcCompileProgram)) + "; options " +
          kNvrtcOptions[0] + " " + kNvrtcOptions[1];
 }
 
 // nvJitLink's version and library, for cache keys.
-std::string nvjitlink_identity() {
+std::string nvjitlink_identity(const CudaToolchain& t) {
   unsigned int major = 0, minor = 0;
-  nvJitLinkVersion(&major, &minor);
+  t.nvJitLinkVersion(&major, &minor);
   return "nvJitLink " + std::to_string(major) + "." + std::to_string(minor) + " " +
-         loaded_library_identity(reinterpret_cast<const void*>(&nvJitLinkVersion));
+         loaded_library_identity(reinterpret_cast<const void*>(t.nvJitLinkVersion));
 }
 
 class CudaTarget final : public Target {
  public:
+  explicit CudaTarget(const CudaToolchain& toolchain) : toolchain_(toolchain) {}
   std::string_view name() const override { return artifact::kCudaTarget; }
   std::string_view source_suffix() const override { return ".cu"; }
   std::string_view listing_suffix() const override { return ".ptx"; }
@@ -187,7 +189,7 @@ class CudaTarget final : public Target {
     out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the modules'
     if (options.sources_only) {  // -S: the PTX listing of one program
       KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> ptx,
-                            compile_ptx(cuda_program("graph " + graph.name, kernels, 0, kernels.size())));
+                            compile_ptx(toolchain_, cuda_program("graph " + graph.name, kernels, 0, kernels.size())));
       out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx), 0});
       return out;
     }
@@ -205,7 +207,7 @@ class CudaTarget final : public Target {
     KILN_RETURN_IF_ERROR(context.parallel_for("cuda NVRTC", programs.size(), [&](size_t p) -> Status {
       CacheKey key = unit_key(nvrtc_identity_);
       key.add("arch", kPtxArch).add("source", programs[p]);
-      KILN_ASSIGN_OR_RETURN(ptx[p], context.cached(key, [&] { return compile_ptx(programs[p]); }));
+      KILN_ASSIGN_OR_RETURN(ptx[p], context.cached(key, [&] { return compile_ptx(toolchain_, programs[p]); }));
       return Status::ok();
     }));
     std::vector<std::vector<uint8_t>> cubins(programs.size() * archs.size());  // program-major
@@ -214,7 +216,7 @@ class CudaTarget final : public Target {
       const std::string& arch = archs[unit % archs.size()];
       CacheKey key = unit_key(nvjitlink_identity_);
       key.add("arch", arch).add("ptx", std::string_view(reinterpret_cast<const char*>(program_ptx.data()), program_ptx.size()));
-      KILN_ASSIGN_OR_RETURN(cubins[unit], context.cached(key, [&] { return assemble_cubin(program_ptx, arch); }));
+      KILN_ASSIGN_OR_RETURN(cubins[unit], context.cached(key, [&] { return assemble_cubin(toolchain_, program_ptx, arch); }));
       return Status::ok();
     }));
     for (size_t p = 0; p < programs.size(); ++p) {
@@ -244,12 +246,18 @@ class CudaTarget final : public Target {
   }
 
  private:
-  const std::string nvrtc_identity_ = nvrtc_identity();
-  const std::string nvjitlink_identity_ = nvjitlink_identity();
+  const CudaToolchain& toolchain_;
+  const std::string nvrtc_identity_ = nvrtc_identity(toolchain_);
+  const std::string nvjitlink_identity_ = nvjitlink_identity(toolchain_);
 };
 
 }  // namespace
 
-std::unique_ptr<Target> make_cuda_target() { return std::make_unique<CudaTarget>(); }
+Result<std::unique_ptr<Target>> make_cuda_target() {
+  KILN_ASSIGN_OR_RETURN(const CudaToolchain* toolchain, cuda_toolchain());
+  return std::unique_ptr<Target>(std::make_unique<CudaTarget>(*toolchain));
+}
+
+bool cuda_target_present() { return cuda_toolchain_present(); }
 
 }  // namespace kiln::codegen

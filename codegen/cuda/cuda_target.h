@@ -1,7 +1,8 @@
 // Factory for the CUDA target (see codegen/target.h): every kernel of a graph is rendered as
-// CUDA C (Dialect::kCuda) into one NVRTC program, compiled once to PTX (compute_80, always) and
-// once per --gpu-arch to a cubin (default sm_80 and sm_90). Built only when CMake finds NVRTC
-// (KILN_HAVE_CUDA); the runtime never links NVRTC.
+// CUDA C (Dialect::kCuda) into NVRTC programs of about 16 KiB of source, each compiled once to PTX
+// (compute_80, always) and assembled per --gpu-arch into a cubin (default sm_80 and sm_90). Built only when CMake finds
+// the CUDA toolkit (KILN_HAVE_CUDA); NVRTC and nvJitLink are loaded when the target is created
+// (cuda_toolchain.h). The runtime never uses them.
 #pragma once
 
 #include <memory>
@@ -9,5 +10,8 @@
 #include "codegen/target.h"
 
 namespace kiln::codegen {
-std::unique_ptr<Target> make_cuda_target();
+// kUnavailable when NVRTC or nvJitLink cannot be loaded.
+Result<std::unique_ptr<Target>> make_cuda_target();
+// Whether make_cuda_target can find its libraries, without loading them where it can tell.
+bool cuda_target_present();
 }  // namespace kiln::codegen

@@ -141,7 +141,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       const std::string missing = kiln::codegen::unavailable_targets_note();
       // Missing targets go on their own line: scripts read the "targets:" line as a list.
       std::cout << "kilnc (Kiln) " << kiln::kVersion << "\ntargets: " << join(kBuildTargets) << "\n"
-                << (missing.empty() ? "" : "not built: " + missing + "\n");
+                << (missing.empty() ? "" : "unavailable: " + missing + "\n");
       std::exit(0);
     } else if (arg == "-o") {
       if (i + 1 >= argc) return UsageError{"-o needs a file name"};
@@ -266,7 +266,8 @@ Staged<std::vector<std::string>> select_targets(const Options& opts) {
   for (const std::string& t : targets) {
     if (!kiln::artifact::is_known_target(t)) return error("unknown target '" + t + "' (expected " + known_targets() + ")");
     if (!contains(kBuildTargets, t))
-      return error("target '" + t + "' is not available in this build (targets: " + join(kBuildTargets) + ")");
+      return error("target '" + t + "' is not available: " + kiln::codegen::unavailable_targets_note() +
+                   " (targets: " + join(kBuildTargets) + ")");
   }
   const std::string cuda(kiln::artifact::kCudaTarget);
   if (!opts.gpu_archs.empty() && !contains(targets, cuda))
