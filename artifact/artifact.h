@@ -14,10 +14,15 @@ namespace kiln::artifact {
 
 // The format version this build writes and the newest it can read. Bump it when a reader of the
 // previous version could not run a new file correctly (see the rules atop kiln.fbs).
-inline constexpr uint32_t kFormatVersion = 2;
+// 3: the constants moved out of the Model FlatBuffer into a data segment (layout atop kiln.fbs).
+inline constexpr uint32_t kFormatVersion = 3;
 
-// Every constant's bytes start at a multiple of this within the file.
+// Every constant's bytes, the data segment and the model start at a multiple of this within the
+// file.
 inline constexpr size_t kConstantAlignment = 64;
+
+// The size of a format-3 file's header part: the FileHeader FlatBuffer, zero-padded.
+inline constexpr size_t kFileHeaderBytes = 128;
 
 // One parameter of a kernel's entry point, in order. This is the calling convention between
 // codegen (which writes the kernel) and the runtime drivers (which bind and launch it):

@@ -2,11 +2,14 @@
 // FlatBuffers Verifier, then conversion (reader_graph.cpp) and ir::verify_graph.
 #include "artifact/reader.h"
 
+#include <fcntl.h>
 #include <flatbuffers/flatbuffers.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "artifact/reader_internal.h"
@@ -39,22 +42,67 @@ flatbuffers::Verifier::Options verifier_options(size_t size) {
   return opts;
 }
 
+// Where a format-3 file's data segment and model are: checked against the file's size.
+struct Parts {
+  detail::DataSegment segment;
+  std::span<const uint8_t> model;
+};
+
+Result<Parts> locate_parts(const ArtifactBytes& bytes, uint32_t version) {
+  const uint8_t* data = bytes.data.data();
+  const size_t size = bytes.data.size();
+  Parts parts;
+  parts.segment.owner = bytes.owner;
+  if (version < 3) {  // one Model FlatBuffer, constants inline
+    if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
+      return corrupt("corrupt Kiln artifact: " + std::to_string(size) + " bytes is larger than a format-" +
+                     std::to_string(version) + " file can be (2 GiB)");
+    parts.segment.inline_data = true;
+    parts.model = bytes.data;
+    return parts;
+  }
+  const size_t header_size = std::min(size, kFileHeaderBytes);
+  flatbuffers::Verifier header_verifier(data, header_size, verifier_options(header_size));
+  if (size < kFileHeaderBytes || !header_verifier.VerifyBuffer<fb::FileHeader>(fb::ModelIdentifier()))
+    return corrupt("corrupt Kiln artifact: the file header is damaged or truncated");
+  const auto* header = flatbuffers::GetRoot<fb::FileHeader>(data);
+  const uint64_t data_offset = header->data_offset(), data_size = header->data_size();
+  const uint64_t model_offset = header->model_offset();
+  const bool placed = data_offset >= kFileHeaderBytes && data_offset % kConstantAlignment == 0 &&
+                      model_offset % kConstantAlignment == 0 && data_offset <= model_offset &&
+                      data_size <= model_offset - data_offset && model_offset < size;
+  if (!placed)
+    return corrupt("corrupt Kiln artifact: the header places the data at [" + std::to_string(data_offset) + ", +" +
+                   std::to_string(data_size) + ") and the model at " + std::to_string(model_offset) + " in a " +
+                   std::to_string(size) + "-byte file (truncated or damaged)");
+  if (size - model_offset >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return corrupt("corrupt Kiln artifact: its model part is larger than 2 GiB");
+  parts.segment.bytes = bytes.data.subspan(size_t(data_offset), size_t(data_size));
+  parts.model = bytes.data.subspan(size_t(model_offset));
+  return parts;
+}
+
 }  // namespace
 
 Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>> bytes) {
-  if (!bytes || bytes->empty()) return corrupt("not a Kiln artifact: the data is empty");
-  const uint8_t* data = bytes->data();
-  const size_t size = bytes->size();
-  if (size >= FLATBUFFERS_MAX_BUFFER_SIZE)
-    return corrupt("not a Kiln artifact: " + std::to_string(size) +
-                   " bytes is larger than any .kiln file can be (2 GiB)");
+  if (!bytes) return corrupt("not a Kiln artifact: the data is empty");
+  std::span<const uint8_t> data(bytes->data(), bytes->size());
+  return read_artifact(ArtifactBytes{data, std::move(bytes)});
+}
+
+Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
+  if (bytes.data.empty()) return corrupt("not a Kiln artifact: the data is empty");
+  const uint8_t* data = bytes.data.data();
+  const size_t size = bytes.data.size();
   if (size < 8 || !flatbuffers::BufferHasIdentifier(data, fb::ModelIdentifier()))
     return corrupt("not a Kiln artifact (missing the 'KILN' file identifier)");
 
-  // Verify only the root table's first field so that the version can be reported even when
-  // the rest of a newer file does not verify against this schema.
+  // Verify only the root table's first field (Model's or FileHeader's format_version) so that
+  // the version can be reported even when the rest of a newer file does not verify against
+  // this schema.
   {
-    flatbuffers::Verifier header_verifier(data, size, verifier_options(size));
+    const size_t verified = std::min<size_t>(size, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+    flatbuffers::Verifier header_verifier(data, verified, verifier_options(verified));
     if (!header_verifier.VerifyBuffer<fb::Header>(fb::ModelIdentifier()))
       return corrupt("corrupt Kiln artifact: the file header is damaged or truncated");
   }
@@ -65,12 +113,18 @@ Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>>
     return invalid_argument("artifact format version " + std::to_string(version) +
                        " is newer than this runtime supports (" + std::to_string(kFormatVersion) +
                        "); rebuild it with a matching kilnc or upgrade the runtime");
+  KILN_ASSIGN_OR_RETURN(Parts parts, locate_parts(bytes, version));
 
-  flatbuffers::Verifier verifier(data, size, verifier_options(size));
-  if (!fb::VerifyModelBuffer(verifier))
+  const uint8_t* model_data = parts.model.data();
+  const size_t model_size = parts.model.size();
+  flatbuffers::Verifier verifier(model_data, model_size, verifier_options(model_size));
+  if (!flatbuffers::BufferHasIdentifier(model_data, fb::ModelIdentifier()) || !fb::VerifyModelBuffer(verifier))
     return corrupt("corrupt Kiln artifact: the FlatBuffers verifier rejected the file "
                    "(truncated or damaged)");
-  const fb::Model* model = fb::GetModel(data);
+  const fb::Model* model = fb::GetModel(model_data);
+  if (model->format_version() != version)
+    return corrupt("corrupt Kiln artifact: its header says format " + std::to_string(version) +
+                   " and its model format " + std::to_string(model->format_version()));
   if (model->file_size() != size)
     return corrupt("corrupt Kiln artifact: the file has " + std::to_string(size) +
                    " bytes but was written with " + std::to_string(model->file_size()) +
@@ -82,7 +136,7 @@ Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>>
   out.producer = model->producer() ? model->producer()->str() : std::string();
   out.bytes = bytes;
   {
-    Result<ir::Graph> graph = detail::convert_graph(*model->graph(), bytes);
+    Result<ir::Graph> graph = detail::convert_graph(*model->graph(), parts.segment);
     if (!graph.is_ok()) return std::move(graph).status();
     out.graph = std::move(graph).value();
   }
@@ -104,21 +158,34 @@ Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>>
 }
 
 Result<LoadedArtifact> read_artifact_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
+  if (fd < 0) {
+    const int err = errno;
     if (err == ENOENT) return not_found("cannot open artifact '" + path + "': no such file");
     return invalid_argument("cannot open artifact '" + path + "': " + std::strerror(err));
   }
-  in.seekg(0, std::ios::end);
-  std::streamoff end = in.tellg();
-  if (end < 0) return invalid_argument("cannot read artifact '" + path + "' (not a regular file?)");
-  if (uint64_t(end) >= FLATBUFFERS_MAX_BUFFER_SIZE)
-    return corrupt("'" + path + "' is not a Kiln artifact: it is larger than 2 GiB");
-  in.seekg(0, std::ios::beg);
-  auto bytes = std::make_shared<std::vector<uint8_t>>(size_t(end));
-  if (end > 0 && !in.read(reinterpret_cast<char*>(bytes->data()), end))
-    return invalid_argument("cannot read artifact '" + path + "'");
+  struct stat info {};
+  const bool stated = fstat(fd, &info) == 0;
+  if (!stated || !S_ISREG(info.st_mode)) {
+    close(fd);
+    return invalid_argument("cannot read artifact '" + path + "': " +
+                            (stated ? "not a regular file" : std::strerror(errno)));
+  }
+  const size_t size = size_t(info.st_size);
+  ArtifactBytes bytes;
+  if (size > 0) {
+    // MAP_PRIVATE: the process sees the file as it was mapped even if its pages are not yet
+    // read; kilnc writes artifacts through a rename, so a file is never rewritten in place.
+    void* base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+      const int err = errno;
+      close(fd);
+      return invalid_argument("cannot read artifact '" + path + "': " + std::strerror(err));
+    }
+    bytes.data = std::span<const uint8_t>(static_cast<const uint8_t*>(base), size);
+    bytes.owner = std::shared_ptr<const void>(base, [size](const void* p) { munmap(const_cast<void*>(p), size); });
+  }
+  close(fd);
   Result<LoadedArtifact> loaded = read_artifact(std::move(bytes));
   if (!loaded.is_ok()) {
     const Status& s = loaded.status();

@@ -9,7 +9,9 @@
 // version kInvalidArgument, each with a message saying what is wrong; it never crashes or reads
 // out of bounds.
 //
-// Ownership: the LoadedArtifact keeps the file bytes alive (`bytes`); constants whose data is
+// Files are memory-mapped, not read: a constant's bytes are paged in when a driver uploads it.
+//
+// Ownership: the LoadedArtifact keeps the file's bytes alive (`bytes`); constants whose data is
 // suitably aligned in memory are ir::Tensor views into those bytes (no copy), the others are
 // copied. A LoadedArtifact is immutable after loading: share it as
 // std::shared_ptr<const LoadedArtifact> between sessions and threads.
@@ -28,6 +30,12 @@
 
 namespace kiln::artifact {
 
+// An artifact's bytes and what keeps them alive (a vector, a memory mapping, a caller's buffer).
+struct ArtifactBytes {
+  std::span<const uint8_t> data;
+  std::shared_ptr<const void> owner;
+};
+
 struct LoadedArtifact {
   uint32_t format_version = 0;
   std::string producer;
@@ -35,7 +43,7 @@ struct LoadedArtifact {
   ir::ExecutionPlan plan;
   std::vector<KernelBinary> kernels;  // every target's compiled kernels
   std::vector<ModuleBinary> modules;  // every target's shared modules (CUDA: PTX, cubins)
-  std::shared_ptr<const std::vector<uint8_t>> bytes;  // the file; constant views point into it
+  ArtifactBytes bytes;  // the file; constant views point into it
 
   // Names of the targets that have compiled kernels, in file order.
   std::vector<std::string> targets() const;
@@ -43,9 +51,11 @@ struct LoadedArtifact {
 
 // Parses an artifact held in memory. `bytes` may be null or empty (an error, not a crash).
 Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>> bytes);
+Result<LoadedArtifact> read_artifact(ArtifactBytes bytes);
 
-// Reads a file and parses it. A missing or unreadable file is kNotFound / kInvalidArgument
-// naming the path.
+// Maps a file (read-only, private) and parses it. A missing or unreadable file is kNotFound /
+// kInvalidArgument naming the path; so is one that is not a regular file (a directory, a FIFO,
+// a device), refused before anything is read.
 Result<LoadedArtifact> read_artifact_file(const std::string& path);
 
 }  // namespace kiln::artifact

@@ -169,8 +169,7 @@ Result<std::vector<ir::NodeId>> read_ids(const Vector<uint32_t>* ids, size_t num
   return out;
 }
 
-Result<ir::Tensor> read_constant(const fb::ConstantData& c, size_t index,
-                                 const std::shared_ptr<const std::vector<uint8_t>>& bytes) {
+Result<ir::Tensor> read_constant(const fb::ConstantData& c, size_t index, const DataSegment& segment) {
   const std::string where = "constant " + std::to_string(index);
   std::optional<ir::DType> dtype = from_fb(c.dtype());
   if (!dtype) return bad(where + ": unknown dtype code " + std::to_string(int(c.dtype())));
@@ -184,17 +183,34 @@ Result<ir::Tensor> read_constant(const fb::ConstantData& c, size_t index,
       return bad(where + ": shape is too large");
     numel *= uint64_t(d);
   }
-  const size_t data_size = c.data() ? c.data()->size() : 0;
+  // Formats 1-2 hold the bytes inline; format 3 places them in the data segment.
+  const std::byte* data = nullptr;
+  uint64_t data_size = 0;
+  if (segment.inline_data) {
+    if (c.data()) {
+      data = reinterpret_cast<const std::byte*>(c.data()->data());
+      data_size = c.data()->size();
+    }
+  } else {
+    if (c.data()) return bad(where + ": holds inline data, which this format version keeps in the data segment");
+    const uint64_t offset = c.offset();
+    data_size = c.size();
+    if (offset % kConstantAlignment != 0 || offset > segment.bytes.size() ||
+        data_size > segment.bytes.size() - offset)
+      return bad(where + ": its bytes [" + std::to_string(offset) + ", +" + std::to_string(data_size) +
+                 ") are not 64-byte aligned inside the " + std::to_string(segment.bytes.size()) +
+                 "-byte data segment");
+    data = reinterpret_cast<const std::byte*>(segment.bytes.data() + offset);
+  }
   const uint64_t elem = ir::dtype_size(*dtype);
   if (numel > uint64_t(std::numeric_limits<int64_t>::max()) / elem || numel * elem != data_size)
     return bad(where + " (" + std::string(ir::dtype_name(*dtype)) + ", " + std::to_string(numel) +
                " elements) holds " + std::to_string(data_size) + " bytes of data");
-  const std::byte* data = c.data() ? reinterpret_cast<const std::byte*>(c.data()->data()) : nullptr;
   // Use the file's bytes in place when they are aligned well enough for any element type;
   // otherwise (a buffer at an unusual address) copy.
   if (data && reinterpret_cast<uintptr_t>(data) % alignof(std::max_align_t) == 0)
-    return ir::Tensor::view(*dtype, std::move(shape), data, bytes);
-  std::span<const std::byte> span(data, data_size);
+    return ir::Tensor::view(*dtype, std::move(shape), data, segment.owner);
+  std::span<const std::byte> span(data, size_t(data_size));
   return ir::Tensor::from_bytes(*dtype, std::move(shape), span);
 }
 
@@ -218,8 +234,7 @@ Result<ir::SizeExpr> read_size_expr(const fb::SizeExpr* expr, const std::string&
 
 }  // namespace
 
-Result<ir::Graph> convert_graph(const fb::Graph& g,
-                                const std::shared_ptr<const std::vector<uint8_t>>& bytes) {
+Result<ir::Graph> convert_graph(const fb::Graph& g, const DataSegment& segment) {
   ir::Graph graph;
   graph.name = str(g.name());
   graph.weights_path = str(g.weights_path());
@@ -227,7 +242,7 @@ Result<ir::Graph> convert_graph(const fb::Graph& g,
   if (g.constants()) {
     size_t index = 0;
     for (const fb::ConstantData* c : *g.constants()) {
-      KILN_ASSIGN_OR_RETURN(ir::Tensor t, read_constant(*c, index, bytes));
+      KILN_ASSIGN_OR_RETURN(ir::Tensor t, read_constant(*c, index, segment));
       graph.add_constant(std::move(t));
       ++index;
     }

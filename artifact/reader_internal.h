@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "artifact/artifact.h"
@@ -16,8 +17,15 @@
 namespace kiln::artifact::detail {
 
 // `bytes` owns the buffer `graph` points into; constants become views that keep it alive.
-Result<ir::Graph> convert_graph(const fb::Graph& graph,
-                                const std::shared_ptr<const std::vector<uint8_t>>& bytes);
+// Where a file's constants are: inline in their ConstantData (formats 1-2), or `bytes`, the data
+// segment (format 3). `owner` keeps the file's bytes alive; constants are views into them.
+struct DataSegment {
+  bool inline_data = false;
+  std::span<const uint8_t> bytes;
+  std::shared_ptr<const void> owner;
+};
+
+Result<ir::Graph> convert_graph(const fb::Graph& graph, const DataSegment& segment);
 
 // Checks every reference of the plan against the converted graph.
 Result<ir::ExecutionPlan> convert_plan(const fb::Plan* plan, const ir::Graph& graph);

@@ -1,17 +1,24 @@
-// The artifact writer: ir::Graph + ir::ExecutionPlan (+ kernel binaries) -> .kiln bytes.
+// The artifact writer: ir::Graph + ir::ExecutionPlan (+ kernel binaries) -> .kiln bytes, laid
+// out as kiln.fbs describes: the header, the constants' data segment, then the model.
 //
 // The writer checks every reference it serializes (node inputs, outputs, kernels, plan) so that
 // a file it produces always passes the reader's semantic checks; a failure here is a bug in the
 // caller's graph and is reported as kInvalidArgument naming what is wrong.
 #include "artifact/writer.h"
 
+#include <fcntl.h>
 #include <flatbuffers/flatbuffers.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <utility>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -34,9 +41,10 @@ class Writer {
  public:
   explicit Writer(size_t size_hint) : fbb_(size_hint) {}
 
-  // Builds the file in the builder; the result points into it (valid while the Writer lives).
+  // Builds the model part in the builder, its constants placed as `layout` says; the result
+  // points into the builder (valid while the Writer lives).
   Result<std::span<const uint8_t>> write(const ir::Graph& graph, const ir::ExecutionPlan& plan,
-                                         const WriteOptions& options);
+                                         const WriteOptions& options, const DataLayout& layout);
 
  private:
   Status check_references(const ir::Graph& graph, const ir::ExecutionPlan& plan,
@@ -53,7 +61,7 @@ class Writer {
   Offset<Vector<uint32_t>> ids(const std::vector<ir::NodeId>& v) { return fbb_.CreateVector(v); }
   std::pair<fb::Attrs, Offset<void>> attrs(const ir::Attrs& attrs);
   Offset<fb::Node> node(const ir::Node& node);
-  Offset<fb::Graph> graph(const ir::Graph& graph);
+  Offset<fb::Graph> graph(const ir::Graph& graph, const DataLayout& layout);
   Offset<fb::SizeExpr> size_expr(const ir::SizeExpr& expr);
   Offset<fb::Plan> plan(const ir::ExecutionPlan& plan);
   Offset<Vector<Offset<fb::Target>>> targets(const std::vector<KernelBinary>& kernels,
@@ -158,16 +166,14 @@ Offset<fb::Node> Writer::node(const ir::Node& n) {
   return fb::CreateNode(fbb_, detail::to_fb(n.op), name, inputs, attrs_type, attrs_value, type);
 }
 
-Offset<fb::Graph> Writer::graph(const ir::Graph& g) {
-  // Constants first: they are the bulk of the file and want their 64-byte alignment settled
-  // before the many small tables are written.
+Offset<fb::Graph> Writer::graph(const ir::Graph& g, const DataLayout& layout) {
   std::vector<Offset<fb::ConstantData>> constants;
   constants.reserve(g.constants().size());
-  for (const ir::Tensor& t : g.constants()) {
-    fbb_.ForceVectorAlignment(t.size_bytes(), 1, kConstantAlignment);
-    auto data = fbb_.CreateVector(reinterpret_cast<const uint8_t*>(t.data()), t.size_bytes());
+  for (size_t i = 0; i < g.constants().size(); ++i) {
+    const ir::Tensor& t = g.constants()[i];
     auto shape = longs(t.shape());
-    constants.push_back(fb::CreateConstantData(fbb_, detail::to_fb(t.dtype()), shape, data));
+    constants.push_back(fb::CreateConstantData(fbb_, detail::to_fb(t.dtype()), shape, /*data=*/0,
+                                               layout.offsets[i], t.size_bytes()));
   }
   auto constants_vec = fbb_.CreateVector(constants);
 
@@ -393,20 +399,26 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
 }
 
 Result<std::span<const uint8_t>> Writer::write(const ir::Graph& g, const ir::ExecutionPlan& p,
-                                               const WriteOptions& options) {
+                                               const WriteOptions& options, const DataLayout& layout) {
   KILN_RETURN_IF_ERROR(check_references(g, p, options));
-  // FlatBuffers offsets are 32-bit: refuse graphs whose constants alone exceed the 2 GiB limit
-  // instead of letting the builder abort.
-  size_t constant_bytes = 0;
-  for (const ir::Tensor& t : g.constants()) constant_bytes += t.size_bytes() + kConstantAlignment;
-  for (const KernelBinary& k : options.kernels) constant_bytes += k.blob.size() + 16;
-  for (const ModuleBinary& m : options.modules) constant_bytes += m.blob.size() + 16;
-  if (constant_bytes >= (size_t(1) << 31) - (size_t(1) << 24))
-    return unsupported("cannot write artifact: constants and kernels total " +
-                       std::to_string(constant_bytes) +
+  if (layout.offsets.size() != g.constants().size())
+    return invalid_argument("cannot write artifact: the graph has " + std::to_string(g.constants().size()) +
+                            " constants, but " + std::to_string(layout.offsets.size()) + " were written");
+  for (size_t i = 0; i < g.constants().size(); ++i) {
+    if (layout.sizes[i] != g.constants()[i].size_bytes())
+      return invalid_argument("cannot write artifact: constant " + std::to_string(i) +
+                              " changed size after its bytes were written");
+  }
+  // FlatBuffers offsets are 32-bit: refuse kernels beyond the 2 GiB limit of the model part
+  // instead of letting the builder abort. (Constants live outside it.)
+  size_t kernel_bytes = 0;
+  for (const KernelBinary& k : options.kernels) kernel_bytes += k.blob.size() + 16;
+  for (const ModuleBinary& m : options.modules) kernel_bytes += m.blob.size() + 16;
+  if (kernel_bytes >= (size_t(1) << 31) - (size_t(1) << 24))
+    return unsupported("cannot write artifact: the kernels total " + std::to_string(kernel_bytes) +
                        " bytes, over the 2 GiB limit of the .kiln format");
 
-  auto graph_off = graph(g);
+  auto graph_off = graph(g, layout);
   auto plan_off = plan(p);
   auto targets_off = targets(options.kernels, options.modules);
   auto producer = fbb_.CreateString(options.producer);
@@ -416,19 +428,111 @@ Result<std::span<const uint8_t>> Writer::write(const ir::Graph& g, const ir::Exe
                                /*file_size=*/~uint64_t(0));
   fb::FinishModelBuffer(fbb_, model);
   if (fbb_.GetSize() >= FLATBUFFERS_MAX_BUFFER_SIZE)
-    return unsupported("cannot write artifact: the file would exceed the 2 GiB limit");
+    return unsupported("cannot write artifact: its model part would exceed the 2 GiB limit");
   uint8_t* data = fbb_.GetBufferPointer();
-  bool patched = fb::GetMutableModel(data)->mutate_file_size(fbb_.GetSize());
+  bool patched = fb::GetMutableModel(data)->mutate_file_size(layout.model_offset + fbb_.GetSize());
   KILN_CHECK(patched, "the artifact's file_size field was not stored");
   return std::span<const uint8_t>(data, fbb_.GetSize());
 }
 
 size_t size_hint(const ir::Graph& graph, const WriteOptions& options) {
-  size_t hint = 1024 + graph.num_nodes() * 128;
-  for (const ir::Tensor& t : graph.constants()) hint += t.size_bytes() + kConstantAlignment;
+  size_t hint = 1024 + graph.num_nodes() * 128 + graph.constants().size() * 64;
   for (const KernelBinary& k : options.kernels) hint += k.blob.size() + 256;
   for (const ModuleBinary& m : options.modules) hint += m.blob.size() + 64;
   return hint;
+}
+
+// The process's umask, read without changing it (umask(2) can only set it, racing other threads).
+mode_t current_umask() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  unsigned mask = 022;
+  if (status) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status))
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) break;
+    std::fclose(status);
+  }
+  return mode_t(mask);
+}
+
+uint64_t align_up(uint64_t n) { return (n + kConstantAlignment - 1) / kConstantAlignment * kConstantAlignment; }
+
+// The header part: the FileHeader FlatBuffer, zero-padded to kFileHeaderBytes.
+std::vector<uint8_t> file_header(const DataLayout& layout) {
+  FlatBufferBuilder fbb(kFileHeaderBytes);
+  fbb.Finish(fb::CreateFileHeader(fbb, kFormatVersion, kFileHeaderBytes, layout.data_size, layout.model_offset),
+             fb::ModelIdentifier());
+  KILN_CHECK(fbb.GetSize() <= kFileHeaderBytes, "the artifact's file header outgrew its space");
+  std::vector<uint8_t> out(kFileHeaderBytes, 0);
+  std::memcpy(out.data(), fbb.GetBufferPointer(), fbb.GetSize());
+  return out;
+}
+
+// Writes bytes somewhere: a FILE* or a vector. Returns false on an I/O error (errno set).
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual bool write(const void* data, size_t size) = 0;
+  bool pad_to(uint64_t position, uint64_t& at) {
+    static const uint8_t zeros[kConstantAlignment] = {};
+    while (at < position) {
+      const size_t n = size_t(std::min<uint64_t>(position - at, sizeof zeros));
+      if (!write(zeros, n)) return false;
+      at += n;
+    }
+    return true;
+  }
+};
+
+class VectorSink final : public Sink {
+ public:
+  explicit VectorSink(std::vector<uint8_t>& out) : out_(out) {}
+  bool write(const void* data, size_t size) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    out_.insert(out_.end(), p, p + size);
+    return true;
+  }
+
+ private:
+  std::vector<uint8_t>& out_;
+};
+
+class FileSink final : public Sink {
+ public:
+  explicit FileSink(std::FILE* file) : file_(file) {}
+  bool write(const void* data, size_t size) override { return size == 0 || std::fwrite(data, 1, size, file_) == size; }
+
+ private:
+  std::FILE* file_;
+};
+
+// The header and the data segment, constants in graph order. Returns false on an I/O error.
+bool write_header_and_data(const ir::Graph& graph, const DataLayout& layout, Sink& sink) {
+  const std::vector<uint8_t> header = file_header(layout);
+  if (!sink.write(header.data(), header.size())) return false;
+  uint64_t at = kFileHeaderBytes;
+  for (size_t i = 0; i < graph.constants().size(); ++i) {
+    const ir::Tensor& t = graph.constants()[i];
+    if (!sink.pad_to(kFileHeaderBytes + layout.offsets[i], at)) return false;
+    if (!sink.write(t.data(), t.size_bytes())) return false;
+    at += t.size_bytes();
+  }
+  return sink.pad_to(layout.model_offset, at);
+}
+
+// Constants in graph order, each at a multiple of kConstantAlignment.
+DataLayout plan_data_layout(const ir::Graph& graph) {
+  DataLayout layout;
+  uint64_t at = 0;
+  for (const ir::Tensor& t : graph.constants()) {
+    at = align_up(at);
+    layout.offsets.push_back(at);
+    layout.sizes.push_back(t.size_bytes());
+    at += t.size_bytes();
+  }
+  layout.data_size = at;
+  layout.model_offset = align_up(kFileHeaderBytes + at);
+  return layout;
 }
 
 }  // namespace
@@ -439,21 +543,88 @@ Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::Ex
 
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan,
                                             const WriteOptions& options) {
+  const DataLayout layout = plan_data_layout(graph);
   Writer writer(size_hint(graph, options));
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, writer.write(graph, plan, options));
-  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> model, writer.write(graph, plan, options, layout));
+  std::vector<uint8_t> out;
+  out.reserve(layout.model_offset + model.size());
+  VectorSink sink(out);
+  write_header_and_data(graph, layout, sink);
+  sink.write(model.data(), model.size());
+  return out;
+}
+
+// ---- ArtifactFileWriter ----------------------------------------------------------------------
+
+ArtifactFileWriter::~ArtifactFileWriter() {
+  if (file_ && file_ != stdout) std::fclose(file_);
+  if (!temp_path_.empty()) std::remove(temp_path_.c_str());
+}
+
+Result<std::unique_ptr<ArtifactFileWriter>> ArtifactFileWriter::begin(const std::string& path,
+                                                                      const ir::Graph& graph) {
+  std::unique_ptr<ArtifactFileWriter> writer(new ArtifactFileWriter());
+  writer->path_ = path;
+  writer->layout_ = plan_data_layout(graph);
+  if (path == "-") {
+    writer->file_ = stdout;
+  } else {
+    // A temporary file beside the output, renamed into place by finish(): a failed compile
+    // leaves neither a partial artifact nor a damaged previous one.
+    std::string temp = path + ".tmp-XXXXXX";
+    const int fd = mkstemp(temp.data());
+    if (fd < 0) return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
+    writer->temp_path_ = temp;
+    (void)fchmod(fd, 0666 & ~current_umask());  // what fopen would have created
+    writer->file_ = fdopen(fd, "w+b");
+    if (!writer->file_) {
+      close(fd);
+      return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
+    }
+  }
+  FileSink sink(writer->file_);
+  if (!write_header_and_data(graph, writer->layout_, sink) || std::fflush(writer->file_) != 0)
+    return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
+  return writer;
+}
+
+Status ArtifactFileWriter::map_constants(ir::Graph& graph) {
+  if (temp_path_.empty() || layout_.data_size == 0) return Status::ok();  // stdout: nothing to map
+  if (graph.constants().size() != layout_.offsets.size())
+    return invalid_argument("map_constants: the graph's constants are not the ones written");
+  const size_t length = size_t(kFileHeaderBytes + layout_.data_size);
+  void* base = mmap(nullptr, length, PROT_READ, MAP_SHARED, fileno(file_), 0);
+  if (base == MAP_FAILED) return Status::ok();  // keeping them in memory is correct, only larger
+  std::shared_ptr<const void> mapping(base, [length](const void* p) { munmap(const_cast<void*>(p), length); });
+  const auto* data = static_cast<const std::byte*>(base) + kFileHeaderBytes;
+  for (size_t i = 0; i < graph.constants().size(); ++i) {
+    ir::Tensor& t = graph.constants()[i];
+    if (t.size_bytes() != layout_.sizes[i])
+      return invalid_argument("map_constants: constant " + std::to_string(i) + " is not the one written");
+    std::vector<int64_t> shape = t.shape();
+    t = ir::Tensor::view(t.dtype(), std::move(shape), data + layout_.offsets[i], mapping);
+  }
+  return Status::ok();
+}
+
+Status ArtifactFileWriter::finish(const ir::Graph& graph, const ir::ExecutionPlan& plan, const WriteOptions& options) {
+  if (!file_) return invalid_argument("cannot write '" + path_ + "': the writer was already finished");
+  Writer writer(size_hint(graph, options));
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> model, writer.write(graph, plan, options, layout_));
+  auto failed = [&] { return invalid_argument("cannot write '" + path_ + "': " + std::strerror(errno)); };
+  if (std::fwrite(model.data(), 1, model.size(), file_) != model.size()) return failed();
+  std::FILE* file = std::exchange(file_, nullptr);
+  if (file == stdout) return std::fflush(file) == 0 ? Status::ok() : failed();
+  if (std::fclose(file) != 0) return failed();
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) return failed();
+  temp_path_.clear();
+  return Status::ok();
 }
 
 Status write_artifact_file(const std::string& path, const ir::Graph& graph, const ir::ExecutionPlan& plan,
                            const WriteOptions& options) {
-  Writer writer(size_hint(graph, options));
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, writer.write(graph, plan, options));
-  std::FILE* file = path == "-" ? stdout : std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  const bool closed = file == stdout ? std::fflush(file) == 0 : std::fclose(file) == 0;
-  if (!written || !closed) return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
-  return Status::ok();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactFileWriter> writer, ArtifactFileWriter::begin(path, graph));
+  return writer->finish(graph, plan, options);
 }
 
 }  // namespace kiln::artifact

@@ -1,11 +1,15 @@
-// Writes the .kiln artifact: a FlatBuffers file (schema: artifact/kiln.fbs) holding the format
-// version, the I/O signature, the optimized graph with its constants (each stored 64-byte
-// aligned so the runtime can use it in place), the execution plan, and kernels per target.
+// Writes the .kiln artifact (layout and schema: artifact/kiln.fbs): a header, the constants'
+// bytes (each 64-byte aligned so the runtime can use them in place), then a FlatBuffer with the
+// format version, the I/O signature, the optimized graph, the execution plan, and kernels per
+// target.
 //
-// Thread-safety: pure functions of their arguments.
+// Thread-safety: the functions are pure functions of their arguments; an ArtifactFileWriter is
+// used by one thread at a time.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,13 +26,50 @@ struct WriteOptions {
   std::vector<ModuleBinary> modules;   // shared modules for every target (may be empty)
 };
 
-// The graph must be compacted (no erased nodes). Fails with kInvalidArgument if the graph or
-// plan reference something out of range, and kUnsupported if it exceeds FlatBuffers' 2 GiB limit.
+// Where a graph's constants go in the data segment: constant i at offsets[i] (a multiple of 64),
+// sizes[i] bytes; the model part starts at model_offset.
+struct DataLayout {
+  std::vector<uint64_t> offsets, sizes;
+  uint64_t data_size = 0;
+  uint64_t model_offset = 0;
+};
+
+// The whole file in memory. The graph must be compacted (no erased nodes). Fails with
+// kInvalidArgument if the graph or plan reference something out of range, and kUnsupported if
+// the kernels exceed FlatBuffers' 2 GiB limit (the constants have none).
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan);
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan,
                                             const WriteOptions& options);
-// The same file, written to `path` ('-': stdout) straight from the builder, so that the
-// artifact is never held twice in memory (kilnc's peak memory on large models).
+
+// Writes an artifact file in two steps, so that the constants can leave memory before code
+// generation (kilnc's peak memory): begin() writes the header and every constant's bytes,
+// map_constants() may then swap the graph's constants for views of the written file, and
+// finish() writes the rest. The constants must not change in between.
+// A path is written through a temporary file beside it that finish() renames into place, so that
+// a failed or abandoned compile leaves neither a partial artifact nor a damaged older one; "-"
+// streams to stdout.
+class ArtifactFileWriter {
+ public:
+  static Result<std::unique_ptr<ArtifactFileWriter>> begin(const std::string& path, const ir::Graph& graph);
+  // Removes the temporary file unless finish() succeeded.
+  ~ArtifactFileWriter();
+  ArtifactFileWriter(const ArtifactFileWriter&) = delete;
+  ArtifactFileWriter& operator=(const ArtifactFileWriter&) = delete;
+
+  // Rebinds every constant of `graph` to a read-only view of its bytes in the written file (a
+  // shared mapping that the views keep alive), so that the memory holding them can be freed.
+  // Same bytes; nothing happens for stdout or when the file cannot be mapped.
+  Status map_constants(ir::Graph& graph);
+  Status finish(const ir::Graph& graph, const ir::ExecutionPlan& plan, const WriteOptions& options);
+
+ private:
+  ArtifactFileWriter() = default;
+  std::string path_, temp_path_;
+  std::FILE* file_ = nullptr;
+  DataLayout layout_;
+};
+
+// begin() + finish() in one call.
 Status write_artifact_file(const std::string& path, const ir::Graph& graph, const ir::ExecutionPlan& plan,
                            const WriteOptions& options);
 

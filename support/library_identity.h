@@ -11,4 +11,7 @@ namespace kiln {
 // loader cannot say.
 std::string loaded_library_identity(const void* symbol);
 
+// The same for a library file that need not be loaded (its path, size and modification time).
+std::string library_file_identity(const std::string& path);
+
 }  // namespace kiln

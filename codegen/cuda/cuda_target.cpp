@@ -21,6 +21,7 @@
 // log (and, for NVRTC, the numbered source).
 #include "codegen/cuda/cuda_target.h"
 
+#include <mutex>
 #include <sstream>
 
 #include "artifact/targets.h"
@@ -28,7 +29,6 @@
 #include "codegen/cuda/cuda_toolchain.h"
 #include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
-#include "support/library_identity.h"
 
 namespace kiln::codegen {
 namespace {
@@ -53,12 +53,12 @@ std::string numbered(const std::string& source) {
 }
 
 // Compiles `source` to PTX for kPtxArch (text, without its terminator). Owns its program.
-Result<std::vector<uint8_t>> compile_ptx(const CudaToolchain& t, const std::string& source) {
+Result<std::vector<uint8_t>> compile_ptx(const NvrtcApi& t, const std::string& source) {
   nvrtcProgram program = nullptr;
   nvrtcResult r = t.nvrtcCreateProgram(&program, source.c_str(), "kiln_kernels.cu", 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) return internal_error(std::string("NVRTC: cannot create a program: ") + t.nvrtcGetErrorString(r));
   struct Destroy {
-    const CudaToolchain& t;
+    const NvrtcApi& t;
     nvrtcProgram* p;
     ~Destroy() { t.nvrtcDestroyProgram(p); }
   } destroy{t, &program};
@@ -89,7 +89,7 @@ Result<std::vector<uint8_t>> compile_ptx(const CudaToolchain& t, const std::stri
 }
 
 // Assembles `ptx` into a cubin for `arch` ("sm_90") with nvJitLink. Owns its handle.
-Result<std::vector<uint8_t>> assemble_cubin(const CudaToolchain& t, const std::vector<uint8_t>& ptx,
+Result<std::vector<uint8_t>> assemble_cubin(const NvJitLinkApi& t, const std::vector<uint8_t>& ptx,
                                             const std::string& arch) {
   const std::string arch_option = "-arch=" + arch;
   const char* options[] = {arch_option.c_str()};
@@ -98,7 +98,7 @@ Result<std::vector<uint8_t>> assemble_cubin(const CudaToolchain& t, const std::v
   if (r != NVJITLINK_SUCCESS)
     return internal_error("nvJitLink: cannot create a linker for " + arch + " (error " + std::to_string(int(r)) + ")");
   struct Destroy {
-    const CudaToolchain& t;
+    const NvJitLinkApi& t;
     nvJitLinkHandle* h;
     ~Destroy() { t.nvJitLinkDestroy(h); }
   } destroy{t, &handle};
@@ -152,26 +152,36 @@ std::vector<std::pair<size_t, size_t>> split_programs(const std::vector<KernelVa
   return ranges;
 }
 
-// NVRTC's version, library and options, for cache keys.
-std::string nvrtc_identity(const CudaToolchain& t) {
-  int major = 0, minor = 0;
-  t.nvrtcVersion(&major, &minor);
-  return "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " " +
-         loaded_library_identity(reinterpret_cast<const void*>(t.nvrtcCompileProgram)) + "; options " +
-         kNvrtcOptions[0] + " " + kNvrtcOptions[1];
-}
+// One toolkit library for one phase of a compile: loaded by the first unit that misses the
+// cache (a warm compile never loads it), unloaded when the phase ends. Thread-safe.
+template <class Api>
+class PhaseLibrary {
+ public:
+  using Loader = Result<std::shared_ptr<const Api>> (*)(const std::string&);
+  PhaseLibrary(Loader loader, std::string path) : loader_(loader), path_(std::move(path)) {}
 
-// nvJitLink's version and library, for cache keys.
-std::string nvjitlink_identity(const CudaToolchain& t) {
-  unsigned int major = 0, minor = 0;
-  t.nvJitLinkVersion(&major, &minor);
-  return "nvJitLink " + std::to_string(major) + "." + std::to_string(minor) + " " +
-         loaded_library_identity(reinterpret_cast<const void*>(t.nvJitLinkVersion));
-}
+  Result<const Api*> get() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!api_ && status_.is_ok()) {
+      Result<std::shared_ptr<const Api>> loaded = loader_(path_);
+      if (loaded.is_ok()) api_ = std::move(loaded).value();
+      else status_ = loaded.status();
+    }
+    if (!status_.is_ok()) return status_;
+    return api_.get();
+  }
+
+ private:
+  const Loader loader_;
+  const std::string path_;
+  std::mutex mutex_;
+  std::shared_ptr<const Api> api_;
+  Status status_;
+};
 
 class CudaTarget final : public Target {
  public:
-  explicit CudaTarget(const CudaToolchain& toolchain) : toolchain_(toolchain) {}
+  explicit CudaTarget(CudaToolchainFiles toolchain) : toolchain_(std::move(toolchain)) {}
   std::string_view name() const override { return artifact::kCudaTarget; }
   std::string_view source_suffix() const override { return ".cu"; }
   std::string_view listing_suffix() const override { return ".ptx"; }
@@ -188,8 +198,9 @@ class CudaTarget final : public Target {
     DeviceCode out;
     out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the modules'
     if (options.sources_only) {  // -S: the PTX listing of one program
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<const NvrtcApi> nvrtc, load_nvrtc(toolchain_.nvrtc));
       KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> ptx,
-                            compile_ptx(toolchain_, cuda_program("graph " + graph.name, kernels, 0, kernels.size())));
+                            compile_ptx(*nvrtc, cuda_program("graph " + graph.name, kernels, 0, kernels.size())));
       out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx), 0});
       return out;
     }
@@ -203,22 +214,36 @@ class CudaTarget final : public Target {
     const std::vector<std::string>& archs = options.gpu_archs.empty() ? kDefaultCubinArchs : options.gpu_archs;
 
     // PTX per program, then a cubin per (program, architecture) from it.
+    // PTX per program, then a cubin per (program, architecture) from it; each library is loaded
+    // only for its phase, and only when a unit misses the cache.
     std::vector<std::vector<uint8_t>> ptx(programs.size());
-    KILN_RETURN_IF_ERROR(context.parallel_for("cuda NVRTC", programs.size(), [&](size_t p) -> Status {
-      CacheKey key = unit_key(nvrtc_identity_);
-      key.add("arch", kPtxArch).add("source", programs[p]);
-      KILN_ASSIGN_OR_RETURN(ptx[p], context.cached(key, [&] { return compile_ptx(toolchain_, programs[p]); }));
-      return Status::ok();
-    }));
+    {
+      PhaseLibrary<NvrtcApi> nvrtc(&load_nvrtc, toolchain_.nvrtc);
+      KILN_RETURN_IF_ERROR(context.parallel_for("cuda NVRTC", programs.size(), [&](size_t p) -> Status {
+        CacheKey key = unit_key(nvrtc_identity_);
+        key.add("arch", kPtxArch).add("source", programs[p]);
+        KILN_ASSIGN_OR_RETURN(ptx[p], context.cached(key, [&]() -> Result<std::vector<uint8_t>> {
+          KILN_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc.get());
+          return compile_ptx(*api, programs[p]);
+        }));
+        return Status::ok();
+      }));
+    }
     std::vector<std::vector<uint8_t>> cubins(programs.size() * archs.size());  // program-major
-    KILN_RETURN_IF_ERROR(context.parallel_for("cuda cubins", cubins.size(), [&](size_t unit) -> Status {
-      const std::vector<uint8_t>& program_ptx = ptx[unit / archs.size()];
-      const std::string& arch = archs[unit % archs.size()];
-      CacheKey key = unit_key(nvjitlink_identity_);
-      key.add("arch", arch).add("ptx", std::string_view(reinterpret_cast<const char*>(program_ptx.data()), program_ptx.size()));
-      KILN_ASSIGN_OR_RETURN(cubins[unit], context.cached(key, [&] { return assemble_cubin(toolchain_, program_ptx, arch); }));
-      return Status::ok();
-    }));
+    {
+      PhaseLibrary<NvJitLinkApi> nvjitlink(&load_nvjitlink, toolchain_.nvjitlink);
+      KILN_RETURN_IF_ERROR(context.parallel_for("cuda cubins", cubins.size(), [&](size_t unit) -> Status {
+        const std::vector<uint8_t>& program_ptx = ptx[unit / archs.size()];
+        const std::string& arch = archs[unit % archs.size()];
+        CacheKey key = unit_key(nvjitlink_identity_);
+        key.add("arch", arch).add("ptx", std::string_view(reinterpret_cast<const char*>(program_ptx.data()), program_ptx.size()));
+        KILN_ASSIGN_OR_RETURN(cubins[unit], context.cached(key, [&]() -> Result<std::vector<uint8_t>> {
+          KILN_ASSIGN_OR_RETURN(const NvJitLinkApi* api, nvjitlink.get());
+          return assemble_cubin(*api, program_ptx, arch);
+        }));
+        return Status::ok();
+      }));
+    }
     for (size_t p = 0; p < programs.size(); ++p) {
       out.modules.push_back({std::string(artifact::kCudaTarget), "ptx", std::move(ptx[p]), uint32_t(p)});
       for (size_t a = 0; a < archs.size(); ++a)
@@ -246,18 +271,20 @@ class CudaTarget final : public Target {
   }
 
  private:
-  const CudaToolchain& toolchain_;
-  const std::string nvrtc_identity_ = nvrtc_identity(toolchain_);
-  const std::string nvjitlink_identity_ = nvjitlink_identity(toolchain_);
+  const CudaToolchainFiles toolchain_;
+  // The compilers' identities in cache keys: their library files, and NVRTC's options.
+  const std::string nvrtc_identity_ =
+      toolchain_.nvrtc_identity + "; options " + kNvrtcOptions[0] + " " + kNvrtcOptions[1];
+  const std::string nvjitlink_identity_ = toolchain_.nvjitlink_identity;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Target>> make_cuda_target() {
-  KILN_ASSIGN_OR_RETURN(const CudaToolchain* toolchain, cuda_toolchain());
-  return std::unique_ptr<Target>(std::make_unique<CudaTarget>(*toolchain));
+  KILN_ASSIGN_OR_RETURN(CudaToolchainFiles toolchain, locate_cuda_toolchain());
+  return std::unique_ptr<Target>(std::make_unique<CudaTarget>(std::move(toolchain)));
 }
 
-bool cuda_target_present() { return cuda_toolchain_present(); }
+bool cuda_target_present() { return locate_cuda_toolchain().is_ok(); }
 
 }  // namespace kiln::codegen

@@ -1,7 +1,7 @@
 // Factory for the CUDA target (see codegen/target.h): every kernel of a graph is rendered as
 // CUDA C (Dialect::kCuda) into NVRTC programs of about 16 KiB of source, each compiled once to PTX
 // (compute_80, always) and assembled per --gpu-arch into a cubin (default sm_80 and sm_90). Built only when CMake finds
-// the CUDA toolkit (KILN_HAVE_CUDA); NVRTC and nvJitLink are loaded when the target is created
+// the CUDA toolkit (KILN_HAVE_CUDA); NVRTC and nvJitLink are loaded only while they have work
 // (cuda_toolchain.h). The runtime never uses them.
 #pragma once
 
@@ -10,8 +10,8 @@
 #include "codegen/target.h"
 
 namespace kiln::codegen {
-// kUnavailable when NVRTC or nvJitLink cannot be loaded.
+// kUnavailable when NVRTC or nvJitLink cannot be found.
 Result<std::unique_ptr<Target>> make_cuda_target();
-// Whether make_cuda_target can find its libraries, without loading them where it can tell.
+// Whether make_cuda_target would succeed.
 bool cuda_target_present();
 }  // namespace kiln::codegen

@@ -1,10 +1,13 @@
 #include "codegen/cuda/cuda_toolchain.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <vector>
+
+#include "support/library_identity.h"
 
 namespace kiln::codegen {
 namespace {
@@ -18,110 +21,96 @@ std::string file_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Where to look for one library: only the override when it is set (the user named that library),
-// else the configured path, then its file name.
-std::vector<std::string> candidates(const char* override_variable, const std::string& configured) {
-  std::vector<std::string> out;
-  if (const char* path = std::getenv(override_variable); path && *path) return {path};
-  out.push_back(configured);
-  out.push_back(file_name(configured));
-  return out;
-}
-
-bool findable(const char* override_variable, const std::string& configured) {
-  for (const std::string& path : candidates(override_variable, configured)) {
-    if (path.find('/') != std::string::npos) {
-      if (access(path.c_str(), R_OK) == 0) return true;
-      continue;
-    }
-    if (void* library = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL)) {
-      dlclose(library);
-      return true;
-    }
+// The file of one library: the override alone when it is set (the user named that library);
+// else the configured path when it exists; else whatever the loader finds under its file name.
+Result<std::string> locate(const char* override_variable, const std::string& configured, const char* what) {
+  const char* override_path = std::getenv(override_variable);
+  if (override_path && *override_path) {
+    if (access(override_path, R_OK) == 0) return std::string(override_path);
+    return Status(ErrorCode::kUnavailable, std::string("the cuda target needs ") + what + ", and " + override_variable +
+                                               " names '" + override_path + "', which cannot be read");
   }
-  return false;
+  if (access(configured.c_str(), R_OK) == 0) return configured;
+  const std::string name = file_name(configured);
+  void* library = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!library)
+    return Status(ErrorCode::kUnavailable, std::string("the cuda target needs ") + what + " from the CUDA toolkit, and " +
+                                               name + " is neither at " + configured +
+                                               " nor on the loader's path (" + override_variable + " names it)");
+  std::string path = name;
+  link_map* map = nullptr;
+  if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) path = map->l_name;
+  dlclose(library);
+  return path;
 }
 
-// dlopens the first candidate that loads; sets `loaded_path`. Null with `why` when none does.
-void* open_first(const char* override_variable, const std::string& configured, std::string& loaded_path,
-                 std::string& why) {
-  for (const std::string& path : candidates(override_variable, configured)) {
-    // RTLD_LOCAL: the toolkit's symbols stay out of the process's global namespace.
-    if (void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      loaded_path = path;
-      return library;
-    }
-    const char* error = dlerror();
-    if (why.empty()) why = error ? error : "dlopen failed";
+// Owns a dlopen handle and the API read from it; unloads the library when destroyed.
+template <class Api>
+struct Library {
+  Api api;
+  void* handle = nullptr;
+  ~Library() {
+    if (handle) dlclose(handle);
   }
-  return nullptr;
-}
-
-struct Loaded {
-  CudaToolchain toolchain;
-  Status status;
 };
 
-Loaded load() {
-  Loaded out;
-  CudaToolchain& t = out.toolchain;
-  std::string why;
-  void* nvrtc = open_first("KILN_NVRTC_LIBRARY", kConfiguredNvrtc, t.nvrtc_path, why);
-  if (!nvrtc) {
-    out.status = Status(ErrorCode::kUnavailable, "the cuda target needs NVRTC from the CUDA toolkit, and " +
-                                                     file_name(kConfiguredNvrtc) + " cannot be loaded (" + why +
-                                                     "; set KILN_NVRTC_LIBRARY to its path)");
-    return out;
+template <class Api>
+Result<std::shared_ptr<Library<Api>>> open_library(const std::string& path) {
+  auto library = std::make_shared<Library<Api>>();
+  // RTLD_LOCAL: the toolkit's symbols stay out of the process's global namespace.
+  library->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library->handle) {
+    const char* why = dlerror();
+    return Status(ErrorCode::kUnavailable, "cannot load " + path + ": " + (why ? why : "dlopen failed"));
   }
-  why.clear();
-  void* nvjitlink = open_first("KILN_NVJITLINK_LIBRARY", kConfiguredNvJitLink, t.nvjitlink_path, why);
-  if (!nvjitlink) {
-    out.status = Status(ErrorCode::kUnavailable, "the cuda target needs nvJitLink from the CUDA toolkit, and " +
-                                                     file_name(kConfiguredNvJitLink) + " cannot be loaded (" + why +
-                                                     "; set KILN_NVJITLINK_LIBRARY to its path)");
-    return out;
-  }
-#define KILN_TOOLCHAIN_LOAD(library, path, name)                                                         \
-  t.name = reinterpret_cast<decltype(t.name)>(dlsym(library, #name));                                  \
-  if (!t.name) {                                                                                        \
-    out.status = Status(ErrorCode::kUnavailable, path + " lacks " #name " (a CUDA toolkit older than " \
-                                                        "the one kilnc was built with?)");               \
-    return out;                                                                                         \
-  }
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcVersion)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcGetErrorString)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcCreateProgram)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcDestroyProgram)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcCompileProgram)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcGetProgramLogSize)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcGetProgramLog)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcGetPTXSize)
-  KILN_TOOLCHAIN_LOAD(nvrtc, t.nvrtc_path, nvrtcGetPTX)
-  // nvJitLink.h maps these names to versioned symbols with inline wrappers; the library also
-  // exports them under their plain names, which are what dlsym finds here.
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkVersion)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkCreate)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkDestroy)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkAddData)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkComplete)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkGetErrorLogSize)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkGetErrorLog)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkGetLinkedCubinSize)
-  KILN_TOOLCHAIN_LOAD(nvjitlink, t.nvjitlink_path, nvJitLinkGetLinkedCubin)
-#undef KILN_TOOLCHAIN_LOAD
-  return out;
+  return library;
 }
+
+#define KILN_TOOLCHAIN_LOAD(name)                                                                          \
+  library->api.name = reinterpret_cast<decltype(library->api.name)>(dlsym(library->handle, #name));      \
+  if (!library->api.name)                                                                                  \
+    return Status(ErrorCode::kUnavailable,                                                                 \
+                  path + " lacks " #name " (a CUDA toolkit older than the one kilnc was built with?)");
 
 }  // namespace
 
-bool cuda_toolchain_present() {
-  return findable("KILN_NVRTC_LIBRARY", kConfiguredNvrtc) && findable("KILN_NVJITLINK_LIBRARY", kConfiguredNvJitLink);
+Result<CudaToolchainFiles> locate_cuda_toolchain() {
+  CudaToolchainFiles files;
+  KILN_ASSIGN_OR_RETURN(files.nvrtc, locate("KILN_NVRTC_LIBRARY", kConfiguredNvrtc, "NVRTC"));
+  KILN_ASSIGN_OR_RETURN(files.nvjitlink, locate("KILN_NVJITLINK_LIBRARY", kConfiguredNvJitLink, "nvJitLink"));
+  files.nvrtc_identity = "nvrtc " + library_file_identity(files.nvrtc);
+  files.nvjitlink_identity = "nvJitLink " + library_file_identity(files.nvjitlink);
+  return files;
 }
 
-Result<const CudaToolchain*> cuda_toolchain() {
-  static const Loaded loaded = load();  // C++ guarantees one thread-safe initialization
-  if (!loaded.status.is_ok()) return loaded.status;
-  return &loaded.toolchain;
+Result<std::shared_ptr<const NvrtcApi>> load_nvrtc(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Library<NvrtcApi>> library, open_library<NvrtcApi>(path));
+  KILN_TOOLCHAIN_LOAD(nvrtcGetErrorString)
+  KILN_TOOLCHAIN_LOAD(nvrtcCreateProgram)
+  KILN_TOOLCHAIN_LOAD(nvrtcDestroyProgram)
+  KILN_TOOLCHAIN_LOAD(nvrtcCompileProgram)
+  KILN_TOOLCHAIN_LOAD(nvrtcGetProgramLogSize)
+  KILN_TOOLCHAIN_LOAD(nvrtcGetProgramLog)
+  KILN_TOOLCHAIN_LOAD(nvrtcGetPTXSize)
+  KILN_TOOLCHAIN_LOAD(nvrtcGetPTX)
+  return std::shared_ptr<const NvrtcApi>(library, &library->api);  // shares the library's ownership
 }
+
+Result<std::shared_ptr<const NvJitLinkApi>> load_nvjitlink(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Library<NvJitLinkApi>> library, open_library<NvJitLinkApi>(path));
+  // nvJitLink.h maps these names to versioned symbols with inline wrappers; the library also
+  // exports them under their plain names, which are what dlsym finds here.
+  KILN_TOOLCHAIN_LOAD(nvJitLinkCreate)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkDestroy)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkAddData)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkComplete)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkGetErrorLogSize)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkGetErrorLog)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkGetLinkedCubinSize)
+  KILN_TOOLCHAIN_LOAD(nvJitLinkGetLinkedCubin)
+  return std::shared_ptr<const NvJitLinkApi>(library, &library->api);
+}
+
+#undef KILN_TOOLCHAIN_LOAD
 
 }  // namespace kiln::codegen

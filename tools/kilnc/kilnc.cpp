@@ -3,6 +3,7 @@
 //
 // Exit status: 0 success, 1 user error (bad input, bad option, unsupported feature),
 // 2 internal error.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -394,18 +395,17 @@ kiln::Result<std::string> render_output(const Options& opts, const kiln::ir::Gra
   return bytes;
 }
 
-// The artifact, written from the serializer's buffer straight to the output (no second copy of
-// the weights in memory). Code generation's results are consumed.
-kiln::Status write_artifact_output(const std::string& path, const kiln::ir::Graph& graph,
-                                   const kiln::ir::ExecutionPlan& plan,
-                                   std::vector<kiln::codegen::CompiledKernels>& results) {
+// The artifact's model part: code generation's results (consumed) and the graph's description.
+kiln::Status finish_artifact(kiln::artifact::ArtifactFileWriter& writer, const kiln::ir::Graph& graph,
+                             const kiln::ir::ExecutionPlan& plan,
+                             std::vector<kiln::codegen::CompiledKernels>& results) {
   kiln::artifact::WriteOptions write_options;
   write_options.producer = std::string("kilnc ") + kiln::kVersion;
   for (kiln::codegen::CompiledKernels& compiled : results) {
     for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
     for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
   }
-  return kiln::artifact::write_artifact_file(path, graph, plan, write_options);
+  return writer.finish(graph, plan, write_options);
 }
 
 struct StageTimes {
@@ -521,12 +521,32 @@ int run(int argc, char** argv) {
   times.passes = seconds_since(stage_start);
   if (!plan.is_ok()) return fail(plan.status());
 
-  // 3. Code generation, for the forms that carry kernels.
+  // 3. The artifact's constants go to the output first: nothing after the passes reads them, so
+  // the graph keeps only views of the written file and their memory is returned before the
+  // device compilers take theirs (kilnc's peak memory is then about the weights, not the
+  // weights plus the compilers). On stdout they wait for code generation, so that a failed
+  // compile writes nothing there.
+  const std::string out_path = opts.output.value_or(default_output(opts));
+  const bool writes_artifact = !opts.emit_sources && opts.emit == EmitKind::kKiln;
+  std::unique_ptr<kiln::artifact::ArtifactFileWriter> artifact_writer;
+  auto begin_artifact = [&]() -> kiln::Status {
+    stage_start = std::chrono::steady_clock::now();
+    if (opts.verbose) log << "kilnc: writing the artifact to " << out_path << "\n";
+    KILN_ASSIGN_OR_RETURN(artifact_writer, kiln::artifact::ArtifactFileWriter::begin(out_path, *graph.value));
+    KILN_RETURN_IF_ERROR(artifact_writer->map_constants(*graph.value));
+    malloc_trim(0);  // give the freed weights back to the system now, not at exit
+    times.output = seconds_since(stage_start);
+    return kiln::Status::ok();
+  };
+  if (writes_artifact && out_path != "-") {
+    if (kiln::Status begun = begin_artifact(); !begun.is_ok()) return fail(begun);
+  }
+
+  // 4. Code generation, for the forms that carry kernels.
   stage_start = std::chrono::steady_clock::now();
   std::vector<kiln::codegen::CompiledKernels> codegen_results;
   const bool generates_code = opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln;
   // Only artifact compiles use the cache (-S and --emit=kernels compile without it).
-  const bool writes_artifact = !opts.emit_sources && opts.emit == EmitKind::kKiln;
   std::unique_ptr<kiln::codegen::CompileCache> cache = writes_artifact ? open_cache(opts, log) : nullptr;
   Progress progress(log);
   kiln::codegen::CompileContext context(opts.jobs, cache.get(), [&](std::string_view label, size_t done, size_t total) {
@@ -542,12 +562,14 @@ int run(int argc, char** argv) {
   times.codegen = seconds_since(stage_start);
   if (opts.emit_sources) return write_source_files(opts, codegen_results, log);
 
-  // 4. Output.
+  // 5. Output.
   stage_start = std::chrono::steady_clock::now();
-  const std::string out_path = opts.output.value_or(default_output(opts));
-  if (opts.emit == EmitKind::kKiln) {
-    if (opts.verbose) log << "kilnc: writing the artifact to " << out_path << "\n";
-    kiln::Status written = write_artifact_output(out_path, *graph.value, *plan, codegen_results);
+  if (writes_artifact) {
+    if (!artifact_writer) {
+      if (kiln::Status begun = begin_artifact(); !begun.is_ok()) return fail(begun);
+    }
+    stage_start = std::chrono::steady_clock::now();
+    kiln::Status written = finish_artifact(*artifact_writer, *graph.value, *plan, codegen_results);
     if (!written.is_ok()) return fail(written);
   } else {
     kiln::Result<std::string> bytes = render_output(opts, *graph.value, *plan, codegen_results);
@@ -558,7 +580,7 @@ int run(int argc, char** argv) {
       return 1;
     }
   }
-  times.output = seconds_since(stage_start);
+  times.output += seconds_since(stage_start);
   times.total = seconds_since(total_start);
   if (opts.pipeline.time_report) print_time_report(times, *targets.value, codegen_results, context, log);
   return 0;
