@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""kilnc's compile cache and -j, from the command line (tests/kilnc/CMakeLists.txt).
+"""kilnc's compile cache, -j, artifact output and CUDA toolchain loading, from the command line
+(tests/kilnc/CMakeLists.txt).
 
 usage: run_kilnc_tests.py KILNC GRAPH
 
@@ -100,8 +101,60 @@ def main():
             ok = (rc == 0 and "kilnc: warning: compiling without the compile cache: " in err and
                   re.search(pattern, err) is not None and "compile cache: off" in err)
             check(ok, f"warning, compiled without the cache: {what}", err)
+
+        check_artifact_output(kilnc, graph, kilnc_run, artifact, tmp, base_env)
+        check_cuda_toolchain(kilnc, graph, kilnc_run, artifact, tmp, base_env)
     print(f"{len(FAILURES)} failed")
     return 1 if FAILURES else 0
+
+
+def temporaries(tmp):
+    return [f for f in os.listdir(tmp) if ".kiln.tmp-" in f]
+
+
+def check_artifact_output(kilnc, graph, kilnc_run, artifact, tmp, base_env):
+    """The artifact goes through a temporary file renamed into place; -o - streams it."""
+    check(not temporaries(tmp), "successful compiles leave no temporary files", " ".join(temporaries(tmp)))
+    proc = subprocess.run([kilnc, graph, "-o", "-", "--no-cache"], capture_output=True, env=base_env)
+    check(proc.returncode == 0 and proc.stdout == artifact("cold.kiln"), "-o - writes the same artifact to stdout",
+          proc.stderr.decode(errors="replace"))
+    # A folder that does not exist: a clear error, nothing written.
+    rc, err = kilnc_run(os.path.join("missing-dir", "x.kiln"), "--no-cache")
+    check(rc == 1 and "cannot write" in err and "missing-dir/x.kiln" in err, "error: -o into a missing folder", err)
+
+
+def check_cuda_toolchain(kilnc, graph, kilnc_run, artifact, tmp, base_env):
+    """NVRTC and nvJitLink are loaded at run time: kilnc starts without them, and says so."""
+    version = subprocess.run([kilnc, "--version"], capture_output=True, text=True, env=base_env).stdout
+    targets = re.search(r"^targets: (.*)$", version, re.M)
+    if not targets or "cuda" not in targets.group(1).split(", "):
+        print("(this build has no cuda target: the toolchain checks do not apply)")
+        return
+    readelf = subprocess.run(["readelf", "-d", kilnc], capture_output=True, text=True)
+    check(readelf.returncode == 0 and "libnvrtc" not in readelf.stdout and "libnvJitLink" not in readelf.stdout,
+          "kilnc does not link NVRTC or nvJitLink (they are loaded with dlopen)")
+    missing = {"KILN_NVRTC_LIBRARY": os.path.join(tmp, "no-such-libnvrtc.so")}
+    version = subprocess.run([kilnc, "--version"], capture_output=True, text=True,
+                             env={**base_env, **missing}).stdout
+    targets = re.search(r"^targets: (.*)$", version, re.M)
+    check(targets is not None and "cuda" not in targets.group(1) and
+          re.search(r"^unavailable: cuda \(.*KILN_NVRTC_LIBRARY", version, re.M) is not None,
+          "without NVRTC, --version lists no cuda target and says why", version)
+    rc, err = kilnc_run("nocuda.kiln", "--no-cache", env=missing)
+    check(rc == 0 and artifact("nocuda.kiln")[4:8] == b"KILN", "without NVRTC, the default targets still compile", err)
+    rc, err = kilnc_run("nocuda-explicit.kiln", "--target=cuda", "--no-cache", env=missing)
+    check(rc == 1 and "target 'cuda' is not available" in err and "KILN_NVRTC_LIBRARY" in err,
+          "error: --target=cuda without NVRTC names the variable", err)
+
+    # A compile that fails after the constants were written (nvJitLink does not load) leaves
+    # the previous artifact as it was and no temporary file.
+    with open(os.path.join(tmp, "keep.kiln"), "wb") as f:
+        f.write(b"previous artifact")
+    not_a_library = {"KILN_NVJITLINK_LIBRARY": graph}
+    rc, err = kilnc_run("keep.kiln", "--target=cuda", "--no-cache", env=not_a_library)
+    check(rc == 1 and "cannot load" in err and graph in err, "error: an nvJitLink that does not load", err)
+    check(artifact("keep.kiln") == b"previous artifact" and not temporaries(tmp),
+          "a failed compile keeps the previous artifact and leaves no temporary file", " ".join(temporaries(tmp)))
 
 
 if __name__ == "__main__":

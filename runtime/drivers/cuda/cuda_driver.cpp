@@ -244,23 +244,29 @@ Result<std::unique_ptr<hal::Stream>> CudaDevice::create_stream() {
 }
 
 Status CudaDevice::copy_to_device(CUdeviceptr dst, std::span<const std::byte> src) {
+  return copy_image_to_device(dst, src.size(), [src](size_t offset, std::span<std::byte> out) {
+    std::memcpy(out.data(), src.data() + offset, out.size());
+  });
+}
+
+Status CudaDevice::copy_image_to_device(CUdeviceptr dst, size_t size, const ImageFill& fill) {
   KILN_ASSIGN_OR_RETURN(StagingPool::Lane * lane, staging_->acquire());
   LaneGuard guard(*staging_, lane);
   const size_t half = StagingPool::kHalfBytes;
   bool used[2] = {false, false};
-  for (size_t done = 0, chunk = 0; done < src.size(); done += half, ++chunk) {
-    const size_t n = std::min(half, src.size() - done);
+  for (size_t done = 0, chunk = 0; done < size; done += half, ++chunk) {
+    const size_t n = std::min(half, size - done);
     const int h = int(chunk % 2);
     if (used[h]) {  // wait until the DMA that last read this half has finished
       const CUresult r = api_.cuEventSynchronize(lane->half_done[h]);
       if (r != CUDA_SUCCESS) return cu_status(r, name() + ": copy to the device");
     }
-    std::memcpy(lane->pinned + h * half, src.data() + done, n);
+    fill(done, std::span<std::byte>(lane->pinned + h * half, n));
     CUresult r = api_.cuMemcpyHtoDAsync_v2(dst + done, lane->pinned + h * half, n, lane->stream);
     if (r == CUDA_SUCCESS) r = api_.cuEventRecord(lane->half_done[h], lane->stream);
     if (r != CUDA_SUCCESS) {
       (void)api_.cuStreamSynchronize(lane->stream);
-      return cu_status(r, name() + ": copy of " + std::to_string(src.size()) + " bytes to the device");
+      return cu_status(r, name() + ": copy of " + std::to_string(size) + " bytes to the device");
     }
     used[h] = true;
   }

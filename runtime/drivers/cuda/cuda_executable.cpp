@@ -1,9 +1,11 @@
 // CudaProgram: loads the artifact's CUDA modules on one device (each from the cubin of the
 // device's exact architecture, else from the PTX through the driver's JIT), looks up every kernel's function, sizes
-// its grid from the occupancy API, and uploads the constants once.
+// its grid from the occupancy API, and uploads the constants once, into one allocation.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
+#include "runtime/drivers/cuda/cublaslt_api.h"
 #include "runtime/drivers/cuda/cuda_internal.h"
 
 namespace kiln::runtime::cuda {
@@ -32,7 +34,7 @@ CudaProgram::CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::Loa
 
 CudaProgram::~CudaProgram() {
   ScopedContext current(device_.api(), device_.context());
-  constants_.clear();
+  constant_block_.reset();
   for (auto& [id, loaded] : modules_)
     if (loaded.module) device_.api().cuModuleUnload(loaded.module);
 }
@@ -66,6 +68,11 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
     if (!program->kernels_.count(launch.kernel))
       return unsupported("the artifact's CUDA kernels do not include graph kernel " + std::to_string(launch.kernel) +
                          " that its plan launches");
+  for (const auto& [index, kernel] : program->kernels_) {
+    if (!kernel.binary->gemm) continue;
+    program->gemm_library_ = std::async(std::launch::async, [] { (void)cublaslt_api(); });
+    break;
+  }
   ScopedContext current(device.api(), device.context());
   KILN_RETURN_IF_ERROR(current.status());
   KILN_RETURN_IF_ERROR(program->load_modules());
@@ -163,16 +170,38 @@ Status CudaProgram::load_functions() {
 }
 
 Status CudaProgram::upload_constants() {
+  // The block's layout: each constant at a 256-byte aligned offset (cudaMalloc's alignment, so
+  // vectorized and cuBLASLt accesses see the alignment they would in a buffer of their own).
+  constexpr size_t kAlignment = 256;
   const ir::Graph& graph = artifact_->graph;
+  struct Piece {
+    size_t offset;
+    const ir::Tensor* data;
+  };
+  std::vector<Piece> pieces;
+  size_t total = 0;
   for (const ir::BufferAssignment& buffer : artifact_->plan.buffers) {
-    if (buffer.storage != ir::Storage::kConstant) continue;
+    if (buffer.storage != ir::Storage::kConstant || constant_offsets_.count(buffer.value)) continue;
     const ir::Tensor& data = graph.constant_of(buffer.value);
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<CudaBuffer> uploaded, CudaBuffer::create(device_, data.size_bytes()));
-    if (data.size_bytes() > 0)
-      KILN_RETURN_IF_ERROR(uploaded->write(0, std::span<const std::byte>(data.data(), data.size_bytes())));
-    constants_[buffer.value] = std::move(uploaded);
+    constant_offsets_[buffer.value] = total;
+    pieces.push_back({total, &data});
+    total += (data.size_bytes() + kAlignment - 1) / kAlignment * kAlignment;
   }
-  return Status::ok();
+  if (pieces.empty()) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(constant_block_, CudaBuffer::create(device_, total));
+  // The upload streams the block's image: each staging window gets the constants' bytes that
+  // fall in it (the alignment gaps are left as they are). Windows come in increasing offsets.
+  size_t first = 0;  // the first piece that may still overlap a window
+  return device_.copy_image_to_device(constant_block_->pointer(), total, [&](size_t offset, std::span<std::byte> out) {
+    const size_t end = offset + out.size();
+    while (first < pieces.size() && pieces[first].offset + pieces[first].data->size_bytes() <= offset) ++first;
+    for (size_t i = first; i < pieces.size() && pieces[i].offset < end; ++i) {
+      const size_t begin = std::max(offset, pieces[i].offset);
+      const size_t stop = std::min(end, pieces[i].offset + pieces[i].data->size_bytes());
+      if (begin < stop)
+        std::memcpy(out.data() + (begin - offset), pieces[i].data->data() + (begin - pieces[i].offset), stop - begin);
+    }
+  });
 }
 
 const LoadedKernel* CudaProgram::kernel(uint32_t kernel_index) const {
@@ -181,8 +210,8 @@ const LoadedKernel* CudaProgram::kernel(uint32_t kernel_index) const {
 }
 
 CUdeviceptr CudaProgram::constant(ir::NodeId value) const {
-  auto it = constants_.find(value);
-  return it == constants_.end() ? 0 : it->second->pointer();
+  auto it = constant_offsets_.find(value);
+  return it == constant_offsets_.end() ? 0 : constant_block_->pointer() + it->second;
 }
 
 }  // namespace kiln::runtime::cuda

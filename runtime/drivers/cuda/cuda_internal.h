@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +97,11 @@ class CudaDevice final : public hal::Device {
 
   // Synchronous copies through the staging pool (the caller makes the context current).
   Status copy_to_device(CUdeviceptr dst, std::span<const std::byte> src);
+  // Copies `size` bytes to dst that `fill` produces piece by piece: fill(offset, out) writes
+  // bytes [offset, offset + out.size()) of the image into out (pinned staging memory), in
+  // increasing offsets. One DMA per staging half, whatever the image is made of.
+  using ImageFill = std::function<void(size_t offset, std::span<std::byte> out)>;
+  Status copy_image_to_device(CUdeviceptr dst, size_t size, const ImageFill& fill);
   Status copy_from_device(std::span<std::byte> dst, CUdeviceptr src);
 
  private:
@@ -187,7 +194,13 @@ class CudaProgram {
   std::shared_ptr<const artifact::LoadedArtifact> artifact_;
   std::map<uint32_t, LoadedModule> modules_;                  // by ModuleBinary::id
   std::map<uint32_t, LoadedKernel> kernels_;                  // by graph kernel index
-  std::map<ir::NodeId, std::unique_ptr<CudaBuffer>> constants_;
+  // Every constant in one allocation (one cuMemAlloc and one pipelined upload, not one of
+  // each per constant), at 256-byte aligned offsets.
+  std::unique_ptr<CudaBuffer> constant_block_;
+  std::map<ir::NodeId, size_t> constant_offsets_;
+  // cuBLASLt's library (hundreds of MB) loading on another thread while the modules load and
+  // the constants upload, when a kernel may run through it; the first run waits for it there.
+  std::future<void> gemm_library_;
   uint64_t serial_;
 };
 
