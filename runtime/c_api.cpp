@@ -127,20 +127,30 @@ struct DeviceHolder {
   std::unique_ptr<hal::Device> device;
 };
 
-// The process-wide runtime: the registry, the device snapshot, and the open-device cache.
-// Thread-safety: the snapshot is immutable after construction; the cache has its mutex.
+// The process-wide runtime: the registry, the device listing, and the open-device cache.
+// Thread-safety: the listing is made once (call_once) and immutable after; the cache has its
+// mutex.
 struct Runtime {
   std::shared_ptr<DeviceRegistry> registry = std::make_shared<DeviceRegistry>();
-  std::vector<hal::DeviceInfo> devices = registry->list_devices();
-  std::vector<std::string> type_names;
-  std::vector<std::pair<std::string, std::string>> drivers;  // name, unavailable reason
   std::mutex cache_mutex;
   std::map<std::string, std::weak_ptr<DeviceHolder>> open_devices;
 
-  Runtime() {
-    for (const hal::DeviceInfo& info : devices) type_names.emplace_back(hal::device_type_name(info.type));
-    for (const auto& driver : registry->drivers())
-      drivers.emplace_back(std::string(driver->name()), driver->unavailable_reason());
+  // Every driver's devices, listed on first use: starting every GPU API takes a fresh process a
+  // few hundred milliseconds, which a session on a named device (cuda:0) does not need.
+  struct Listing {
+    std::vector<hal::DeviceInfo> devices;
+    std::vector<std::string> type_names;
+    std::vector<std::pair<std::string, std::string>> drivers;  // name, unavailable reason
+  };
+  const Listing& listing() {
+    std::call_once(listed_, [this] {
+      listing_.devices = registry->list_devices();
+      for (const hal::DeviceInfo& info : listing_.devices)
+        listing_.type_names.emplace_back(hal::device_type_name(info.type));
+      for (const auto& driver : registry->drivers())
+        listing_.drivers.emplace_back(std::string(driver->name()), driver->unavailable_reason());
+    });
+    return listing_;
   }
 
   // One opened device per id and option set.
@@ -157,6 +167,10 @@ struct Runtime {
     open_devices[key] = holder;
     return holder;
   }
+
+ private:
+  std::once_flag listed_;
+  Listing listing_;
 };
 
 // Never destroyed: handles may outlive static destruction (e.g. in a caller's static object).
@@ -334,7 +348,7 @@ kiln_status kiln_device_count(size_t* count) {
   return guarded([&]() -> Status {
     Runtime& rt = runtime();
     KILN_RETURN_IF_ERROR(rt.registry->check_required_drivers_from_env());
-    *count = rt.devices.size();
+    *count = rt.listing().devices.size();
     return Status::ok();
   });
 }
@@ -343,14 +357,14 @@ kiln_status kiln_device_get_info(size_t index, kiln_device_info* info) {
   KILN_REQUIRE_ARG(info, "kiln_device_get_info: info is NULL");
   return guarded([&]() -> Status {
     Runtime& rt = runtime();
-    if (index >= rt.devices.size())
+    if (index >= rt.listing().devices.size())
       return kiln::invalid_argument("device index " + std::to_string(index) + " is out of range (" +
-                                    std::to_string(rt.devices.size()) + " devices)");
-    const hal::DeviceInfo& d = rt.devices[index];
+                                    std::to_string(rt.listing().devices.size()) + " devices)");
+    const hal::DeviceInfo& d = rt.listing().devices[index];
     info->id = d.id.c_str();
     info->driver = d.driver.c_str();
     info->type = from_device_type(d.type);
-    info->type_name = rt.type_names[index].c_str();
+    info->type_name = rt.listing().type_names[index].c_str();
     info->description = d.description.c_str();
     info->priority = d.priority;
     return Status::ok();
@@ -360,7 +374,7 @@ kiln_status kiln_device_get_info(size_t index, kiln_device_info* info) {
 kiln_status kiln_driver_count(size_t* count) {
   KILN_REQUIRE_ARG(count, "kiln_driver_count: count is NULL");
   return guarded([&]() -> Status {
-    *count = runtime().drivers.size();
+    *count = runtime().listing().drivers.size();
     return Status::ok();
   });
 }
@@ -369,11 +383,11 @@ kiln_status kiln_driver_get_info(size_t index, const char** name, const char** u
   KILN_REQUIRE_ARG(name && unavailable_reason, "kiln_driver_get_info: an out-pointer is NULL");
   return guarded([&]() -> Status {
     Runtime& rt = runtime();
-    if (index >= rt.drivers.size())
+    if (index >= rt.listing().drivers.size())
       return kiln::invalid_argument("driver index " + std::to_string(index) + " is out of range (" +
-                                    std::to_string(rt.drivers.size()) + " drivers)");
-    *name = rt.drivers[index].first.c_str();
-    *unavailable_reason = rt.drivers[index].second.c_str();
+                                    std::to_string(rt.listing().drivers.size()) + " drivers)");
+    *name = rt.listing().drivers[index].first.c_str();
+    *unavailable_reason = rt.listing().drivers[index].second.c_str();
     return Status::ok();
   });
 }
@@ -451,7 +465,7 @@ kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const c
     Runtime& rt = runtime();
     std::string id = device_id ? device_id : "";
     if (id.empty()) id = rt.registry->default_device_for(*artifact->loaded);
-    for (const hal::DeviceInfo& d : rt.devices) {
+    for (const hal::DeviceInfo& d : rt.listing().devices) {
       if (d.id != id) continue;
       bool ok = d.driver == "reference";
       for (const std::string& t : artifact->targets) ok = ok || t == d.driver;

@@ -101,6 +101,14 @@ Result<std::unique_ptr<hal::Device>> DeviceRegistry::open_device(std::string_vie
                               "<driver>.<option>, e.g. cuda.graphs (drivers: " + names + ")");
   }
   std::string wanted = id.empty() ? default_device_id() : std::string(id);
+  // Ids are "<driver>:<n>" (or a driver's name): ask that driver first, so that opening cuda:0
+  // does not start every other GPU API; then every driver, for ids of another form.
+  const std::string_view driver_name = std::string_view(wanted).substr(0, wanted.find(':'));
+  for (const auto& driver : drivers_) {
+    if (driver->name() != driver_name) continue;
+    for (const hal::DeviceInfo& info : driver->devices())
+      if (info.id == wanted) return driver->open_device(wanted, options);
+  }
   for (const auto& driver : drivers_) {
     for (const hal::DeviceInfo& info : driver->devices())
       if (info.id == wanted) return driver->open_device(wanted, options);
