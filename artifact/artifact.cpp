@@ -1,5 +1,7 @@
 #include "artifact/artifact.h"
 
+#include <cstring>
+
 namespace kiln::artifact {
 
 namespace {
@@ -41,12 +43,23 @@ Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args)
   return Status::ok();
 }
 
-uint64_t blob_checksum(const std::vector<uint8_t>& blob) {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
-  for (uint8_t byte : blob) {
-    hash ^= byte;
-    hash *= 0x100000001b3ull;  // FNV-1a 64 prime
+uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version) {
+  constexpr uint64_t kBasis = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+  constexpr uint64_t kPrime = 0x100000001b3ull;       // FNV-1a 64 prime
+  uint64_t hash = kBasis;
+  size_t at = 0;
+  if (format_version >= 3) {
+    uint64_t lanes[4] = {kBasis, kBasis ^ 1, kBasis ^ 2, kBasis ^ 3};
+    for (; at + 32 <= blob.size(); at += 32) {
+      for (int lane = 0; lane < 4; ++lane) {
+        uint64_t word;
+        std::memcpy(&word, blob.data() + at + 8 * lane, 8);  // little-endian hosts only (as the format)
+        lanes[lane] = (lanes[lane] ^ word) * kPrime;
+      }
+    }
+    for (uint64_t lane : lanes) hash = (hash ^ lane) * kPrime;
   }
+  for (; at < blob.size(); ++at) hash = (hash ^ blob[at]) * kPrime;
   return hash;
 }
 

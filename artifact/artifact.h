@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -127,8 +128,11 @@ bool is_module_format(const std::string& format);
 // kBuffer args, a float dtype, allow_tf32 only for f32. kInvalidArgument naming the fault.
 Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args);
 
-// FNV-1a (64-bit) of a kernel blob. Stored beside each blob so the reader can reject a damaged
-// kernel before a driver's compiler or loader sees it (drivers do not defend against garbage).
-uint64_t blob_checksum(const std::vector<uint8_t>& blob);
+// The checksum of a kernel or module blob, stored beside it so that the reader can reject a
+// damaged kernel before a driver's compiler or loader sees it (drivers do not defend against
+// garbage). Format 3 on: FNV-1a's step over 64-bit little-endian words in four interleaved
+// lanes, then the tail bytes (about 10x faster: a few MB of cubins are checked at every load).
+// Formats 1-2: FNV-1a (64-bit) byte by byte.
+uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version = kFormatVersion);
 
 }  // namespace kiln::artifact

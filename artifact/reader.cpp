@@ -146,7 +146,7 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
     out.plan = std::move(plan).value();
   }
   {
-    Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph);
+    Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, version);
     if (!targets.is_ok()) return std::move(targets).status();
     out.kernels = std::move(targets->kernels);
     out.modules = std::move(targets->modules);

@@ -412,7 +412,8 @@ Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg
 
 }  // namespace
 
-Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph) {
+Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph,
+                                         uint32_t format_version) {
   ConvertedTargets converted;
   std::vector<KernelBinary>& out = converted.kernels;
   if (!targets) return converted;
@@ -437,7 +438,7 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
             return bad(where + " appears twice");
         if (m->blob()) module.blob.assign(m->blob()->begin(), m->blob()->end());
         if (module.blob.empty()) return bad(where + " is empty");
-        if (blob_checksum(module.blob) != m->blob_checksum())
+        if (blob_checksum(module.blob, format_version) != m->blob_checksum())
           return bad(where + ": its binary is damaged (checksum mismatch)");
         module_ids.insert(module.id);
         converted.modules.push_back(std::move(module));
@@ -460,7 +461,7 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         return bad("target '" + target + "' kernel '" + binary.kernel_name + "' has unknown format '" +
                    binary.format + "'");
       if (k->blob()) binary.blob.assign(k->blob()->begin(), k->blob()->end());
-      if (blob_checksum(binary.blob) != k->blob_checksum()) {
+      if (blob_checksum(binary.blob, format_version) != k->blob_checksum()) {
         return bad("target '" + target + "' kernel '" + binary.kernel_name +
                    "': its binary is damaged (checksum mismatch)");
       }

@@ -36,7 +36,9 @@ struct ConvertedTargets {
   std::vector<KernelBinary> kernels;
   std::vector<ModuleBinary> modules;
 };
+// Blob checksums are checked with the file's format version's algorithm (blob_checksum).
 Result<ConvertedTargets> convert_targets(
-    const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, const ir::Graph& graph);
+    const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, const ir::Graph& graph,
+    uint32_t format_version);
 
 }  // namespace kiln::artifact::detail

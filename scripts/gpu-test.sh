@@ -15,8 +15,9 @@
 #   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
 #   7. bench/sass_report.py: registers, spills and instruction mix of the benchmarked kernels;
 #   8. bench/gpu_bench.py, when present, then bench/onnx_models.py (the example ONNX models);
-#   9. (STEPS "compile" only) bench/compile_time.py on real models, cold and warm, and their load
-#      times on cuda:0 (compile/).
+#   9. (STEPS "compile" only) bench/compile_time.py on real models, cold and warm, their load
+#      times on cuda:0, and bench/upload_reference.py, PyTorch's upload of the same weight
+#      sizes (compile/).
 # Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
 # and unit tests), cuda_checks.txt, backends.txt, examples.txt, sass.txt, summary.txt, and bench/
 # (what gpu_bench.py writes, and bench.txt, the log of both benchmark programs). Exit status 1
@@ -189,6 +190,9 @@ if wants compile; then
       -o '$WORK/$model.kiln' && '$BIN/kiln-bench' '$WORK/$model.kiln' --device cuda:0 \
       --json '$OUT/compile/load-$model.json'"
   done
+  # The weight-upload reference of the load-time target: PyTorch copying the models' weight
+  # sizes from pageable host memory to the GPU.
+  step "upload reference" "$OUT/compile/load.txt" python3 bench/upload_reference.py 46.8 102.4 14.2 170.1
 fi
 
 echo "== summary"
