@@ -182,7 +182,6 @@ Result<LoadedArtifact> read_artifact_file(const std::string& path) {
       close(fd);
       return invalid_argument("cannot read artifact '" + path + "': " + std::strerror(err));
     }
-    (void)madvise(base, size, MADV_WILLNEED);  // start reading ahead a file not yet cached; advice only
     bytes.data = std::span<const uint8_t>(static_cast<const uint8_t*>(base), size);
     bytes.owner = std::shared_ptr<const void>(base, [size](const void* p) { munmap(const_cast<void*>(p), size); });
   }
