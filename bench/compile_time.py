@@ -20,12 +20,16 @@ Models: resnet18, resnet50, mobilenetv2 and bert_encoder from bench/make_compile
 when missing), plus the repository's examples (examples/mlp.graph, examples/encoder_block.graph,
 examples/onnx/*.onnx) unless --no-extra-graphs.
 
+Before the rows, one untimed cold and warm compile of the first model per target (--no-warmup
+skips it): right after a machine starts, the first compiles read kilnc and the CUDA toolkit's
+libraries from disk and run up to 3x slower.
+
 --jobs-check compiles one model (--jobs-model, default bert_encoder) for every target, cold, once
 with -j1 and once with -j<ncpu>, each with its own empty cache, and checks that the two artifacts
 are byte-identical.
 
 Usage: /usr/bin/python3 bench/compile_time.py [--kilnc PATH] [--models DIR] [--targets cuda,vulkan,opencl,all]
-           [--repeats N] [--only NAMES] [--no-extra-graphs] [--kilnc-arg=ARG ...] [--jobs-check]
+           [--repeats N] [--only NAMES] [--no-extra-graphs] [--no-warmup] [--kilnc-arg=ARG ...] [--jobs-check]
            [--out results.json]
 
 Stdlib only (NumPy and onnx only in the generator it may start). Run one at a time: the timings
@@ -321,6 +325,8 @@ def main():
                     help="comma list of targets; 'all' is one kilnc without --target (default: every "
                          "target of `kilnc --version`, then all)")
     ap.add_argument("--repeats", type=int, default=1, help="cold+warm pairs per model and target (median)")
+    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                    help="one untimed cold+warm compile of the first model per target before the rows")
     ap.add_argument("--extra-graphs", action=argparse.BooleanOptionalAction, default=True,
                     help="also the repository's examples/mlp.graph, examples/encoder_block.graph, "
                          "examples/onnx/*.onnx (default: yes)")
@@ -371,6 +377,13 @@ def main():
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kiln-compile-time-", dir=args.work_dir) as work:
+        if args.warmup and models:
+            # One untimed cold compile of the first model for every target first: the first
+            # compiles after a machine starts read kilnc and the CUDA toolkit's libraries from
+            # disk and run up to 3x slower; the rows measure the compiler, not the disk.
+            print("warm-up compile of %s (not timed) ..." % models[0][0], file=sys.stderr, flush=True)
+            for target in targets:
+                bench_one(argparse.Namespace(**{**vars(args), "repeats": 1}), models[0][1], target, work)
         for name, path in models:
             wbytes = weight_bytes(path)
             for target in targets:

@@ -183,7 +183,7 @@ fi
 if wants compile; then
   mkdir -p "$OUT/compile"
   step "bench/compile_time.py" "$OUT/compile/compile.txt" python3 bench/compile_time.py --kilnc "$BIN/kilnc" \
-    --models "$WORK/compile-models" --generator-python python3 --targets cuda --no-extra-graphs \
+    --models "$WORK/compile-models" --generator-python python3 --targets cuda --no-extra-graphs --repeats 3 \
     --jobs-check --jobs-model resnet50 --work-dir "$WORK/compile-work" --out "$OUT/compile/compile.json"
   for model in resnet18 resnet50 mobilenetv2 bert_encoder; do
     step "load time $model" "$OUT/compile/load.txt" bash -c "'$BIN/kilnc' --target=cuda '$WORK/compile-models/$model.onnx' \

@@ -3,9 +3,15 @@
 // unsupported node before giving up) and sets the graph outputs. Also the Importer helpers.
 #include "frontend/onnx/onnx_importer.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "frontend/onnx/onnx_internal.h"
@@ -473,19 +479,35 @@ Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std:
 }
 
 Result<ir::Graph> import_onnx_file(const std::string& path, Diagnostics& diags, const ImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
+  if (fd < 0) {
     diags.error(SourceLoc{path, 0, 0}, "cannot open the file");
     return not_found("cannot open '" + path + "'");
   }
-  // Parsed straight from the file: the model's bytes are held once, in the parsed model, whose
-  // initializers the IR then takes over.
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size > std::streamoff(std::numeric_limits<int>::max())) return report(diags, path, corrupt(kTooLarge));
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    diags.error(SourceLoc{path, 0, 0}, "not a regular file");
+    return invalid_argument("cannot read '" + path + "': not a regular file");
+  }
+  const size_t size = size_t(info.st_size);
+  if (size > size_t(std::numeric_limits<int>::max())) {
+    close(fd);
+    return report(diags, path, corrupt(kTooLarge));
+  }
+  // Parsed straight from a read-only mapping of the file: the model's bytes are copied once,
+  // into the parsed model, whose initializers the IR then takes over (a stream would copy them
+  // through its buffer first).
+  void* base = size > 0 ? mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  close(fd);
+  if (base == MAP_FAILED) {
+    diags.error(SourceLoc{path, 0, 0}, "cannot read the file");
+    return invalid_argument("cannot read '" + path + "': " + std::strerror(errno));
+  }
   onnx::ModelProto model;
-  if (size < 0 || !model.ParseFromIstream(&in)) return report(diags, path, corrupt(kMalformed));
+  const bool parsed = model.ParseFromArray(base, int(size));
+  if (base) munmap(base, size);
+  if (!parsed) return report(diags, path, corrupt(kMalformed));
   std::string base_dir = std::filesystem::path(path).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
   return import_model(model, path, base_dir, diags, options);

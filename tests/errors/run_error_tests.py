@@ -148,6 +148,19 @@ def main():
             else:
                 print("ok   %s" % name)
         total = len(cases) if not only else 1
+        if not only:
+            # An .onnx path that is a folder: refused before anything is read, never a crash.
+            folder = os.path.join(tmp, "folder.onnx")
+            os.mkdir(folder)
+            proc = subprocess.run([kilnc, "--emit=ir", "-o", "/dev/null", folder], capture_output=True,
+                                  timeout=TIMEOUT_S)
+            stderr = proc.stderr.decode("utf-8", "replace")
+            total += 1
+            if proc.returncode == 1 and (folder + ":") in stderr and "not a regular file" in stderr:
+                print("ok   onnx_path_is_a_folder")
+            else:
+                failed += 1
+                print("FAIL onnx_path_is_a_folder (status %d)\n  stderr was:\n%s" % (proc.returncode, stderr[:2000]))
         print("%d/%d error tests passed" % (total - failed, total))
         return 1 if failed else 0
     finally:
