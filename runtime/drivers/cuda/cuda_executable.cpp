@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <system_error>
 
 #include "runtime/drivers/cuda/cublaslt_api.h"
 #include "runtime/drivers/cuda/cuda_internal.h"
@@ -70,7 +71,11 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
                          " that its plan launches");
   for (const auto& [index, kernel] : program->kernels_) {
     if (!kernel.binary->gemm) continue;
-    program->gemm_library_ = std::async(std::launch::async, [] { (void)cublaslt_api(); });
+    try {
+      program->gemm_library_ = std::async(std::launch::async, [] { (void)cublaslt_api(); });
+    } catch (const std::system_error&) {
+      // No thread to spare: the first run loads the library itself.
+    }
     break;
   }
   ScopedContext current(device.api(), device.context());
