@@ -20,6 +20,10 @@ Models: resnet18, resnet50, mobilenetv2 and bert_encoder from bench/make_compile
 when missing), plus the repository's examples (examples/mlp.graph, examples/encoder_block.graph,
 examples/onnx/*.onnx) unless --no-extra-graphs.
 
+kilnc runs with CUDA_CACHE_DISABLE=1: NVRTC (CUDA 12.9 on) has a compile cache of its own on
+machines with a CUDA driver, which would turn every cold compile after a model's first into
+cache hits.
+
 Before the rows, one untimed cold and warm compile of the first model per target (--no-warmup
 skips it): right after a machine starts, the first compiles read kilnc and the CUDA toolkit's
 libraries from disk and run up to 3x slower.
@@ -188,6 +192,9 @@ def sha256(path):
 def compile_once(kilnc, model, target, extra_args, cache_dir, artifact, work):
     cmd = [kilnc, model, "-o", artifact] + (["--target=" + target] if target != "all" else []) + extra_args
     env = dict(os.environ, KILN_CACHE_DIR=cache_dir)
+    # NVRTC (CUDA 12.9 on) keeps a cache of its own where a CUDA driver is installed: left on,
+    # every "cold" compile after the first of a model would measure its hits, not the compiler.
+    env["CUDA_CACHE_DISABLE"] = "1"
     if os.path.isdir("/usr/local/cuda/lib64"):  # NVRTC for the cuda target, as gpu_bench.py does
         env["LD_LIBRARY_PATH"] = "/usr/local/cuda/lib64" + (
             ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
