@@ -18,6 +18,7 @@ constexpr const char* kOpenClMacros = R"(#define IDX long
 #define k_erf erf
 #define k_tanh tanh
 #define k_powf pow
+#define k_fmodf fmod
 #define k_rsqrt rsqrt
 #define k_round rint
 #define k_fabs fabs
@@ -81,6 +82,17 @@ float k_erf(float x) {
                    0.254829592) * t * exp(-a * a);
   return x < 0.0 ? -y : y;
 }
+// GLSL has no C fmod (its mod() floors): |a| - |b| * trunc(|a| / |b|), corrected by one |b| where
+// the rounded quotient is off by one, with the dividend's sign. Exact while |a / b| < 2^24.
+float k_fmodf(float a, float b) {
+  if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return uintBitsToFloat(0x7fc00000u);
+  if (isinf(b)) return a;
+  float x = abs(a), y = abs(b);
+  float r = x - y * trunc(x / y);
+  if (r < 0.0) r += y;
+  if (r >= y) r -= y;
+  return a < 0.0 ? -r : r;
+}
 float k_powf(float a, float b) {
   if (b == 0.0) return 1.0;
   if (isnan(a) || isnan(b)) return a + b;
@@ -124,6 +136,7 @@ typedef unsigned char uchar;
 #define k_erf erff
 #define k_tanh tanhf
 #define k_powf powf
+#define k_fmodf fmodf
 #define k_rsqrt rsqrtf
 #define k_round rintf
 #define k_fabs fabsf
@@ -173,6 +186,7 @@ float k_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + k_tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 int k_div_i(int a, int b) { return b == 0 ? 0 : (b == -1 ? k_neg_i(a) : a / b); }
+int k_rem_i(int a, int b) { return (b == 0 || b == -1) ? 0 : k_sub_i(a, k_mul_i(a / b, b)); }
 int k_pow_i(int b, int e) {
   if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) == 0 ? 1 : -1) : 0);
   int r = 1;
@@ -198,6 +212,7 @@ bool k_better_i(int v, IDX i, int bv, IDX bi) { return v > bv || (v == bv && i <
 )";
 
 constexpr const char* kCommonI64 = R"(I64 k_div_l(I64 a, I64 b) { return b == TO_L(0) ? TO_L(0) : (b == TO_L(-1) ? k_neg_l(a) : a / b); }
+I64 k_rem_l(I64 a, I64 b) { return (b == TO_L(0) || b == TO_L(-1)) ? TO_L(0) : k_sub_l(a, k_mul_l(a / b, b)); }
 I64 k_pow_l(I64 b, I64 e) {
   if (e < TO_L(0)) return b == TO_L(1) ? TO_L(1) : (b == TO_L(-1) ? ((e & TO_L(1)) == TO_L(0) ? TO_L(1) : TO_L(-1)) : TO_L(0));
   I64 r = TO_L(1);

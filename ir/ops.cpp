@@ -53,6 +53,12 @@ int64_t int_div(int64_t a, int64_t b) {
   return a / b;                          // C++ truncates toward zero
 }
 
+// C's remainder (the sign of the dividend); 0 for a zero divisor, like int_div's quotient.
+int64_t int_rem(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  return a % b;
+}
+
 int64_t int_pow(int64_t base, int64_t exponent) {
   if (exponent < 0) {
     if (base == 1) return 1;
@@ -212,6 +218,11 @@ constexpr OpInfo kOpTable[] = {
            {.binary_f = [](double a, double b) { return (std::isnan(a) || std::isnan(b)) ? a + b : (a < b ? a : b); },
             .binary_i = [](int64_t a, int64_t b) { return a < b ? a : b; }},
            {.float_form = "k_minf({0}, {1})", .int_form = "({0} < {1} ? {0} : {1})"}),
+    // C's fmod: the remainder of a truncated division, with the sign of the dividend (ONNX Mod
+    // with fmod=1; Mod's default, floored form is fmod plus a sign fix).
+    binary(K::kFmod, "fmod", X::kCheap,
+           {.binary_f = [](double a, double b) { return std::fmod(a, b); }, .binary_i = int_rem},
+           {.float_form = "k_fmodf({0}, {1})", .int_form = "k_rem_{k}({0}, {1})"}),
 
     compare(K::kEqual, "equal", D::kAny,
             {.binary_f = [](double a, double b) { return double(a == b); },

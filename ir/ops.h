@@ -28,7 +28,7 @@ namespace kiln::ir {
   X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Tanh) X(Sigmoid) X(Relu)       \
   X(Silu) X(Erf) X(Sin) X(Cos) X(Floor) X(Ceil) X(Round) X(Sign) X(Gelu) X(Not)               \
   /* binary arithmetic */                                                                     \
-  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum)                                    \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Fmod)                            \
   /* compare and logic (result bool) */                                                       \
   X(Equal) X(NotEqual) X(Less) X(LessEqual) X(Greater) X(GreaterEqual) X(And) X(Or) X(Xor)    \
   /* select / convert */                                                                      \

@@ -26,12 +26,15 @@ namespace {
 
 using ir::NodeId;
 
-// Opsets 11-17 are the supported range. Older models (as the ONNX node tests write them: each
-// test declares the opset its operator last changed in) are accepted when every operator they
-// use has the same semantics in their opset as in opset 11; see min_opset_of().
+// Opsets 7-28 are the supported range: every converter handles each change its operator went
+// through up to opset 28 (ONNX 1.23; the converters branch on Importer::opset where the meaning
+// changed, and refuse forms they do not implement). A later opset may change any operator, so it
+// is refused until the converters are checked against it. Older models (as the ONNX node tests
+// write them: each test declares the opset its operator last changed in) are accepted when every
+// operator they use has the same semantics in their opset as in opset 7; see min_opset_of().
 constexpr int64_t kMinOpset = 1;
-constexpr int64_t kFullOpset = 11;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kFullOpset = 7;
+constexpr int64_t kMaxOpset = 28;
 // Folding creates constants; past this size a node stays in the graph for the pipeline to fold.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
 
@@ -51,13 +54,16 @@ const std::map<std::string, Converter>& converters() {
     register_tensor_ops(t);
     register_nn_ops(t);
     register_extra_ops(t);
+    register_norm_ops(t);
+    register_loss_ops(t);
+    register_attention_ops(t);
     return t;
   }();
   return table;
 }
 
 // The oldest opset whose form of the operator the converters handle: operators whose inputs,
-// attributes or broadcasting changed meaning before opset 11 are refused in older models.
+// attributes or broadcasting changed meaning before opset 7 are refused in older models.
 int64_t min_opset_of(const std::string& op) {
   static const std::map<std::string, int64_t> table = {
       // v6 dropped consumed_inputs (legacy in-place hints).
@@ -71,7 +77,7 @@ int64_t min_opset_of(const std::string& op) {
       {"Dropout", 7}, {"Sin", 7}, {"Cos", 7},
       {"Concat", 4}, {"Reshape", 5}, {"Expand", 8}, {"Erf", 9}, {"Sign", 9}, {"Where", 9},
       {"ConstantOfShape", 9}, {"Constant", 9}, {"Tan", 7}, {"InstanceNormalization", 6},
-      {"Split", 2}, {"Tile", 6}, {"DepthToSpace", 11}, {"Shrink", 9}, {"Sinh", 9}, {"Cosh", 9},
+      {"Split", 2}, {"Pad", 2}, {"Tile", 6}, {"Shrink", 9}, {"Sinh", 9}, {"Cosh", 9},
       {"IsNaN", 9}, {"IsInf", 10}, {"EyeLike", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9},
   };
   auto it = table.find(op);

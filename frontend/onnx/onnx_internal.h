@@ -94,6 +94,13 @@ class Importer {
 
   Status error(std::string message) const;        // kInvalidArgument about the current node
   Status unsupported(std::string message) const;  // kUnsupported about the current node
+
+  // A node of `kind` with its default attributes (see add()).
+  Result<ir::NodeId> apply(ir::OpKind kind, std::vector<ir::NodeId> inputs) {
+    return add(kind, std::move(inputs), ir::default_attrs(kind));
+  }
+  // A scalar constant of x's dtype.
+  Result<ir::NodeId> scalar_like(ir::NodeId x, double v) { return scalar(v, type(x).dtype); }
 };
 
 // Constants the importer builds itself (masks, ConstantOfShape, Range, zero biases, ...) larger
@@ -110,5 +117,8 @@ void register_elementwise_ops(std::map<std::string, Converter>& table);
 void register_tensor_ops(std::map<std::string, Converter>& table);
 void register_nn_ops(std::map<std::string, Converter>& table);
 void register_extra_ops(std::map<std::string, Converter>& table);
+void register_norm_ops(std::map<std::string, Converter>& table);
+void register_loss_ops(std::map<std::string, Converter>& table);
+void register_attention_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

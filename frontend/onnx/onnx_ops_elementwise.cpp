@@ -1,5 +1,5 @@
 // Converters for ONNX elementwise operators: unary math, activations (decomposed into Kiln
-// elementwise ops where Kiln has no direct op), binary arithmetic, comparisons, logic, Where,
+// elementwise ops where Kiln has no direct op), binary arithmetic and Mod, comparisons, logic, Where,
 // Cast, Clip, Identity.
 #include <cmath>
 
@@ -23,9 +23,6 @@ Result<NodeId> binary(Importer& im, OpKind op, NodeId a, NodeId b) {
   return im.add(op, {a, b}, ir::default_attrs(op));
 }
 
-// A scalar constant of x's dtype.
-Result<NodeId> like(Importer& im, NodeId x, double v) { return im.scalar(v, im.type(x).dtype); }
-
 Converter binary_op(OpKind op) {
   return [op](Importer& im) -> Status {
     KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
@@ -45,7 +42,7 @@ Converter variadic(OpKind op, bool mean) {
       KILN_ASSIGN_OR_RETURN(acc, binary(im, op, acc, next));
     }
     if (mean && im.num_inputs() > 1) {
-      KILN_ASSIGN_OR_RETURN(NodeId n, like(im, acc, im.num_inputs()));
+      KILN_ASSIGN_OR_RETURN(NodeId n, im.scalar_like(acc, im.num_inputs()));
       KILN_ASSIGN_OR_RETURN(acc, binary(im, OpKind::kDiv, acc, n));
     }
     return im.set_output(0, acc);
@@ -54,7 +51,7 @@ Converter variadic(OpKind op, bool mean) {
 
 // where(x < 0, negative_branch, positive_branch); `strict` false uses x <= 0.
 Result<NodeId> select_negative(Importer& im, NodeId x, NodeId negative, NodeId positive, bool strict = true) {
-  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
   KILN_ASSIGN_OR_RETURN(NodeId cond, binary(im, strict ? OpKind::kLess : OpKind::kLessEqual, x, zero));
   return im.add(OpKind::kWhere, {cond, negative, positive}, ir::NoAttrs{});
 }
@@ -62,15 +59,15 @@ Result<NodeId> select_negative(Importer& im, NodeId x, NodeId negative, NodeId p
 // alpha * (exp(x) - 1)
 Result<NodeId> expm1_scaled(Importer& im, NodeId x, double alpha) {
   KILN_ASSIGN_OR_RETURN(NodeId e, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
-  KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
   KILN_ASSIGN_OR_RETURN(NodeId em1, binary(im, OpKind::kSub, e, one));
-  KILN_ASSIGN_OR_RETURN(NodeId a, like(im, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
   return binary(im, OpKind::kMul, em1, a);
 }
 
 Status leaky_relu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId alpha, like(im, x, im.attr_float("alpha", 0.01)));
+  KILN_ASSIGN_OR_RETURN(NodeId alpha, im.scalar_like(x, im.attr_float("alpha", 0.01)));
   KILN_ASSIGN_OR_RETURN(NodeId scaled, binary(im, OpKind::kMul, x, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, scaled, x));
   return im.set_output(0, y);
@@ -97,7 +94,7 @@ Status selu(Importer& im) {
   const double gamma = im.attr_float("gamma", 1.05070102214813232421875);
   KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, x, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId sel, select_negative(im, x, neg, x, /*strict=*/false));
-  KILN_ASSIGN_OR_RETURN(NodeId g, like(im, x, gamma));
+  KILN_ASSIGN_OR_RETURN(NodeId g, im.scalar_like(x, gamma));
   KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, sel, g));
   return im.set_output(0, y);
 }
@@ -106,7 +103,7 @@ Status celu(Importer& im) {
   // max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const double alpha = im.attr_float("alpha", 1.0);
-  KILN_ASSIGN_OR_RETURN(NodeId a, like(im, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId xa, binary(im, OpKind::kDiv, x, a));
   KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, xa, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, neg, x));
@@ -115,8 +112,8 @@ Status celu(Importer& im) {
 
 // clamp(alpha * x + beta, 0, 1), optionally times x (HardSwish).
 Result<NodeId> hard_sigmoid_of(Importer& im, NodeId x, double alpha, double beta) {
-  KILN_ASSIGN_OR_RETURN(NodeId a, like(im, x, alpha));
-  KILN_ASSIGN_OR_RETURN(NodeId b, like(im, x, beta));
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.scalar_like(x, beta));
   KILN_ASSIGN_OR_RETURN(NodeId ax, binary(im, OpKind::kMul, x, a));
   KILN_ASSIGN_OR_RETURN(NodeId axb, binary(im, OpKind::kAdd, ax, b));
   return im.add(OpKind::kClamp, {axb}, ir::ClampAttrs{0.0, 1.0});
@@ -138,7 +135,7 @@ Status hard_swish(Importer& im) {
 // log(exp(x) + 1)
 Result<NodeId> softplus_of(Importer& im, NodeId x) {
   KILN_ASSIGN_OR_RETURN(NodeId e, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
-  KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
   KILN_ASSIGN_OR_RETURN(NodeId e1, binary(im, OpKind::kAdd, e, one));
   return im.add(OpKind::kLog, {e1}, ir::NoAttrs{});
 }
@@ -160,7 +157,7 @@ Status mish(Importer& im) {
 Status softsign(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId ax, im.add(OpKind::kAbs, {x}, ir::NoAttrs{}));
-  KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+  KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
   KILN_ASSIGN_OR_RETURN(NodeId d, binary(im, OpKind::kAdd, ax, one));
   KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kDiv, x, d));
   return im.set_output(0, y);
@@ -168,10 +165,26 @@ Status softsign(Importer& im) {
 
 Status thresholded_relu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId alpha, like(im, x, im.attr_float("alpha", 1.0)));
-  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId alpha, im.scalar_like(x, im.attr_float("alpha", 1.0)));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
   KILN_ASSIGN_OR_RETURN(NodeId cond, binary(im, OpKind::kGreater, x, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {cond, x, zero}, ir::NoAttrs{}));
+  return im.set_output(0, y);
+}
+
+// Swish (opset 24): x * sigmoid(alpha * x); Kiln's silu when alpha is 1.
+Status swish(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const double alpha = im.attr_float("alpha", 1.0);
+  NodeId y;
+  if (alpha == 1.0) {
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kSilu, {x}, ir::NoAttrs{}));
+  } else {
+    KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
+    KILN_ASSIGN_OR_RETURN(NodeId ax, binary(im, OpKind::kMul, a, x));
+    KILN_ASSIGN_OR_RETURN(NodeId s, im.add(OpKind::kSigmoid, {ax}, ir::NoAttrs{}));
+    KILN_ASSIGN_OR_RETURN(y, binary(im, OpKind::kMul, x, s));
+  }
   return im.set_output(0, y);
 }
 
@@ -193,6 +206,27 @@ Status pow_op(Importer& im) {
     KILN_ASSIGN_OR_RETURN(b, im.add(OpKind::kCast, {b}, ir::CastAttrs{im.type(a).dtype}));
   }
   KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kPow, a, b));
+  return im.set_output(0, y);
+}
+
+// Mod: fmod=1 is C's fmod (the dividend's sign); the default is the floored remainder (the
+// divisor's sign, as NumPy's mod): fmod, plus the divisor where the two signs differ and the
+// remainder is not 0 (for floats too, so -5 mod inf is inf, as in NumPy).
+Status mod_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
+  const bool c_fmod = im.attr_int("fmod", 0) != 0;
+  const ir::DType dtype = im.type(a).dtype;
+  KILN_ASSIGN_OR_RETURN(NodeId r, binary(im, OpKind::kFmod, a, b));
+  if (c_fmod || !(ir::is_signed_integer(dtype) || ir::is_float(dtype))) return im.set_output(0, r);
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(r, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId nonzero, binary(im, OpKind::kNotEqual, r, zero));
+  KILN_ASSIGN_OR_RETURN(NodeId r_negative, binary(im, OpKind::kLess, r, zero));
+  KILN_ASSIGN_OR_RETURN(NodeId b_negative, binary(im, OpKind::kLess, b, zero));
+  KILN_ASSIGN_OR_RETURN(NodeId signs_differ, binary(im, OpKind::kXor, r_negative, b_negative));
+  KILN_ASSIGN_OR_RETURN(NodeId fix, binary(im, OpKind::kAnd, nonzero, signs_differ));
+  KILN_ASSIGN_OR_RETURN(NodeId shifted, binary(im, OpKind::kAdd, r, b));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {fix, shifted, r}, ir::NoAttrs{}));
   return im.set_output(0, y);
 }
 
@@ -290,6 +324,7 @@ void register_elementwise_ops(std::map<std::string, Converter>& t) {
   t["Sum"] = variadic(OpKind::kAdd, false);
   t["Mean"] = variadic(OpKind::kAdd, true);
   t["Pow"] = pow_op;
+  t["Mod"] = mod_op;
   t["LeakyRelu"] = leaky_relu;
   t["PRelu"] = prelu;
   t["Elu"] = elu;
@@ -302,6 +337,7 @@ void register_elementwise_ops(std::map<std::string, Converter>& t) {
   t["Mish"] = mish;
   t["ThresholdedRelu"] = thresholded_relu;
   t["Gelu"] = gelu;
+  t["Swish"] = swish;
   t["Where"] = where_op;
   t["Cast"] = cast_op;
   t["Identity"] = identity;

@@ -1,6 +1,6 @@
 // Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
 // trigonometric functions, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
-// InstanceNormalization, DepthToSpace/SpaceToDepth and CastLike. Masks and index patterns are
+// InstanceNormalization, DepthToSpace/SpaceToDepth, CastLike, Pad and OneHot. Masks and index patterns are
 // built as constants at import, so these need static shapes where noted.
 #include <cmath>
 #include <limits>
@@ -15,16 +15,11 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::Shape;
 
-Result<NodeId> op(Importer& im, OpKind kind, std::vector<NodeId> in) {
-  return im.add(kind, std::move(in), ir::default_attrs(kind));
-}
-Result<NodeId> like(Importer& im, NodeId x, double v) { return im.scalar(v, im.type(x).dtype); }
-
 Status tan_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId s, op(im, OpKind::kSin, {x}));
-  KILN_ASSIGN_OR_RETURN(NodeId c, op(im, OpKind::kCos, {x}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kDiv, {s, c}));
+  KILN_ASSIGN_OR_RETURN(NodeId s, im.apply(OpKind::kSin, {x}));
+  KILN_ASSIGN_OR_RETURN(NodeId c, im.apply(OpKind::kCos, {x}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kDiv, {s, c}));
   return im.set_output(0, y);
 }
 
@@ -32,12 +27,12 @@ Status tan_op(Importer& im) {
 Converter hyperbolic(bool is_cosh) {
   return [is_cosh](Importer& im) -> Status {
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-    KILN_ASSIGN_OR_RETURN(NodeId ep, op(im, OpKind::kExp, {x}));
-    KILN_ASSIGN_OR_RETURN(NodeId nx, op(im, OpKind::kNeg, {x}));
-    KILN_ASSIGN_OR_RETURN(NodeId en, op(im, OpKind::kExp, {nx}));
-    KILN_ASSIGN_OR_RETURN(NodeId sum, op(im, is_cosh ? OpKind::kAdd : OpKind::kSub, {ep, en}));
-    KILN_ASSIGN_OR_RETURN(NodeId half, like(im, x, 0.5));
-    KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kMul, {sum, half}));
+    KILN_ASSIGN_OR_RETURN(NodeId ep, im.apply(OpKind::kExp, {x}));
+    KILN_ASSIGN_OR_RETURN(NodeId nx, im.apply(OpKind::kNeg, {x}));
+    KILN_ASSIGN_OR_RETURN(NodeId en, im.apply(OpKind::kExp, {nx}));
+    KILN_ASSIGN_OR_RETURN(NodeId sum, im.apply(is_cosh ? OpKind::kAdd : OpKind::kSub, {ep, en}));
+    KILN_ASSIGN_OR_RETURN(NodeId half, im.scalar_like(x, 0.5));
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMul, {sum, half}));
     return im.set_output(0, y);
   };
 }
@@ -46,21 +41,21 @@ Converter hyperbolic(bool is_cosh) {
 Converter inverse_hyperbolic(int which) {
   return [which](Importer& im) -> Status {
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-    KILN_ASSIGN_OR_RETURN(NodeId one, like(im, x, 1.0));
+    KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
     NodeId y;
     if (which < 2) {
-      KILN_ASSIGN_OR_RETURN(NodeId x2, op(im, OpKind::kMul, {x, x}));
-      KILN_ASSIGN_OR_RETURN(NodeId r, op(im, which == 0 ? OpKind::kAdd : OpKind::kSub, {x2, one}));
-      KILN_ASSIGN_OR_RETURN(NodeId s, op(im, OpKind::kSqrt, {r}));
-      KILN_ASSIGN_OR_RETURN(NodeId a, op(im, OpKind::kAdd, {x, s}));
-      KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kLog, {a}));
+      KILN_ASSIGN_OR_RETURN(NodeId x2, im.apply(OpKind::kMul, {x, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId r, im.apply(which == 0 ? OpKind::kAdd : OpKind::kSub, {x2, one}));
+      KILN_ASSIGN_OR_RETURN(NodeId s, im.apply(OpKind::kSqrt, {r}));
+      KILN_ASSIGN_OR_RETURN(NodeId a, im.apply(OpKind::kAdd, {x, s}));
+      KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kLog, {a}));
     } else {
-      KILN_ASSIGN_OR_RETURN(NodeId num, op(im, OpKind::kAdd, {one, x}));
-      KILN_ASSIGN_OR_RETURN(NodeId den, op(im, OpKind::kSub, {one, x}));
-      KILN_ASSIGN_OR_RETURN(NodeId q, op(im, OpKind::kDiv, {num, den}));
-      KILN_ASSIGN_OR_RETURN(NodeId l, op(im, OpKind::kLog, {q}));
-      KILN_ASSIGN_OR_RETURN(NodeId half, like(im, x, 0.5));
-      KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kMul, {l, half}));
+      KILN_ASSIGN_OR_RETURN(NodeId num, im.apply(OpKind::kAdd, {one, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId den, im.apply(OpKind::kSub, {one, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId q, im.apply(OpKind::kDiv, {num, den}));
+      KILN_ASSIGN_OR_RETURN(NodeId l, im.apply(OpKind::kLog, {q}));
+      KILN_ASSIGN_OR_RETURN(NodeId half, im.scalar_like(x, 0.5));
+      KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {l, half}));
     }
     return im.set_output(0, y);
   };
@@ -68,7 +63,7 @@ Converter inverse_hyperbolic(int which) {
 
 Status isnan_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kNotEqual, {x, x}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kNotEqual, {x, x}));
   return im.set_output(0, y);
 }
 
@@ -79,17 +74,17 @@ Status isinf_op(Importer& im) {
   const double inf = std::numeric_limits<double>::infinity();
   NodeId y;
   if (neg && pos) {
-    KILN_ASSIGN_OR_RETURN(NodeId a, op(im, OpKind::kAbs, {x}));
-    KILN_ASSIGN_OR_RETURN(NodeId i, like(im, x, inf));
-    KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kEqual, {a, i}));
+    KILN_ASSIGN_OR_RETURN(NodeId a, im.apply(OpKind::kAbs, {x}));
+    KILN_ASSIGN_OR_RETURN(NodeId i, im.scalar_like(x, inf));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kEqual, {a, i}));
   } else if (neg || pos) {
-    KILN_ASSIGN_OR_RETURN(NodeId i, like(im, x, pos ? inf : -inf));
-    KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kEqual, {x, i}));
+    KILN_ASSIGN_OR_RETURN(NodeId i, im.scalar_like(x, pos ? inf : -inf));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kEqual, {x, i}));
   } else {
-    KILN_ASSIGN_OR_RETURN(NodeId i, like(im, x, inf));
-    KILN_ASSIGN_OR_RETURN(NodeId never, op(im, OpKind::kNotEqual, {i, i}));
-    KILN_ASSIGN_OR_RETURN(NodeId nx, op(im, OpKind::kEqual, {x, x}));
-    KILN_ASSIGN_OR_RETURN(y, op(im, OpKind::kAnd, {nx, never}));
+    KILN_ASSIGN_OR_RETURN(NodeId i, im.scalar_like(x, inf));
+    KILN_ASSIGN_OR_RETURN(NodeId never, im.apply(OpKind::kNotEqual, {i, i}));
+    KILN_ASSIGN_OR_RETURN(NodeId nx, im.apply(OpKind::kEqual, {x, x}));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kAnd, {nx, never}));
   }
   return im.set_output(0, y);
 }
@@ -98,16 +93,16 @@ Status shrink_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const double lambd = im.attr_float("lambd", 0.5);
   const double bias = im.attr_float("bias", 0.0);
-  KILN_ASSIGN_OR_RETURN(NodeId lo, like(im, x, -lambd));
-  KILN_ASSIGN_OR_RETURN(NodeId hi, like(im, x, lambd));
-  KILN_ASSIGN_OR_RETURN(NodeId b, like(im, x, bias));
-  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId below, op(im, OpKind::kLess, {x, lo}));
-  KILN_ASSIGN_OR_RETURN(NodeId above, op(im, OpKind::kGreater, {x, hi}));
-  KILN_ASSIGN_OR_RETURN(NodeId xpb, op(im, OpKind::kAdd, {x, b}));
-  KILN_ASSIGN_OR_RETURN(NodeId xmb, op(im, OpKind::kSub, {x, b}));
-  KILN_ASSIGN_OR_RETURN(NodeId inner, op(im, OpKind::kWhere, {above, xmb, zero}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kWhere, {below, xpb, inner}));
+  KILN_ASSIGN_OR_RETURN(NodeId lo, im.scalar_like(x, -lambd));
+  KILN_ASSIGN_OR_RETURN(NodeId hi, im.scalar_like(x, lambd));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.scalar_like(x, bias));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId below, im.apply(OpKind::kLess, {x, lo}));
+  KILN_ASSIGN_OR_RETURN(NodeId above, im.apply(OpKind::kGreater, {x, hi}));
+  KILN_ASSIGN_OR_RETURN(NodeId xpb, im.apply(OpKind::kAdd, {x, b}));
+  KILN_ASSIGN_OR_RETURN(NodeId xmb, im.apply(OpKind::kSub, {x, b}));
+  KILN_ASSIGN_OR_RETURN(NodeId inner, im.apply(OpKind::kWhere, {above, xmb, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kWhere, {below, xpb, inner}));
   return im.set_output(0, y);
 }
 
@@ -133,8 +128,8 @@ Status trilu_op(Importer& im) {
     }
   }
   const NodeId m = im.add_constant(std::move(mask), "mask");
-  KILN_ASSIGN_OR_RETURN(NodeId zero, like(im, x, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kWhere, {m, x, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kWhere, {m, x, zero}));
   return im.set_output(0, y);
 }
 
@@ -152,7 +147,14 @@ Status split_op(Importer& im) {
     sizes = im.attr_ints("split").value_or(std::vector<int64_t>{});
   }
   const int64_t parts = im.current->output_size();
-  if (sizes.empty()) {
+  const int64_t num_outputs = im.opset >= 18 ? im.attr_int("num_outputs", 0) : 0;
+  if (num_outputs != 0) {
+    // Opset 18: num_outputs parts of ceil(n / num_outputs), the last one smaller.
+    if (!sizes.empty()) return im.error("split and num_outputs are both given");
+    if (num_outputs != parts) return im.error("num_outputs differs from the number of outputs");
+    const int64_t chunk = (extent.size() + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::clamp<int64_t>(extent.size() - i * chunk, 0, chunk));
+  } else if (sizes.empty()) {
     if (parts == 0 || extent.size() % parts != 0) return im.error("the axis does not split into equal parts");
     sizes.assign(size_t(parts), extent.size() / parts);
   }
@@ -205,7 +207,7 @@ Status hardmax_op(Importer& im) {
   KILN_RETURN_IF_ERROR(check_import_size(im, {n}, "the Hardmax index pattern"));
   KILN_ASSIGN_OR_RETURN(NodeId am, im.add(OpKind::kArgMax, {v}, ir::ArgMaxAttrs{axis, true}));
   KILN_ASSIGN_OR_RETURN(NodeId iota, iota_along(im, n.size(), axis, im.type(v).rank()));
-  KILN_ASSIGN_OR_RETURN(NodeId hit, op(im, OpKind::kEqual, {am, iota}));
+  KILN_ASSIGN_OR_RETURN(NodeId hit, im.apply(OpKind::kEqual, {am, iota}));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {hit}, ir::CastAttrs{im.type(x).dtype}));
   KILN_ASSIGN_OR_RETURN(y, im.reshape(y, in));
   return im.set_output(0, y);
@@ -266,15 +268,15 @@ Status instance_norm(Importer& im) {
   KILN_ASSIGN_OR_RETURN(scale, im.reshape(scale, param));
   KILN_ASSIGN_OR_RETURN(bias, im.reshape(bias, param));
   KILN_ASSIGN_OR_RETURN(NodeId mean, im.add(OpKind::kReduceMean, {x}, attrs));
-  KILN_ASSIGN_OR_RETURN(NodeId c, op(im, OpKind::kSub, {x, mean}));
-  KILN_ASSIGN_OR_RETURN(NodeId sq, op(im, OpKind::kMul, {c, c}));
+  KILN_ASSIGN_OR_RETURN(NodeId c, im.apply(OpKind::kSub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(NodeId sq, im.apply(OpKind::kMul, {c, c}));
   KILN_ASSIGN_OR_RETURN(NodeId var, im.add(OpKind::kReduceMean, {sq}, attrs));
-  KILN_ASSIGN_OR_RETURN(NodeId eps, like(im, x, im.attr_float("epsilon", 1e-5)));
-  KILN_ASSIGN_OR_RETURN(NodeId ve, op(im, OpKind::kAdd, {var, eps}));
-  KILN_ASSIGN_OR_RETURN(NodeId inv, op(im, OpKind::kRsqrt, {ve}));
-  KILN_ASSIGN_OR_RETURN(NodeId n, op(im, OpKind::kMul, {c, inv}));
-  KILN_ASSIGN_OR_RETURN(NodeId ns, op(im, OpKind::kMul, {n, scale}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, op(im, OpKind::kAdd, {ns, bias}));
+  KILN_ASSIGN_OR_RETURN(NodeId eps, im.scalar_like(x, im.attr_float("epsilon", 1e-5)));
+  KILN_ASSIGN_OR_RETURN(NodeId ve, im.apply(OpKind::kAdd, {var, eps}));
+  KILN_ASSIGN_OR_RETURN(NodeId inv, im.apply(OpKind::kRsqrt, {ve}));
+  KILN_ASSIGN_OR_RETURN(NodeId n, im.apply(OpKind::kMul, {c, inv}));
+  KILN_ASSIGN_OR_RETURN(NodeId ns, im.apply(OpKind::kMul, {n, scale}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kAdd, {ns, bias}));
   return im.set_output(0, y);
 }
 
@@ -294,10 +296,14 @@ Converter depth_space(bool to_space) {
     const int64_t c = s[1].size(), h = s[2].size(), w = s[3].size();
     Shape mid, out;
     std::vector<int64_t> perm;
+    // DepthToSpace's `mode`; SpaceToDepth's (opset 28) orders the new channels as DepthToSpace
+    // reads them.
+    const std::string mode = im.attr_string("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD") return im.error("mode must be DCR or CRD");
     if (to_space) {
       if (c % (b * b) != 0) return im.error("channels must be divisible by blocksize^2");
       const int64_t co = c / (b * b);
-      if (im.attr_string("mode", "DCR") == "CRD") {
+      if (mode == "CRD") {
         mid = {n, Dim::of(co), Dim::of(b), Dim::of(b), Dim::of(h), Dim::of(w)};
         perm = {0, 1, 4, 2, 5, 3};
       } else {
@@ -308,7 +314,7 @@ Converter depth_space(bool to_space) {
     } else {
       if (h % b != 0 || w % b != 0) return im.error("H and W must be divisible by blocksize");
       mid = {n, Dim::of(c), Dim::of(h / b), Dim::of(b), Dim::of(w / b), Dim::of(b)};
-      perm = {0, 3, 5, 1, 2, 4};
+      perm = mode == "CRD" ? std::vector<int64_t>{0, 1, 3, 5, 2, 4} : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
       out = {n, Dim::of(c * b * b), Dim::of(h / b), Dim::of(w / b)};
     }
     KILN_ASSIGN_OR_RETURN(NodeId r, im.reshape(x, mid));
@@ -316,6 +322,146 @@ Converter depth_space(bool to_space) {
     KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(t, out));
     return im.set_output(0, y);
   };
+}
+
+// ---- Pad ------------------------------------------------------------------------------
+
+// The slice of x along `axis` from start to end (exclusive) with step.
+Result<NodeId> slice_axis(Importer& im, NodeId x, int64_t axis, int64_t start, int64_t end, int64_t step = 1) {
+  return im.add(OpKind::kSlice, {x}, ir::SliceAttrs{{start}, {end}, {axis}, {step}});
+}
+
+// `piece` (a scalar, or x's shape with extent 1 along axis) broadcast to x's shape with `count`
+// along axis.
+Result<NodeId> repeat_axis(Importer& im, NodeId piece, NodeId x, int64_t axis, int64_t count) {
+  Shape shape = im.type(x).shape;
+  shape[size_t(axis)] = Dim::of(count);
+  return im.add(OpKind::kBroadcastTo, {piece}, ir::BroadcastToAttrs{shape});
+}
+
+// The `count` elements that `mode` puts before (or after) x along axis.
+Result<NodeId> pad_piece(Importer& im, NodeId x, NodeId value, const std::string& mode, int64_t axis,
+                         int64_t count, bool before) {
+  constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+  const Dim extent = im.type(x).shape[size_t(axis)];
+  if (mode == "constant") return repeat_axis(im, value, x, axis, count);
+  if (mode == "edge") {
+    KILN_ASSIGN_OR_RETURN(NodeId edge, before ? slice_axis(im, x, axis, 0, 1) : slice_axis(im, x, axis, -1, kEnd));
+    return repeat_axis(im, edge, x, axis, count);
+  }
+  // reflect and wrap read `count` distinct elements of the axis.
+  if (extent.is_symbolic()) return im.unsupported("mode=" + mode + " along a dynamic dim");
+  const int64_t n = extent.size();
+  if (mode == "reflect") {
+    if (count > n - 1) return im.unsupported("reflect padding wider than the dim less one");
+    // Before: x[count], ..., x[1]; after: x[n-2], ..., x[n-1-count].
+    return before ? slice_axis(im, x, axis, count, 0, -1) : slice_axis(im, x, axis, n - 2, n - 2 - count, -1);
+  }
+  if (count > n) return im.unsupported("wrap padding wider than the dim");
+  return before ? slice_axis(im, x, axis, n - count, n) : slice_axis(im, x, axis, 0, count);
+}
+
+// Pad (opsets 2, 11, 18, 19): constant, reflect, edge and wrap modes, as slices, broadcasts and
+// a concat per padded axis; negative pads crop.
+Status pad_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const int64_t rank = im.type(x).rank();
+  const std::string mode = im.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && (mode != "wrap" || im.opset < 19)) {
+    return im.unsupported("mode='" + mode + "' is not supported");
+  }
+  std::vector<int64_t> pads;
+  double fill = 0.0;
+  NodeId value = ir::kNoNode;
+  std::vector<int64_t> axes;
+  if (im.opset < 11) {
+    pads = im.attr_ints("pads").value_or(std::vector<int64_t>{});
+    fill = im.attr_float("value", 0.0);
+  } else {
+    KILN_ASSIGN_OR_RETURN(pads, im.input_ints(1, "pads"));
+    if (im.has_input(2)) {
+      KILN_ASSIGN_OR_RETURN(value, im.input(2));
+      if (im.type(value).rank() > 1 || ir::static_num_elements(im.type(value).shape) != 1) {
+        return im.error("constant_value must hold one element");
+      }
+      if (im.type(value).dtype != im.type(x).dtype) return im.error("constant_value and data differ in type");
+      KILN_ASSIGN_OR_RETURN(value, im.reshape(value, {}));
+    }
+    if (im.opset >= 18 && im.has_input(3)) {
+      KILN_ASSIGN_OR_RETURN(axes, im.input_ints(3, "axes"));
+    }
+  }
+  if (axes.empty()) {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  if (pads.size() != 2 * axes.size()) return im.error("pads must hold two entries per padded axis");
+  if (value == ir::kNoNode) {
+    KILN_ASSIGN_OR_RETURN(value, im.scalar(fill, im.type(x).dtype));
+  }
+  NodeId y = x;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    Result<int64_t> axis = ir::normalize_axis(axes[i], rank);
+    if (!axis.is_ok()) return im.error(axis.status().message());
+    const int64_t begin = pads[i], end = pads[i + axes.size()];
+    if (begin < 0 || end < 0) {
+      // Negative pads remove elements.
+      KILN_ASSIGN_OR_RETURN(y, slice_axis(im, y, *axis, std::max<int64_t>(-begin, 0),
+                                          end < 0 ? end : std::numeric_limits<int64_t>::max()));
+    }
+    std::vector<NodeId> parts;
+    if (begin > 0) {
+      KILN_ASSIGN_OR_RETURN(NodeId piece, pad_piece(im, y, value, mode, *axis, begin, true));
+      parts.push_back(piece);
+    }
+    parts.push_back(y);
+    if (end > 0) {
+      KILN_ASSIGN_OR_RETURN(NodeId piece, pad_piece(im, y, value, mode, *axis, end, false));
+      parts.push_back(piece);
+    }
+    if (parts.size() > 1) {
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kConcat, parts, ir::AxisAttrs{*axis}));
+    }
+  }
+  return im.set_output(0, y);
+}
+
+// OneHot: where(indices == iota along the new axis, on, off); negative indices count from depth,
+// indices outside [-depth, depth) match nothing.
+Status one_hot(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId indices, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId depth_node, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId values, im.input(2));
+  const ir::Tensor* depth_data = im.const_data(depth_node);
+  if (depth_data == nullptr || depth_data->num_elements() != 1) {
+    return im.unsupported("depth must be a constant (computed at import) of one element");
+  }
+  const double depth_value = depth_data->element_as_double(0);
+  if (!(depth_value >= 1 && depth_value <= double(kMaxImportElements))) return im.error("depth must be in [1, 2^26]");
+  const auto depth = int64_t(depth_value);
+  if (ir::static_num_elements(im.type(values).shape) != 2) return im.error("values must hold [off_value, on_value]");
+  const int64_t rank = im.type(indices).rank() + 1;
+  Result<int64_t> axis = ir::normalize_axis(im.attr_int("axis", -1), rank);
+  if (!axis.is_ok()) return im.error(axis.status().message());
+  if (im.type(indices).dtype != ir::DType::kI64) {
+    KILN_ASSIGN_OR_RETURN(indices, im.add(OpKind::kCast, {indices}, ir::CastAttrs{ir::DType::kI64}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0, ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId depth_i64, im.scalar(double(depth), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId negative, im.apply(OpKind::kLess, {indices, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId wrapped, im.apply(OpKind::kAdd, {indices, depth_i64}));
+  KILN_ASSIGN_OR_RETURN(indices, im.add(OpKind::kWhere, {negative, wrapped, indices}, ir::NoAttrs{}));
+  Shape lifted = im.type(indices).shape;
+  lifted.insert(lifted.begin() + *axis, Dim::of(1));
+  KILN_ASSIGN_OR_RETURN(indices, im.reshape(indices, lifted));
+  KILN_ASSIGN_OR_RETURN(NodeId iota, iota_along(im, depth, *axis, rank));
+  KILN_ASSIGN_OR_RETURN(NodeId hit, im.apply(OpKind::kEqual, {indices, iota}));
+  KILN_ASSIGN_OR_RETURN(values, im.reshape(values, {Dim::of(2)}));
+  KILN_ASSIGN_OR_RETURN(NodeId off, slice_axis(im, values, 0, 0, 1));
+  KILN_ASSIGN_OR_RETURN(NodeId on, slice_axis(im, values, 0, 1, 2));
+  KILN_ASSIGN_OR_RETURN(off, im.reshape(off, {}));
+  KILN_ASSIGN_OR_RETURN(on, im.reshape(on, {}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {hit, on, off}, ir::NoAttrs{}));
+  return im.set_output(0, y);
 }
 
 Status cast_like(Importer& im) {
@@ -348,6 +494,8 @@ void register_extra_ops(std::map<std::string, Converter>& t) {
   t["DepthToSpace"] = depth_space(true);
   t["SpaceToDepth"] = depth_space(false);
   t["CastLike"] = cast_like;
+  t["Pad"] = pad_op;
+  t["OneHot"] = one_hot;
 }
 
 }  // namespace kiln::onnx_import

@@ -375,14 +375,59 @@ Status constant_op(Importer& im) {
 
 enum class ReduceForm { kPlain, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
+// ReduceMax / ReduceMin over no elements (a static extent 0 on a reduced axis): ONNX (opset 18)
+// defines the result as the identity, -inf / +inf (the dtype's lowest / highest value; false /
+// true for bool), where Kiln's reductions refuse empty inputs. Returns kNoNode when x is not empty
+// along `axes` (every axis when empty).
+Result<NodeId> empty_extremum(Importer& im, NodeId x, OpKind op, const std::vector<int64_t>& axes, bool keepdims) {
+  const Shape& in = im.type(x).shape;
+  std::vector<bool> reduced(in.size(), axes.empty());
+  for (int64_t a : axes) {
+    Result<int64_t> axis = ir::normalize_axis(a, int64_t(in.size()));
+    if (!axis.is_ok()) return im.error(axis.status().message());
+    reduced[size_t(*axis)] = true;
+  }
+  bool empty = false;
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (reduced[i]) empty = empty || (in[i].is_static() && in[i].size() == 0);
+    if (!reduced[i]) out.push_back(in[i]);
+    else if (keepdims) out.push_back(Dim::of(1));
+  }
+  if (!empty) return ir::kNoNode;
+  KILN_RETURN_IF_ERROR(check_import_size(im, out, "the result of an empty reduction"));
+  const ir::DType dtype = im.type(x).dtype;
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(dtype, ir::static_sizes(out)));
+  const bool is_max = op == OpKind::kReduceMax;
+  if (dtype == ir::DType::kI64) {
+    using Limits = std::numeric_limits<int64_t>;
+    std::fill_n(t.mutable_data_as<int64_t>(), t.num_elements(), is_max ? Limits::lowest() : Limits::max());
+    return im.add_constant(std::move(t), "empty_reduction");
+  }
+  double lowest = -std::numeric_limits<double>::infinity(), highest = std::numeric_limits<double>::infinity();
+  switch (dtype) {
+    case ir::DType::kBool: lowest = 0, highest = 1; break;
+    case ir::DType::kU8: lowest = 0, highest = 255; break;
+    case ir::DType::kI8: lowest = -128, highest = 127; break;
+    case ir::DType::kI32: lowest = std::numeric_limits<int32_t>::lowest(), highest = std::numeric_limits<int32_t>::max(); break;
+    default: break;  // floats: -inf / +inf
+  }
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.set_element_from_double(i, is_max ? lowest : highest);
+  return im.add_constant(std::move(t), "empty_reduction");
+}
+
 Converter reduce(OpKind op, ReduceForm form) {
   return [op, form](Importer& im) -> Status {
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-    // ReduceSum takes axes as an input from opset 13 (the others from 18, past Kiln's range).
+    // ReduceSum takes axes as an input from opset 13, the others from opset 18.
     KILN_ASSIGN_OR_RETURN(auto axes_opt, axes_of(im, op == OpKind::kReduceSum && form == ReduceForm::kPlain ? 13 : 18));
     const bool keepdims = im.attr_int("keepdims", 1) != 0;
     const bool no_axes = !axes_opt || axes_opt->empty();
     if (no_axes && im.attr_int("noop_with_empty_axes", 0) != 0) return im.set_output(0, x);
+    if (form == ReduceForm::kPlain && (op == OpKind::kReduceMax || op == OpKind::kReduceMin)) {
+      KILN_ASSIGN_OR_RETURN(NodeId identity, empty_extremum(im, x, op, no_axes ? std::vector<int64_t>{} : *axes_opt, keepdims));
+      if (identity != ir::kNoNode) return im.set_output(0, identity);
+    }
     NodeId pre = x;
     if (form == ReduceForm::kL1) {
       KILN_ASSIGN_OR_RETURN(pre, im.add(OpKind::kAbs, {x}, ir::NoAttrs{}));
@@ -394,7 +439,16 @@ Converter reduce(OpKind op, ReduceForm form) {
     ir::ReduceAttrs attrs;
     if (!no_axes) attrs.axes = *axes_opt;
     attrs.keepdims = keepdims;
+    // ReduceMax / ReduceMin of bool (opset 20) are any / all: reduced as u8, then cast back.
+    const bool bool_extremum = im.type(x).dtype == ir::DType::kBool && form == ReduceForm::kPlain &&
+                               (op == OpKind::kReduceMax || op == OpKind::kReduceMin);
+    if (bool_extremum) {
+      KILN_ASSIGN_OR_RETURN(pre, im.add(OpKind::kCast, {pre}, ir::CastAttrs{ir::DType::kU8}));
+    }
     KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {pre}, attrs));
+    if (bool_extremum) {
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kCast, {y}, ir::CastAttrs{ir::DType::kBool}));
+    }
     if (form == ReduceForm::kL2) {
       KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kSqrt, {y}, ir::NoAttrs{}));
     } else if (form == ReduceForm::kLogSum || form == ReduceForm::kLogSumExp) {

@@ -151,6 +151,12 @@ def binary_ref_int(op, a, b):
         return q
     if op == "pow":
         return np.power(a, b)
+    if op == "fmod":  # C's remainder, the dividend's sign; x fmod 0 == 0 (Kiln's definition)
+        a, b = np.broadcast_arrays(a, b)
+        r = np.zeros(a.shape, np.int64)
+        nz = b != 0
+        r[nz] = np.fmod(a[nz], b[nz])
+        return r
     raise ValueError(op)
 
 
@@ -192,6 +198,20 @@ def gen_binary():
     bb = np.array([2, 2, -2, -2, 4, -4, 5, 3], np.int32)
     case("div_trunc_i32", [("a", "i32", a), ("b", "i32", bb)],
          [("y", "i32", to_dtype(binary_ref_int("div", a, bb), "i32"))], "y = div(a, b)")
+    # fmod: C's remainder (ONNX Mod with fmod=1), both signs and, for integers, a zero divisor.
+    for dt in ("f32", "f16", "bf16"):
+        a = rand(dt, (3, 4), -9, 9)
+        bb = rand(dt, (4,), -3, 3)
+        bb = to_dtype(np.where(np.abs(f64(bb)) < 0.25, 1.5, f64(bb)), dt)
+        case("fmod_%s" % dt, [("a", dt, a), ("b", dt, bb)], [("y", dt, to_dtype(np.fmod(f64(a), f64(bb)), dt))],
+             "y = fmod(a, b)")
+    for dt in ("i32", "i64", "i8", "u8"):
+        lo, hi = (0, 255) if dt == "u8" else (-120, 120)
+        a = rand(dt, (3, 4), lo, hi)
+        bb = rand(dt, (4,), 0 if dt == "u8" else -7, 7)
+        bb[1] = 0
+        case("fmod_%s" % dt, [("a", dt, a), ("b", dt, bb)], [("y", dt, to_dtype(binary_ref_int("fmod", a, bb), dt))],
+             "y = fmod(a, b)")
     for dt in ("i32", "i64"):
         a = rand(dt, (2, 3), -5, 5)
         bb = rand(dt, (2, 3), 0, 6)

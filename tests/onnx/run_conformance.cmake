@@ -1,11 +1,11 @@
-# Generates the ONNX node test data into DATA_DIR/node, once per build tree (the onnx_node_data
-# fixture of the onnx_conformance_<driver> tests).
+# Generates the ONNX node test data into DATA_DIR/node with PYTHON's onnx package, once per build
+# tree (the onnx_node_data[_latest] fixture of the onnx_conformance[_latest]_<driver> tests).
 if(NOT EXISTS ${DATA_DIR}/node)
   file(REMOVE_RECURSE ${DATA_DIR})
   execute_process(COMMAND ${PYTHON} ${GENERATOR} ${DATA_DIR} RESULT_VARIABLE rc OUTPUT_QUIET)
   if(NOT rc EQUAL 0)
     file(REMOVE_RECURSE ${DATA_DIR})
-    message(FATAL_ERROR "generating the ONNX node tests failed (is python3-onnx installed?)")
+    message(FATAL_ERROR "generating the ONNX node tests with ${PYTHON} failed (is its onnx package installed? scripts/setup.sh installs both)")
   endif()
 endif()
 file(GLOB tests LIST_DIRECTORIES true ${DATA_DIR}/node/test_*)

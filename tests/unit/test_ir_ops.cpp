@@ -103,6 +103,12 @@ TEST_CASE("ops: the scalar functions give the documented integer corner cases") 
   CHECK(pow.binary_i(2, -1) == 0);
   CHECK(pow.binary_i(-1, -3) == -1);
   CHECK(pow.binary_i(0, 0) == 1);
+  const auto& fmod = kiln::ir::op_info(OpKind::kFmod).scalar;
+  CHECK(fmod.binary_i(7, -2) == 1);                   // the dividend's sign
+  CHECK(fmod.binary_i(-7, 2) == -1);
+  CHECK(fmod.binary_i(5, 0) == 0);                    // x fmod 0 == 0, like x / 0
+  CHECK(fmod.binary_i(INT64_MIN, -1) == 0);           // no overflow trap
+  CHECK(fmod.binary_f(-7.5, 2.0) == -1.5);
   CHECK(kiln::ir::op_info(OpKind::kReciprocal).scalar.unary_i(2) == 0);
   CHECK(kiln::ir::op_info(OpKind::kNeg).scalar.unary_i(INT64_MIN) == INT64_MIN);
   CHECK(kiln::ir::op_info(OpKind::kReduceMax).reduce.needs_elements);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -154,6 +155,68 @@ TEST_CASE("onnx: every unsupported node is reported in one run") {
   CHECK(text.find("node 'first' (TopK, opset 13): unsupported operator") != std::string::npos);
   CHECK(text.find("node 'second' (NonZero, opset 13)") != std::string::npos);
   CHECK(text.find("node 'third' (Cast, opset 13): cast to DOUBLE is not supported") != std::string::npos);
+}
+
+TEST_CASE("onnx: opsets 18-28 import with their forms; later opsets are refused") {
+  // Opset 18: ReduceMax takes axes as an input; Split takes num_outputs (ceil-sized parts).
+  ModelBuilder m(18);
+  m.input("x", {"2", "5"});
+  m.init_ints("axes", {1});
+  m.node("ReduceMax", {"x", "axes"}, {"r"});
+  set_int(m.node("Split", {"x"}, {"a", "b"}), "axis", 1);
+  set_int(m.graph->mutable_node(1), "num_outputs", 2);
+  m.output("r");
+  m.output("a");
+  m.output("b");
+  Diagnostics diags;
+  auto g = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(g.is_ok(), diags.to_string());
+  CHECK(g->node(g->outputs()[0].node).type.shape == (ir::Shape{ir::Dim::of(2), ir::Dim::of(1)}));
+  CHECK(g->node(g->outputs()[1].node).type.shape == (ir::Shape{ir::Dim::of(2), ir::Dim::of(3)}));
+  CHECK(g->node(g->outputs()[2].node).type.shape == (ir::Shape{ir::Dim::of(2), ir::Dim::of(2)}));
+
+  ModelBuilder later(29);
+  later.input("x", {"2"});
+  later.node("Relu", {"x"}, {"y"});
+  later.output("y");
+  Diagnostics later_diags;
+  CHECK_FALSE(import(later.bytes(), later_diags).is_ok());
+  CHECK(later_diags.to_string().find("opset 29 is not supported (Kiln imports opsets 7 to 28)") != std::string::npos);
+}
+
+TEST_CASE("onnx: mistakes in Split, Pad and OneHot are diagnosed at the node") {
+  struct Case {
+    const char* op;
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"Split", {"x"}, [](onnx::NodeProto* n) { set_int(n, "num_outputs", 3); },
+       "node 'bad' (Split, opset 18): num_outputs differs from the number of outputs"},
+      {"Pad", {"x", "pads"}, [](onnx::NodeProto* n) {
+         auto* a = n->add_attribute();
+         a->set_name("mode");
+         a->set_type(onnx::AttributeProto::STRING);
+         a->set_s("mirror");
+       }, "node 'bad' (Pad, opset 18): mode='mirror' is not supported"},
+      {"Pad", {"x", "short_pads"}, [](onnx::NodeProto*) {},
+       "node 'bad' (Pad, opset 18): pads must hold two entries per padded axis"},
+      {"OneHot", {"x", "x", "x"}, [](onnx::NodeProto*) {},
+       "node 'bad' (OneHot, opset 18): depth must be a constant (computed at import) of one element"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(18);
+    m.input("x", {"2", "4"});
+    m.init_ints("pads", {0, 1, 0, 1});
+    m.init_ints("short_pads", {0, 1});
+    c.attrs(m.node(c.op, c.inputs, {"y", "z"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
 }
 
 TEST_CASE("onnx: Shape -> Gather -> Concat -> Reshape keeps a dynamic batch symbolic") {
