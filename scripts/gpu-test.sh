@@ -144,12 +144,15 @@ if wants examples; then
   # The same with the generated GEMM kernels instead of cuBLASLt, for comparing their errors.
   KILN_CUBLASLT=0 step "example encoder_block (B=8 S=128), KILN_CUBLASLT=0" "$OUT/examples.txt" \
     "$BIN/kiln-run" "$WORK/examples/encoder_block.kiln" --device=cuda:0 --dim B=8 --dim S=128 --check
-  # The ONNX backend node tests on cuda:0, held to the same expected-pass list as every device.
-  if [ -x "$BIN/kiln-onnx-conformance" ] && [ -f "$BUNDLE/onnx_node_tests.tgz" ]; then
-    mkdir -p "$WORK/onnx_node" && tar xzf "$BUNDLE/onnx_node_tests.tgz" -C "$WORK/onnx_node"
-    step "ONNX node tests (cuda:0)" "$OUT/examples.txt" "$BIN/kiln-onnx-conformance" "$WORK/onnx_node/node" \
-      --device cuda:0 --expected tests/onnx/expected_pass.txt --exceptions tests/onnx/device_exceptions.txt -j 16
-  fi
+  # The ONNX backend node tests on cuda:0 (both sets), held to the same expected-pass lists as
+  # every device.
+  for set in "" _latest; do
+    if [ -x "$BIN/kiln-onnx-conformance" ] && [ -f "$BUNDLE/onnx_node_tests$set.tgz" ]; then
+      mkdir -p "$WORK/onnx_node$set" && tar xzf "$BUNDLE/onnx_node_tests$set.tgz" -C "$WORK/onnx_node$set"
+      step "ONNX node tests$set (cuda:0)" "$OUT/examples.txt" "$BIN/kiln-onnx-conformance" "$WORK/onnx_node$set/node" \
+        --device cuda:0 --expected tests/onnx/expected_pass$set.txt --exceptions tests/onnx/device_exceptions.txt -j 16
+    fi
+  done
   # The ONNX example models on every device against NumPy and onnxruntime (python3 has it there).
   step "ONNX examples (every device)" "$OUT/examples.txt" python3 tests/onnx/check_examples.py \
     --kilnc "$BIN/kilnc" --kiln-run "$BIN/kiln-run" --examples examples/onnx --work "$WORK/onnx" \

@@ -9,7 +9,8 @@
 #                     protobuf, onnx, SPIRV-Tools, flatbuffers, ...): not glibc/libstdc++/libgcc,
 #                     which are newer there, and not the GPU APIs (libcuda, NVRTC, cuBLAS,
 #                     OpenCL, Vulkan), which are there or are loaded with dlopen
-#   gpu-bundle/onnx_node_tests.tgz  the ONNX backend node tests (kiln-onnx-conformance on cuda:0)
+#   gpu-bundle/onnx_node_tests[_latest].tgz  the ONNX backend node tests of onnx 1.12 and of the
+#                     newest onnx (kiln-onnx-conformance on cuda:0)
 #   gpu-bundle/debs/  Debian's libvulkan1, libglvnd0, libglx0, libegl1 (the GPU machine has no
 #                     Vulkan loader, and NVIDIA's Vulkan ICD needs libglvnd)
 #
@@ -62,11 +63,15 @@ if ! (cd "$BUNDLE/debs" && apt-get download libvulkan1 libglvnd0 libglx0 libegl1
   echo "make-gpu-bundle: warning: could not download the Vulkan loader debs (Vulkan will be unavailable there)" >&2
 fi
 
-# The ONNX backend node tests (generated here by python3-onnx 1.12, which the GPU machine's newer
-# onnx would not reproduce), packed for kiln-onnx-conformance on cuda:0: about 4 MiB.
+# The ONNX backend node tests, both sets (generated here by python3-onnx 1.12 and by the test
+# virtualenv's pinned onnx, which the GPU machine's own onnx would not reproduce), packed for
+# kiln-onnx-conformance on cuda:0: about 4 and 9 MiB.
 if [[ " ${TARGETS[*]} " == *" kiln-onnx-conformance "* ]]; then
-  ctest --test-dir "$BUILD_DIR" -R '^onnx_node_data$' >/dev/null
+  ctest --test-dir "$BUILD_DIR" -R '^onnx_node_data(_latest)?$' >/dev/null
   tar czf "$BUNDLE/onnx_node_tests.tgz" -C "$BUILD_DIR/tests/onnx/onnx_tests" node
+  if [ -d "$BUILD_DIR/tests/onnx/onnx_tests_latest/node" ]; then
+    tar czf "$BUNDLE/onnx_node_tests_latest.tgz" -C "$BUILD_DIR/tests/onnx/onnx_tests_latest" node
+  fi
 fi
 
 size=$(du -sb "$BUNDLE" | cut -f1)
