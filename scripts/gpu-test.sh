@@ -147,8 +147,8 @@ if wants examples; then
   # The ONNX backend node tests on cuda:0 (both sets), held to the same expected-pass lists as
   # every device.
   for set in "" _latest; do
-    if [ -x "$BIN/kiln-onnx-conformance" ] && [ -f "$BUNDLE/onnx_node_tests$set.tgz" ]; then
-      mkdir -p "$WORK/onnx_node$set" && tar xzf "$BUNDLE/onnx_node_tests$set.tgz" -C "$WORK/onnx_node$set"
+    if [ -x "$BIN/kiln-onnx-conformance" ] && [ -f "$BUNDLE/onnx_node_tests$set.txz" ]; then
+      mkdir -p "$WORK/onnx_node$set" && tar xJf "$BUNDLE/onnx_node_tests$set.txz" -C "$WORK/onnx_node$set"
       step "ONNX node tests$set (cuda:0)" "$OUT/examples.txt" "$BIN/kiln-onnx-conformance" "$WORK/onnx_node$set/node" \
         --device cuda:0 --expected tests/onnx/expected_pass$set.txt --exceptions tests/onnx/device_exceptions.txt -j 16
     fi

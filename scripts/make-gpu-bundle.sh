@@ -9,7 +9,7 @@
 #                     protobuf, onnx, SPIRV-Tools, flatbuffers, ...): not glibc/libstdc++/libgcc,
 #                     which are newer there, and not the GPU APIs (libcuda, NVRTC, cuBLAS,
 #                     OpenCL, Vulkan), which are there or are loaded with dlopen
-#   gpu-bundle/onnx_node_tests[_latest].tgz  the ONNX backend node tests of onnx 1.12 and of the
+#   gpu-bundle/onnx_node_tests[_latest].txz  the ONNX backend node tests of onnx 1.12 and of the
 #                     newest onnx (kiln-onnx-conformance on cuda:0)
 #   gpu-bundle/debs/  Debian's libvulkan1, libglvnd0, libglx0, libegl1 (the GPU machine has no
 #                     Vulkan loader, and NVIDIA's Vulkan ICD needs libglvnd)
@@ -65,12 +65,12 @@ fi
 
 # The ONNX backend node tests, both sets (generated here by python3-onnx 1.12 and by the test
 # virtualenv's pinned onnx, which the GPU machine's own onnx would not reproduce), packed for
-# kiln-onnx-conformance on cuda:0: about 4 and 9 MiB.
+# kiln-onnx-conformance on cuda:0: about 1.5 and 2.5 MiB with xz.
 if [[ " ${TARGETS[*]} " == *" kiln-onnx-conformance "* ]]; then
   ctest --test-dir "$BUILD_DIR" -R '^onnx_node_data(_latest)?$' >/dev/null
-  tar czf "$BUNDLE/onnx_node_tests.tgz" -C "$BUILD_DIR/tests/onnx/onnx_tests" node
+  tar cJf "$BUNDLE/onnx_node_tests.txz" -C "$BUILD_DIR/tests/onnx/onnx_tests" node
   if [ -d "$BUILD_DIR/tests/onnx/onnx_tests_latest/node" ]; then
-    tar czf "$BUNDLE/onnx_node_tests_latest.tgz" -C "$BUILD_DIR/tests/onnx/onnx_tests_latest" node
+    tar cJf "$BUNDLE/onnx_node_tests_latest.txz" -C "$BUILD_DIR/tests/onnx/onnx_tests_latest" node
   fi
 fi
 

@@ -1,7 +1,7 @@
 // Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
 // trigonometric functions, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
-// InstanceNormalization, DepthToSpace/SpaceToDepth, CastLike, Pad and OneHot. Masks and index patterns are
-// built as constants at import, so these need static shapes where noted.
+// DepthToSpace/SpaceToDepth, CastLike, Pad and OneHot. Masks and index patterns are built as
+// constants at import, so these need static shapes where noted.
 #include <cmath>
 #include <limits>
 
@@ -254,32 +254,6 @@ Status tile_op(Importer& im) {
   return im.set_output(0, y);
 }
 
-Status instance_norm(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId scale, im.input(1));
-  KILN_ASSIGN_OR_RETURN(NodeId bias, im.input(2));
-  const int64_t rank = im.type(x).rank();
-  if (rank < 3) return im.error("needs an input of rank 3 or more");
-  ir::ReduceAttrs attrs;
-  for (int64_t i = 2; i < rank; ++i) attrs.axes.push_back(i);
-  attrs.keepdims = true;
-  Shape param{im.type(x).shape[1]};
-  for (int64_t i = 2; i < rank; ++i) param.push_back(Dim::of(1));
-  KILN_ASSIGN_OR_RETURN(scale, im.reshape(scale, param));
-  KILN_ASSIGN_OR_RETURN(bias, im.reshape(bias, param));
-  KILN_ASSIGN_OR_RETURN(NodeId mean, im.add(OpKind::kReduceMean, {x}, attrs));
-  KILN_ASSIGN_OR_RETURN(NodeId c, im.apply(OpKind::kSub, {x, mean}));
-  KILN_ASSIGN_OR_RETURN(NodeId sq, im.apply(OpKind::kMul, {c, c}));
-  KILN_ASSIGN_OR_RETURN(NodeId var, im.add(OpKind::kReduceMean, {sq}, attrs));
-  KILN_ASSIGN_OR_RETURN(NodeId eps, im.scalar_like(x, im.attr_float("epsilon", 1e-5)));
-  KILN_ASSIGN_OR_RETURN(NodeId ve, im.apply(OpKind::kAdd, {var, eps}));
-  KILN_ASSIGN_OR_RETURN(NodeId inv, im.apply(OpKind::kRsqrt, {ve}));
-  KILN_ASSIGN_OR_RETURN(NodeId n, im.apply(OpKind::kMul, {c, inv}));
-  KILN_ASSIGN_OR_RETURN(NodeId ns, im.apply(OpKind::kMul, {n, scale}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kAdd, {ns, bias}));
-  return im.set_output(0, y);
-}
-
 Converter depth_space(bool to_space) {
   return [to_space](Importer& im) -> Status {
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
@@ -490,7 +464,6 @@ void register_extra_ops(std::map<std::string, Converter>& t) {
   t["Hardmax"] = hardmax_op;
   t["EyeLike"] = eyelike_op;
   t["Tile"] = tile_op;
-  t["InstanceNormalization"] = instance_norm;
   t["DepthToSpace"] = depth_space(true);
   t["SpaceToDepth"] = depth_space(false);
   t["CastLike"] = cast_like;

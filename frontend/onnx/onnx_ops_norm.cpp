@@ -1,6 +1,7 @@
 // Converters for ONNX normalizations that Kiln decomposes into reductions and elementwise ops
 // (the fusion pass puts each back together as reduction kernels with fused prologues and
-// epilogues): GroupNormalization, MeanVarianceNormalization, LpNormalization, RMSNormalization.
+// epilogues): InstanceNormalization, GroupNormalization, MeanVarianceNormalization,
+// LpNormalization, RMSNormalization.
 #include "frontend/onnx/onnx_internal.h"
 
 namespace kiln::onnx_import {
@@ -50,6 +51,27 @@ Result<NodeId> standardize(Importer& im, NodeId x, const std::vector<int64_t>& a
   KILN_ASSIGN_OR_RETURN(NodeId var_eps, im.apply(OpKind::kAdd, {var, eps}));
   KILN_ASSIGN_OR_RETURN(NodeId inv, im.apply(OpKind::kRsqrt, {var_eps}));
   return im.apply(OpKind::kMul, {centered, inv});
+}
+
+// InstanceNormalization: X (N, C, ...) standardized over the spatial axes, scaled per channel.
+Status instance_norm(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId scale, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId bias, im.input(2));
+  const int64_t rank = im.type(x).rank();
+  if (rank < 3) return im.error("needs an input of rank 3 or more");
+  std::vector<int64_t> spatial;
+  Shape param{im.type(x).shape[1]};
+  for (int64_t i = 2; i < rank; ++i) {
+    spatial.push_back(i);
+    param.push_back(Dim::of(1));
+  }
+  KILN_ASSIGN_OR_RETURN(scale, im.reshape(scale, param));
+  KILN_ASSIGN_OR_RETURN(bias, im.reshape(bias, param));
+  KILN_ASSIGN_OR_RETURN(NodeId normed, standardize(im, x, spatial, im.attr_float("epsilon", 1e-5)));
+  KILN_ASSIGN_OR_RETURN(NodeId scaled, im.apply(OpKind::kMul, {normed, scale}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kAdd, {scaled, bias}));
+  return im.set_output(0, y);
 }
 
 // GroupNormalization: X (N, C, ...) viewed as (N, G, C/G * spatial), standardized over the last
@@ -159,6 +181,7 @@ Status rms_norm(Importer& im) {
 }  // namespace
 
 void register_norm_ops(std::map<std::string, Converter>& t) {
+  t["InstanceNormalization"] = instance_norm;
   t["GroupNormalization"] = group_norm;
   t["MeanVarianceNormalization"] = mean_variance_norm;
   t["LpNormalization"] = lp_norm;
