@@ -10,8 +10,7 @@
 // "failed" on any other error or mismatch.
 //
 // Usage: kiln-onnx-conformance NODE_TEST_DIR [--device ID] [--expected FILE] [--exceptions FILE]
-//                              [--write-passing FILE] [--filter S] [--skip-tests-in DIR]
-//                              [-O0|-O1|-O2] [-j N] [-v]
+//                              [--write-passing FILE] [--filter S] [-O0|-O1|-O2] [-j N] [-v]
 //   --device ID       reference (default; the runtime's reference interpreter), opencl:0,
 //                     vulkan:0, ... When the device does not exist the run is skipped (exit 77),
 //                     unless KILN_REQUIRE_DRIVERS names its driver: then it fails (exit 1).
@@ -20,9 +19,6 @@
 //   --exceptions FILE ... except tests listed there for this device's driver: lines
 //                     "DRIVER TEST  # why", e.g. "vulkan test_foo  # ..." (a test that passes
 //                     anyway is reported, so the list can shrink).
-//   --skip-tests-in DIR  leaves out the tests that DIR (another set's node tests) also has by
-//                     name, and their expected-pass entries: that set runs them on this device
-//                     (PoCL's compile time makes running both sets' versions too slow for CI)
 //   -O0|-O1|-O2       the pipeline's optimization level (default -O2, as kilnc's)
 //   -j N              tests run on N threads (default: the hardware's threads), each with its
 //                     own session; results are printed in name order.
@@ -345,11 +341,11 @@ Result<std::vector<std::vector<std::string>>> read_list(const std::string& path)
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: kiln-onnx-conformance NODE_TEST_DIR [--device ID] [--expected FILE] [--exceptions FILE]"
-                 " [--write-passing FILE] [--filter S] [--skip-tests-in DIR] [-O0|-O1|-O2] [-j N] [-v]\n";
+                 " [--write-passing FILE] [--filter S] [-O0|-O1|-O2] [-j N] [-v]\n";
     return 2;
   }
   const fs::path root = argv[1];
-  std::string expected_path, exceptions_path, write_path, filter, skip_dir, device = "reference";
+  std::string expected_path, exceptions_path, write_path, filter, device = "reference";
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   bool verbose = false;
   for (int i = 2; i < argc; ++i) {
@@ -358,7 +354,6 @@ int main(int argc, char** argv) {
     else if (a == "--exceptions" && i + 1 < argc) exceptions_path = argv[++i];
     else if (a == "--write-passing" && i + 1 < argc) write_path = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
-    else if (a == "--skip-tests-in" && i + 1 < argc) skip_dir = argv[++i];
     else if (a == "--device" && i + 1 < argc) device = argv[++i];
     else if (a == "-j" && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
@@ -413,22 +408,14 @@ int main(int argc, char** argv) {
   std::cout << "device: " << device << " (" << *description << "), " << jobs << " threads\n";
 
   std::vector<fs::path> tests;
-  std::set<std::string> left_out;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     std::error_code model_ec;
-    const std::string name = e.path().filename().string();
-    if (!e.is_directory(model_ec) || !fs::is_regular_file(e.path() / "model.onnx", model_ec) ||
-        name.find(filter) == std::string::npos) {
-      continue;
+    if (e.is_directory(model_ec) && fs::is_regular_file(e.path() / "model.onnx", model_ec) &&
+        e.path().filename().string().find(filter) != std::string::npos) {
+      tests.push_back(e.path());
     }
-    if (!skip_dir.empty() && fs::exists(fs::path(skip_dir) / name / "model.onnx", model_ec)) {
-      left_out.insert(name);
-      continue;
-    }
-    tests.push_back(e.path());
   }
   std::sort(tests.begin(), tests.end());
-  if (!left_out.empty()) std::cout << left_out.size() << " tests left out (" << skip_dir << " has them)\n";
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<TestResult> results(tests.size());
@@ -496,7 +483,6 @@ int main(int argc, char** argv) {
     size_t expected = 0;
     for (const auto& row : *rows) {
       const std::string& name = row[0];
-      if (left_out.count(name)) continue;
       if (excepted.count(name)) {
         if (passed_names.count(name))
           std::cout << "NOTE " << name << " passes on " << device << " but is excepted for " << driver
