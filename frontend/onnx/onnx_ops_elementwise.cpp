@@ -260,9 +260,8 @@ Status identity(Importer& im) {
 }
 
 Status dropout(Importer& im) {
-  // Inference: the identity. A requested mask or a training_mode input that is not a constant
-  // false cannot be expressed.
-  KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+  // Inference: the identity, and a mask of ones (bool from opset 10, the input's type before). A
+  // training_mode input that is not a constant false cannot be expressed.
   if (im.has_input(2)) {
     KILN_ASSIGN_OR_RETURN(NodeId mode, im.input(2));
     const ir::Tensor* t = im.const_data(mode);
@@ -270,7 +269,12 @@ Status dropout(Importer& im) {
       return im.unsupported("training_mode must be a constant false (training is not supported)");
     }
   }
-  return identity(im);
+  if (im.current->output_size() < 2 || im.current->output(1).empty()) return identity(im);
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar(1.0, im.opset >= 10 ? ir::DType::kBool : im.type(x).dtype));
+  KILN_ASSIGN_OR_RETURN(NodeId mask, im.add(OpKind::kBroadcastTo, {one}, ir::BroadcastToAttrs{im.type(x).shape}));
+  KILN_RETURN_IF_ERROR(im.set_output(1, mask));
+  return im.set_output(0, x);
 }
 
 Status clip(Importer& im) {

@@ -1,6 +1,6 @@
 // Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
 // trigonometric functions, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
-// DepthToSpace/SpaceToDepth, CastLike, Pad and OneHot. Masks and index patterns are built as
+// DepthToSpace/SpaceToDepth, CastLike, Pad, CenterCropPad and OneHot. Masks and index patterns are built as
 // constants at import, so these need static shapes where noted.
 #include <cmath>
 #include <limits>
@@ -399,6 +399,45 @@ Status pad_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// CenterCropPad (opset 18): each listed axis cropped or zero-padded to its target length, the
+// kept or added part centered (an odd difference puts the extra element at the end).
+Status center_crop_pad(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, im.input_ints(1, "shape"));
+  const int64_t rank = im.type(x).rank();
+  std::vector<int64_t> axes = im.attr_ints("axes").value_or(std::vector<int64_t>{});
+  if (axes.empty()) {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  if (axes.size() != lengths.size()) return im.error("shape must hold one length per axis");
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, im.type(x).dtype));
+  NodeId y = x;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    Result<int64_t> axis = ir::normalize_axis(axes[i], rank);
+    if (!axis.is_ok()) return im.error(axis.status().message());
+    const Dim extent = im.type(y).shape[size_t(*axis)];
+    if (extent.is_symbolic()) return im.unsupported("CenterCropPad along a dynamic dim");
+    const int64_t n = extent.size(), want = lengths[i];
+    if (want < 0) return im.error("target lengths must not be negative");
+    if (want < n) {
+      const int64_t start = (n - want) / 2;
+      KILN_ASSIGN_OR_RETURN(y, slice_axis(im, y, *axis, start, start + want));
+    } else if (want > n) {
+      const int64_t before = (want - n) / 2;
+      std::vector<NodeId> parts;
+      if (before > 0) {
+        KILN_ASSIGN_OR_RETURN(NodeId piece, repeat_axis(im, zero, y, *axis, before));
+        parts.push_back(piece);
+      }
+      parts.push_back(y);
+      KILN_ASSIGN_OR_RETURN(NodeId after, repeat_axis(im, zero, y, *axis, want - n - before));
+      parts.push_back(after);
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kConcat, parts, ir::AxisAttrs{*axis}));
+    }
+  }
+  return im.set_output(0, y);
+}
+
 // OneHot: where(indices == iota along the new axis, on, off); negative indices count from depth,
 // indices outside [-depth, depth) match nothing.
 Status one_hot(Importer& im) {
@@ -469,6 +508,7 @@ void register_extra_ops(std::map<std::string, Converter>& t) {
   t["CastLike"] = cast_like;
   t["Pad"] = pad_op;
   t["OneHot"] = one_hot;
+  t["CenterCropPad"] = center_crop_pad;
 }
 
 }  // namespace kiln::onnx_import
