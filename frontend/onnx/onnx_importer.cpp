@@ -174,6 +174,14 @@ Result<NodeId> Importer::scalar(double v, ir::DType dtype) {
   return add_constant(std::move(t));
 }
 
+Result<NodeId> Importer::iota(int64_t n, int64_t axis, int64_t rank) {
+  std::vector<int64_t> shape(size_t(rank), 1);
+  shape[size_t(axis)] = n;
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, shape));
+  for (int64_t i = 0; i < n; ++i) t.mutable_data_as<int64_t>()[i] = i;
+  return add_constant(std::move(t), "iota");
+}
+
 Result<NodeId> Importer::ints_constant(const std::vector<int64_t>& v) {
   KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, {int64_t(v.size())}));
   std::copy(v.begin(), v.end(), t.mutable_data_as<int64_t>());

@@ -45,15 +45,6 @@ Result<NodeId> repeat_heads(Importer& im, NodeId x, int64_t reps) {
   return im.reshape(r, {s[0], Dim::of(s[1].size() * reps), s[2], s[3]});
 }
 
-// An i64 constant counting 0..n-1 along `axis` of a rank-`rank` shape of ones.
-Result<NodeId> iota(Importer& im, int64_t n, int64_t axis, int64_t rank) {
-  std::vector<int64_t> shape(size_t(rank), 1);
-  shape[size_t(axis)] = n;
-  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, shape));
-  for (int64_t i = 0; i < n; ++i) t.mutable_data_as<int64_t>()[i] = i;
-  return im.add_constant(std::move(t), "positions");
-}
-
 // 0 where query i may attend key j, -inf elsewhere: causal, j <= i + offset; the sliding window,
 // i + offset - left <= j <= i + offset + right (a negative bound is open). `offset` is an i64
 // scalar (the past length: the result is a (q, kv) constant, folded at import) or (B, 1, 1, 1)
@@ -62,8 +53,8 @@ Result<NodeId> position_bias(Importer& im, int64_t q, int64_t kv, NodeId offset,
                              int64_t right, ir::DType dtype) {
   KILN_RETURN_IF_ERROR(check_import_size(im, {Dim::of(q), Dim::of(kv)}, "the attention mask"));
   const int64_t rank = std::max<int64_t>(2, im.type(offset).rank());
-  KILN_ASSIGN_OR_RETURN(NodeId i, iota(im, q, rank - 2, rank));
-  KILN_ASSIGN_OR_RETURN(NodeId j, iota(im, kv, rank - 1, rank));
+  KILN_ASSIGN_OR_RETURN(NodeId i, im.iota(q, rank - 2, rank));
+  KILN_ASSIGN_OR_RETURN(NodeId j, im.iota(kv, rank - 1, rank));
   KILN_ASSIGN_OR_RETURN(NodeId shifted, im.apply(OpKind::kAdd, {i, offset}));
   KILN_ASSIGN_OR_RETURN(NodeId diff, im.apply(OpKind::kSub, {shifted, j}));
   NodeId allowed = ir::kNoNode;
@@ -205,7 +196,7 @@ Status attention(Importer& im) {
     KILN_RETURN_IF_ERROR(add_bias(positions));
   }
   if (nonpad != ir::kNoNode) {
-    KILN_ASSIGN_OR_RETURN(NodeId keys, iota(im, kv_len, 3, 4));
+    KILN_ASSIGN_OR_RETURN(NodeId keys, im.iota(kv_len, 3, 4));
     KILN_ASSIGN_OR_RETURN(NodeId valid, im.apply(OpKind::kLess, {keys, nonpad}));
     KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, dtype));
     KILN_ASSIGN_OR_RETURN(NodeId neg_inf, im.scalar(kNegInf, dtype));

@@ -19,15 +19,11 @@ Converter unary(OpKind op) {
   };
 }
 
-Result<NodeId> binary(Importer& im, OpKind op, NodeId a, NodeId b) {
-  return im.add(op, {a, b}, ir::default_attrs(op));
-}
-
 Converter binary_op(OpKind op) {
   return [op](Importer& im) -> Status {
     KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
     KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
-    KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, op, a, b));
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(op, {a, b}));
     return im.set_output(0, y);
   };
 }
@@ -39,11 +35,11 @@ Converter variadic(OpKind op, bool mean) {
     KILN_ASSIGN_OR_RETURN(NodeId acc, im.input(0));
     for (int i = 1; i < im.num_inputs(); ++i) {
       KILN_ASSIGN_OR_RETURN(NodeId next, im.input(i));
-      KILN_ASSIGN_OR_RETURN(acc, binary(im, op, acc, next));
+      KILN_ASSIGN_OR_RETURN(acc, im.apply(op, {acc, next}));
     }
     if (mean && im.num_inputs() > 1) {
       KILN_ASSIGN_OR_RETURN(NodeId n, im.scalar_like(acc, im.num_inputs()));
-      KILN_ASSIGN_OR_RETURN(acc, binary(im, OpKind::kDiv, acc, n));
+      KILN_ASSIGN_OR_RETURN(acc, im.apply(OpKind::kDiv, {acc, n}));
     }
     return im.set_output(0, acc);
   };
@@ -52,7 +48,7 @@ Converter variadic(OpKind op, bool mean) {
 // where(x < 0, negative_branch, positive_branch); `strict` false uses x <= 0.
 Result<NodeId> select_negative(Importer& im, NodeId x, NodeId negative, NodeId positive, bool strict = true) {
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId cond, binary(im, strict ? OpKind::kLess : OpKind::kLessEqual, x, zero));
+  KILN_ASSIGN_OR_RETURN(NodeId cond, im.apply(strict ? OpKind::kLess : OpKind::kLessEqual, {x, zero}));
   return im.add(OpKind::kWhere, {cond, negative, positive}, ir::NoAttrs{});
 }
 
@@ -60,15 +56,15 @@ Result<NodeId> select_negative(Importer& im, NodeId x, NodeId negative, NodeId p
 Result<NodeId> expm1_scaled(Importer& im, NodeId x, double alpha) {
   KILN_ASSIGN_OR_RETURN(NodeId e, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
   KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
-  KILN_ASSIGN_OR_RETURN(NodeId em1, binary(im, OpKind::kSub, e, one));
+  KILN_ASSIGN_OR_RETURN(NodeId em1, im.apply(OpKind::kSub, {e, one}));
   KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
-  return binary(im, OpKind::kMul, em1, a);
+  return im.apply(OpKind::kMul, {em1, a});
 }
 
 Status leaky_relu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId alpha, im.scalar_like(x, im.attr_float("alpha", 0.01)));
-  KILN_ASSIGN_OR_RETURN(NodeId scaled, binary(im, OpKind::kMul, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId scaled, im.apply(OpKind::kMul, {x, alpha}));
   KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, scaled, x));
   return im.set_output(0, y);
 }
@@ -76,7 +72,7 @@ Status leaky_relu(Importer& im) {
 Status prelu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId slope, im.input(1));
-  KILN_ASSIGN_OR_RETURN(NodeId scaled, binary(im, OpKind::kMul, x, slope));
+  KILN_ASSIGN_OR_RETURN(NodeId scaled, im.apply(OpKind::kMul, {x, slope}));
   KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, scaled, x));
   return im.set_output(0, y);
 }
@@ -95,7 +91,7 @@ Status selu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, x, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId sel, select_negative(im, x, neg, x, /*strict=*/false));
   KILN_ASSIGN_OR_RETURN(NodeId g, im.scalar_like(x, gamma));
-  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, sel, g));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMul, {sel, g}));
   return im.set_output(0, y);
 }
 
@@ -104,7 +100,7 @@ Status celu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const double alpha = im.attr_float("alpha", 1.0);
   KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
-  KILN_ASSIGN_OR_RETURN(NodeId xa, binary(im, OpKind::kDiv, x, a));
+  KILN_ASSIGN_OR_RETURN(NodeId xa, im.apply(OpKind::kDiv, {x, a}));
   KILN_ASSIGN_OR_RETURN(NodeId neg, expm1_scaled(im, xa, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId y, select_negative(im, x, neg, x));
   return im.set_output(0, y);
@@ -114,8 +110,8 @@ Status celu(Importer& im) {
 Result<NodeId> hard_sigmoid_of(Importer& im, NodeId x, double alpha, double beta) {
   KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
   KILN_ASSIGN_OR_RETURN(NodeId b, im.scalar_like(x, beta));
-  KILN_ASSIGN_OR_RETURN(NodeId ax, binary(im, OpKind::kMul, x, a));
-  KILN_ASSIGN_OR_RETURN(NodeId axb, binary(im, OpKind::kAdd, ax, b));
+  KILN_ASSIGN_OR_RETURN(NodeId ax, im.apply(OpKind::kMul, {x, a}));
+  KILN_ASSIGN_OR_RETURN(NodeId axb, im.apply(OpKind::kAdd, {ax, b}));
   return im.add(OpKind::kClamp, {axb}, ir::ClampAttrs{0.0, 1.0});
 }
 
@@ -128,7 +124,7 @@ Status hard_sigmoid(Importer& im) {
 Status hard_swish(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId s, hard_sigmoid_of(im, x, 1.0 / 6.0, 0.5));
-  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, x, s));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMul, {x, s}));
   return im.set_output(0, y);
 }
 
@@ -136,7 +132,7 @@ Status hard_swish(Importer& im) {
 Result<NodeId> softplus_of(Importer& im, NodeId x) {
   KILN_ASSIGN_OR_RETURN(NodeId e, im.add(OpKind::kExp, {x}, ir::NoAttrs{}));
   KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
-  KILN_ASSIGN_OR_RETURN(NodeId e1, binary(im, OpKind::kAdd, e, one));
+  KILN_ASSIGN_OR_RETURN(NodeId e1, im.apply(OpKind::kAdd, {e, one}));
   return im.add(OpKind::kLog, {e1}, ir::NoAttrs{});
 }
 
@@ -150,7 +146,7 @@ Status mish(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId sp, softplus_of(im, x));
   KILN_ASSIGN_OR_RETURN(NodeId t, im.add(OpKind::kTanh, {sp}, ir::NoAttrs{}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kMul, x, t));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMul, {x, t}));
   return im.set_output(0, y);
 }
 
@@ -158,8 +154,8 @@ Status softsign(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId ax, im.add(OpKind::kAbs, {x}, ir::NoAttrs{}));
   KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
-  KILN_ASSIGN_OR_RETURN(NodeId d, binary(im, OpKind::kAdd, ax, one));
-  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kDiv, x, d));
+  KILN_ASSIGN_OR_RETURN(NodeId d, im.apply(OpKind::kAdd, {ax, one}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kDiv, {x, d}));
   return im.set_output(0, y);
 }
 
@@ -167,7 +163,7 @@ Status thresholded_relu(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId alpha, im.scalar_like(x, im.attr_float("alpha", 1.0)));
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId cond, binary(im, OpKind::kGreater, x, alpha));
+  KILN_ASSIGN_OR_RETURN(NodeId cond, im.apply(OpKind::kGreater, {x, alpha}));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {cond, x, zero}, ir::NoAttrs{}));
   return im.set_output(0, y);
 }
@@ -181,9 +177,9 @@ Status swish(Importer& im) {
     KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kSilu, {x}, ir::NoAttrs{}));
   } else {
     KILN_ASSIGN_OR_RETURN(NodeId a, im.scalar_like(x, alpha));
-    KILN_ASSIGN_OR_RETURN(NodeId ax, binary(im, OpKind::kMul, a, x));
+    KILN_ASSIGN_OR_RETURN(NodeId ax, im.apply(OpKind::kMul, {a, x}));
     KILN_ASSIGN_OR_RETURN(NodeId s, im.add(OpKind::kSigmoid, {ax}, ir::NoAttrs{}));
-    KILN_ASSIGN_OR_RETURN(y, binary(im, OpKind::kMul, x, s));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {x, s}));
   }
   return im.set_output(0, y);
 }
@@ -205,7 +201,7 @@ Status pow_op(Importer& im) {
   if (im.type(b).dtype != im.type(a).dtype) {
     KILN_ASSIGN_OR_RETURN(b, im.add(OpKind::kCast, {b}, ir::CastAttrs{im.type(a).dtype}));
   }
-  KILN_ASSIGN_OR_RETURN(NodeId y, binary(im, OpKind::kPow, a, b));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kPow, {a, b}));
   return im.set_output(0, y);
 }
 
@@ -217,15 +213,15 @@ Status mod_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
   const bool c_fmod = im.attr_int("fmod", 0) != 0;
   const ir::DType dtype = im.type(a).dtype;
-  KILN_ASSIGN_OR_RETURN(NodeId r, binary(im, OpKind::kFmod, a, b));
+  KILN_ASSIGN_OR_RETURN(NodeId r, im.apply(OpKind::kFmod, {a, b}));
   if (c_fmod || !(ir::is_signed_integer(dtype) || ir::is_float(dtype))) return im.set_output(0, r);
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(r, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId nonzero, binary(im, OpKind::kNotEqual, r, zero));
-  KILN_ASSIGN_OR_RETURN(NodeId r_negative, binary(im, OpKind::kLess, r, zero));
-  KILN_ASSIGN_OR_RETURN(NodeId b_negative, binary(im, OpKind::kLess, b, zero));
-  KILN_ASSIGN_OR_RETURN(NodeId signs_differ, binary(im, OpKind::kXor, r_negative, b_negative));
-  KILN_ASSIGN_OR_RETURN(NodeId fix, binary(im, OpKind::kAnd, nonzero, signs_differ));
-  KILN_ASSIGN_OR_RETURN(NodeId shifted, binary(im, OpKind::kAdd, r, b));
+  KILN_ASSIGN_OR_RETURN(NodeId nonzero, im.apply(OpKind::kNotEqual, {r, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId r_negative, im.apply(OpKind::kLess, {r, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId b_negative, im.apply(OpKind::kLess, {b, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId signs_differ, im.apply(OpKind::kXor, {r_negative, b_negative}));
+  KILN_ASSIGN_OR_RETURN(NodeId fix, im.apply(OpKind::kAnd, {nonzero, signs_differ}));
+  KILN_ASSIGN_OR_RETURN(NodeId shifted, im.apply(OpKind::kAdd, {r, b}));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {fix, shifted, r}, ir::NoAttrs{}));
   return im.set_output(0, y);
 }
@@ -295,7 +291,7 @@ Status clip(Importer& im) {
       continue;
     }
     // A bound computed at run time: maximum / minimum with it.
-    KILN_ASSIGN_OR_RETURN(y, binary(im, i == 1 ? OpKind::kMaximum : OpKind::kMinimum, y, bound));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(i == 1 ? OpKind::kMaximum : OpKind::kMinimum, {y, bound}));
   }
   if (attrs.min || attrs.max) {
     if (attrs.min && attrs.max && *attrs.min > *attrs.max) {

@@ -175,15 +175,6 @@ Status split_op(Importer& im) {
   return Status::ok();
 }
 
-// An int64 constant [1, .., n, .., 1] counting 0..n-1 along `axis`.
-Result<NodeId> iota_along(Importer& im, int64_t n, int64_t axis, int64_t rank) {
-  std::vector<int64_t> shape(size_t(rank), 1);
-  shape[size_t(axis)] = n;
-  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, shape));
-  for (int64_t i = 0; i < n; ++i) t.mutable_data_as<int64_t>()[i] = i;
-  return im.add_constant(std::move(t), "iota");
-}
-
 Status hardmax_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const Shape in = im.type(x).shape;
@@ -206,7 +197,7 @@ Status hardmax_op(Importer& im) {
   if (n.is_symbolic()) return im.unsupported("Hardmax over a dynamic axis");
   KILN_RETURN_IF_ERROR(check_import_size(im, {n}, "the Hardmax index pattern"));
   KILN_ASSIGN_OR_RETURN(NodeId am, im.add(OpKind::kArgMax, {v}, ir::ArgMaxAttrs{axis, true}));
-  KILN_ASSIGN_OR_RETURN(NodeId iota, iota_along(im, n.size(), axis, im.type(v).rank()));
+  KILN_ASSIGN_OR_RETURN(NodeId iota, im.iota(n.size(), axis, im.type(v).rank()));
   KILN_ASSIGN_OR_RETURN(NodeId hit, im.apply(OpKind::kEqual, {am, iota}));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {hit}, ir::CastAttrs{im.type(x).dtype}));
   KILN_ASSIGN_OR_RETURN(y, im.reshape(y, in));
@@ -466,7 +457,7 @@ Status one_hot(Importer& im) {
   Shape lifted = im.type(indices).shape;
   lifted.insert(lifted.begin() + *axis, Dim::of(1));
   KILN_ASSIGN_OR_RETURN(indices, im.reshape(indices, lifted));
-  KILN_ASSIGN_OR_RETURN(NodeId iota, iota_along(im, depth, *axis, rank));
+  KILN_ASSIGN_OR_RETURN(NodeId iota, im.iota(depth, *axis, rank));
   KILN_ASSIGN_OR_RETURN(NodeId hit, im.apply(OpKind::kEqual, {indices, iota}));
   KILN_ASSIGN_OR_RETURN(values, im.reshape(values, {Dim::of(2)}));
   KILN_ASSIGN_OR_RETURN(NodeId off, slice_axis(im, values, 0, 0, 1));

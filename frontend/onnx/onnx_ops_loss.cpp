@@ -42,15 +42,8 @@ Result<NodeId> nll_loss(Importer& im, NodeId log_prob, NodeId target, int weight
   if (int64_t(lifted.size()) != xt.rank() - 1) return im.error("the target must have the input's rank less one");
   lifted.insert(lifted.begin() + 1, Dim::of(1));
   KILN_ASSIGN_OR_RETURN(NodeId target_lifted, im.reshape(target, lifted));
-  ir::Tensor iota_data;
-  {
-    std::vector<int64_t> shape(size_t(xt.rank()), 1);
-    shape[1] = classes.size();
-    KILN_ASSIGN_OR_RETURN(iota_data, ir::Tensor::zeros(ir::DType::kI64, shape));
-    for (int64_t c = 0; c < classes.size(); ++c) iota_data.mutable_data_as<int64_t>()[c] = c;
-  }
-  NodeId iota = im.add_constant(std::move(iota_data), "classes");
-  KILN_ASSIGN_OR_RETURN(NodeId hit, im.apply(OpKind::kEqual, {target_lifted, iota}));
+  KILN_ASSIGN_OR_RETURN(NodeId class_ids, im.iota(classes.size(), 1, xt.rank()));
+  KILN_ASSIGN_OR_RETURN(NodeId hit, im.apply(OpKind::kEqual, {target_lifted, class_ids}));
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, xt.dtype));
   KILN_ASSIGN_OR_RETURN(NodeId picked_all, im.add(OpKind::kWhere, {hit, log_prob, zero}, ir::NoAttrs{}));
   KILN_ASSIGN_OR_RETURN(NodeId picked, sum_over(im, picked_all, {1}, false));
@@ -66,9 +59,8 @@ Result<NodeId> nll_loss(Importer& im, NodeId log_prob, NodeId target, int weight
     KILN_ASSIGN_OR_RETURN(NodeId w_all, im.add(OpKind::kWhere, {hit, w, zero}, ir::NoAttrs{}));
     KILN_ASSIGN_OR_RETURN(weight, sum_over(im, w_all, {1}, false));
   } else {
-    KILN_ASSIGN_OR_RETURN(weight, im.add(OpKind::kBroadcastTo, {zero}, ir::BroadcastToAttrs{im.type(picked).shape}));
     KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar(1.0, xt.dtype));
-    KILN_ASSIGN_OR_RETURN(weight, im.apply(OpKind::kAdd, {weight, one}));
+    KILN_ASSIGN_OR_RETURN(weight, im.add(OpKind::kBroadcastTo, {one}, ir::BroadcastToAttrs{im.type(picked).shape}));
   }
   if (const onnx::AttributeProto* ignore = im.attr("ignore_index")) {
     KILN_ASSIGN_OR_RETURN(NodeId ignored, im.scalar(double(ignore->i()), ir::DType::kI64));

@@ -424,7 +424,8 @@ Converter reduce(OpKind op, ReduceForm form) {
     const bool keepdims = im.attr_int("keepdims", 1) != 0;
     const bool no_axes = !axes_opt || axes_opt->empty();
     if (no_axes && im.attr_int("noop_with_empty_axes", 0) != 0) return im.set_output(0, x);
-    if (form == ReduceForm::kPlain && (op == OpKind::kReduceMax || op == OpKind::kReduceMin)) {
+    const bool extremum = form == ReduceForm::kPlain && (op == OpKind::kReduceMax || op == OpKind::kReduceMin);
+    if (extremum) {
       KILN_ASSIGN_OR_RETURN(NodeId identity, empty_extremum(im, x, op, no_axes ? std::vector<int64_t>{} : *axes_opt, keepdims));
       if (identity != ir::kNoNode) return im.set_output(0, identity);
     }
@@ -440,8 +441,7 @@ Converter reduce(OpKind op, ReduceForm form) {
     if (!no_axes) attrs.axes = *axes_opt;
     attrs.keepdims = keepdims;
     // ReduceMax / ReduceMin of bool (opset 20) are any / all: reduced as u8, then cast back.
-    const bool bool_extremum = im.type(x).dtype == ir::DType::kBool && form == ReduceForm::kPlain &&
-                               (op == OpKind::kReduceMax || op == OpKind::kReduceMin);
+    const bool bool_extremum = extremum && im.type(x).dtype == ir::DType::kBool;
     if (bool_extremum) {
       KILN_ASSIGN_OR_RETURN(pre, im.add(OpKind::kCast, {pre}, ir::CastAttrs{ir::DType::kU8}));
     }
