@@ -1,6 +1,7 @@
 #include "artifact/artifact.h"
 
 #include <cstring>
+#include <utility>
 
 namespace kiln::artifact {
 
@@ -21,25 +22,63 @@ bool is_kernel_format(const std::string& format) {
 
 bool is_module_format(const std::string& format) { return format == "ptx" || is_cubin_format(format); }
 
-Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args) {
+namespace {
+
+using Operands = std::vector<std::pair<int64_t, const char*>>;
+
+// Each index names a kBuffer arg (an optional operand may be -1, absent); the output is none of
+// the operands.
+Status check_call_args(const char* call, const Operands& required, const Operands& optional, int64_t out,
+                       const std::vector<KernelArg>& args) {
   auto buffer_arg = [&](int64_t index, const char* what) -> Status {
     if (index < 0 || uint64_t(index) >= args.size())
-      return invalid_argument(std::string("GEMM call: its ") + what + " argument " + std::to_string(index) +
+      return invalid_argument(std::string(call) + ": its " + what + " argument " + std::to_string(index) +
                               " is out of range (the kernel has " + std::to_string(args.size()) + " arguments)");
     if (args[size_t(index)].kind != KernelArg::Kind::kBuffer)
-      return invalid_argument(std::string("GEMM call: its ") + what + " argument is not a buffer");
+      return invalid_argument(std::string(call) + ": its " + what + " argument is not a buffer");
     return Status::ok();
   };
-  KILN_RETURN_IF_ERROR(buffer_arg(call.a_arg, "a"));
-  KILN_RETURN_IF_ERROR(buffer_arg(call.b_arg, "b"));
-  KILN_RETURN_IF_ERROR(buffer_arg(call.out_arg, "out"));
-  if (call.bias_arg != -1) KILN_RETURN_IF_ERROR(buffer_arg(call.bias_arg, "bias"));
-  if (call.out_arg == call.a_arg || call.out_arg == call.b_arg || int64_t(call.out_arg) == call.bias_arg)
-    return invalid_argument("GEMM call: its output is also one of its operands");
-  if (call.dtype != ir::DType::kF32 && call.dtype != ir::DType::kF16 && call.dtype != ir::DType::kBF16)
-    return invalid_argument("GEMM call: dtype " + std::string(ir::dtype_name(call.dtype)) + " is not f32, f16 or bf16");
-  if (call.allow_tf32 && call.dtype != ir::DType::kF32)
-    return invalid_argument("GEMM call: allow_tf32 is set on a non-f32 GEMM");
+  KILN_RETURN_IF_ERROR(buffer_arg(out, "out"));
+  for (const Operands* list : {&required, &optional}) {
+    for (const auto& [index, what] : *list) {
+      if (index == -1 && list == &optional) continue;
+      KILN_RETURN_IF_ERROR(buffer_arg(index, what));
+      if (index == out) return invalid_argument(std::string(call) + ": its output is also one of its operands");
+    }
+  }
+  return Status::ok();
+}
+
+Status check_call_dtype(const char* call, ir::DType dtype, bool allow_tf32) {
+  if (dtype != ir::DType::kF32 && dtype != ir::DType::kF16 && dtype != ir::DType::kBF16)
+    return invalid_argument(std::string(call) + ": dtype " + std::string(ir::dtype_name(dtype)) +
+                            " is not f32, f16 or bf16");
+  if (allow_tf32 && dtype != ir::DType::kF32)
+    return invalid_argument(std::string(call) + ": allow_tf32 is set on a non-f32 call");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args) {
+  KILN_RETURN_IF_ERROR(check_call_args(
+      "GEMM call", {{call.a_arg, "a"}, {call.b_arg, "b"}}, {{call.bias_arg, "bias"}}, call.out_arg, args));
+  return check_call_dtype("GEMM call", call.dtype, call.allow_tf32);
+}
+
+Status check_conv_call(const ConvCall& call, const std::vector<KernelArg>& args) {
+  KILN_RETURN_IF_ERROR(check_call_args(
+      "conv call", {{call.x_arg, "x"}, {call.w_arg, "w"}},
+      {{call.bias_arg, "bias"}, {call.residual_arg, "residual"}}, call.out_arg, args));
+  KILN_RETURN_IF_ERROR(check_call_dtype("conv call", call.dtype, call.allow_tf32));
+  for (int64_t v : {call.channels, call.height, call.width, call.out_channels, call.kernel_h, call.kernel_w,
+                    call.groups, call.stride_h, call.stride_w, call.dilation_h, call.dilation_w})
+    if (v < 1 || v > 0x7fffffff) return invalid_argument("conv call: a size, stride or dilation is out of range");
+  if (call.pad_h < 0 || call.pad_w < 0 || call.pad_h > 0x7fffffff || call.pad_w > 0x7fffffff)
+    return invalid_argument("conv call: a padding is out of range");
+  if (call.channels % call.groups != 0 || call.out_channels % call.groups != 0)
+    return invalid_argument("conv call: the channels are not divisible by the groups");
+  if (call.out_height() < 1 || call.out_width() < 1) return invalid_argument("conv call: the output is empty");
   return Status::ok();
 }
 

@@ -79,6 +79,34 @@ struct GemmCall {
   bool operator==(const GemmCall&) const = default;
 };
 
+// A 2-D convolution kernel that a driver may run through a vendor DNN library (CUDA: cuDNN)
+// instead of its generated code, which stays in the artifact as the fallback. Codegen records it
+// only when the whole kernel is exactly
+//   out = activation(conv2d(x, w) + bias + residual)    (NCHW; bias and residual optional)
+// with one dtype for every tensor (f32, f16 or bf16), f32 accumulation, and symmetric padding.
+// The output's spatial size follows from the fields: (height + 2 pad_h - dilation_h (kernel_h - 1)
+// - 1) / stride_h + 1, and likewise for the width.
+struct ConvCall {
+  enum class Activation : uint8_t { kNone = 0, kRelu = 1 };
+  // Indices into KernelBinary::args (each a kBuffer arg).
+  uint32_t x_arg = 0;        // [batch, channels, height, width]
+  uint32_t w_arg = 0;        // [out_channels, channels / groups, kernel_h, kernel_w]
+  uint32_t out_arg = 0;      // [batch, out_channels, out_h, out_w]
+  int32_t bias_arg = -1;     // out_channels values, or -1 for none
+  int32_t residual_arg = -1; // shaped as out, or -1 for none
+  ir::DType dtype = ir::DType::kF32;
+  ir::SizeExpr batch;
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0, groups = 1;
+  int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  Activation activation = Activation::kNone;
+  bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
+
+  int64_t out_height() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
+  int64_t out_width() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
+  bool operator==(const ConvCall&) const = default;
+};
+
 // A compiled module holding the code of several kernels of one target. CUDA: a graph's unique
 // kernels are split into a few NVRTC programs (compiled in parallel), each stored as one module
 // `id`: one "ptx" module (always, for JIT on newer GPUs) and one "cubin:sm_XX" module per
@@ -111,6 +139,7 @@ struct KernelBinary {
   KernelDispatch dispatch;
   std::optional<GemmCall> gemm = std::nullopt;  // set when a vendor GEMM library may run this kernel
   uint32_t module_id = 0;        // format "module": the ModuleBinary::id holding entry_point
+  std::optional<ConvCall> conv = std::nullopt;  // set when a vendor DNN library may run this kernel
 
   bool operator==(const KernelBinary&) const = default;
 };
@@ -127,6 +156,10 @@ bool is_module_format(const std::string& format);
 // Checks a GemmCall against the args of its kernel: a, b, out (and bias unless -1) index
 // kBuffer args, a float dtype, allow_tf32 only for f32. kInvalidArgument naming the fault.
 Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args);
+
+// Checks a ConvCall likewise: buffer args, an output distinct from the operands, a float dtype,
+// positive sizes, channels divisible by groups, a non-empty output, allow_tf32 only for f32.
+Status check_conv_call(const ConvCall& call, const std::vector<KernelArg>& args);
 
 // The checksum of a kernel or module blob, stored beside it so that the reader can reject a
 // damaged kernel before a driver's compiler or loader sees it (drivers do not defend against

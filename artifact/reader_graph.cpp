@@ -415,6 +415,41 @@ Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg
   return call;
 }
 
+Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg>& args, const std::string& where) {
+  ConvCall call;
+  call.x_arg = c.x_arg();
+  call.w_arg = c.w_arg();
+  call.out_arg = c.out_arg();
+  call.bias_arg = c.bias_arg();
+  call.residual_arg = c.residual_arg();
+  std::optional<ir::DType> dtype = from_fb(c.dtype());
+  if (!dtype) return bad(where + ": its conv call has an unknown dtype code " + std::to_string(int(c.dtype())));
+  call.dtype = *dtype;
+  KILN_ASSIGN_OR_RETURN(call.batch, read_size_expr(c.batch(), where + " conv batch"));
+  call.channels = c.channels();
+  call.height = c.height();
+  call.width = c.width();
+  call.out_channels = c.out_channels();
+  call.kernel_h = c.kernel_h();
+  call.kernel_w = c.kernel_w();
+  call.groups = c.groups();
+  call.pad_h = c.pad_h();
+  call.pad_w = c.pad_w();
+  call.stride_h = c.stride_h();
+  call.stride_w = c.stride_w();
+  call.dilation_h = c.dilation_h();
+  call.dilation_w = c.dilation_w();
+  switch (c.activation()) {
+    case fb::ConvActivation::Identity: call.activation = ConvCall::Activation::kNone; break;
+    case fb::ConvActivation::Relu: call.activation = ConvCall::Activation::kRelu; break;
+    default: return bad(where + ": its conv call has an unknown activation code " + std::to_string(int(c.activation())));
+  }
+  call.allow_tf32 = c.allow_tf32();
+  Status ok = check_conv_call(call, args);
+  if (!ok.is_ok()) return bad(where + ": " + ok.message());
+  return call;
+}
+
 }  // namespace
 
 Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph,
@@ -523,6 +558,10 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
       if (const fb::GemmCall* g = k->gemm()) {
         KILN_ASSIGN_OR_RETURN(GemmCall call, convert_gemm(*g, binary.args, where));
         binary.gemm = call;
+      }
+      if (const fb::ConvCall* c = k->conv()) {
+        KILN_ASSIGN_OR_RETURN(ConvCall call, convert_conv(*c, binary.args, where));
+        binary.conv = call;
       }
       out.push_back(std::move(binary));
     }

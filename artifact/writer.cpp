@@ -67,6 +67,7 @@ class Writer {
   Offset<Vector<Offset<fb::Target>>> targets(const std::vector<KernelBinary>& kernels,
                                              const std::vector<ModuleBinary>& modules);
   Offset<fb::GemmCall> gemm_call(const GemmCall& call);
+  Offset<fb::ConvCall> conv_call(const ConvCall& call);
 
   FlatBufferBuilder fbb_;
 };
@@ -267,6 +268,17 @@ Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
                             epilogue, call.allow_tf32);
 }
 
+Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
+  auto batch = size_expr(call.batch);
+  const fb::ConvActivation activation =
+      call.activation == ConvCall::Activation::kRelu ? fb::ConvActivation::Relu : fb::ConvActivation::Identity;
+  return fb::CreateConvCall(fbb_, call.x_arg, call.w_arg, call.out_arg, call.bias_arg, call.residual_arg,
+                            detail::to_fb(call.dtype), batch, call.channels, call.height, call.width,
+                            call.out_channels, call.kernel_h, call.kernel_w, call.groups, call.pad_h,
+                            call.pad_w, call.stride_h, call.stride_w, call.dilation_h, call.dilation_w,
+                            activation, call.allow_tf32);
+}
+
 Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels,
                                                    const std::vector<ModuleBinary>& modules) {
   // Group by target, keeping the order in which targets first appear (kernels, then modules).
@@ -312,9 +324,10 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     auto dispatch = fb::CreateKernelDispatch(fbb_, work_items, k.dispatch.items_per_group,
                                              k.dispatch.workgroup_size);
     Offset<fb::GemmCall> gemm = k.gemm ? gemm_call(*k.gemm) : Offset<fb::GemmCall>();
+    Offset<fb::ConvCall> conv = k.conv ? conv_call(*k.conv) : Offset<fb::ConvCall>();
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
                                                          blob, features_vec, args_vec, dispatch,
-                                                         blob_checksum(k.blob), gemm, k.module_id));
+                                                         blob_checksum(k.blob), gemm, k.module_id, conv));
   }
   for (const ModuleBinary& m : modules)
     if (!by_target.count(m.target) && std::find(order.begin(), order.end(), m.target) == order.end())
@@ -393,6 +406,10 @@ Status Writer::check_references(const ir::Graph& g, const ir::ExecutionPlan& p,
     if (k.gemm) {
       Status gemm = check_gemm_call(*k.gemm, k.args);
       if (!gemm.is_ok()) return bad("kernel binary '" + k.kernel_name + "': " + gemm.message());
+    }
+    if (k.conv) {
+      Status conv = check_conv_call(*k.conv, k.args);
+      if (!conv.is_ok()) return bad("kernel binary '" + k.kernel_name + "': " + conv.message());
     }
   }
   return Status::ok();

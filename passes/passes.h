@@ -25,6 +25,10 @@ Status simplify_pass(ir::Graph& graph, const PassContext& context);
 // cse.cpp: common-subexpression elimination (same op, operands and attributes; equal constants).
 Status cse_pass(ir::Graph& graph, const PassContext& context);
 
+// fold_conv_affine.cpp: folds per-channel constant shifts and scales (inference batch norm)
+// into the bias and weights of the convolution before them.
+Status fold_conv_affine_pass(ir::Graph& graph, const PassContext& context);
+
 // dce.cpp: removes nodes no graph output depends on (graph inputs always stay).
 Status dce_pass(ir::Graph& graph, const PassContext& context);
 

@@ -1,10 +1,10 @@
 // The pipeline itself: which passes run at which optimization level, in which order.
 //
 //   -O0:            infer-shapes, topo-sort, one-kernel-per-op, plan-memory
-//   -O1, -fno-fuse: infer-shapes, topo-sort, fold-constants, simplify, cse, dce,
-//                   one-kernel-per-op, plan-memory
-//   -O2 (default):  infer-shapes, topo-sort, fold-constants, simplify, cse, dce, fuse,
-//                   plan-memory
+//   -O1, -fno-fuse: infer-shapes, topo-sort, fold-constants, simplify, cse, fold-conv-affine,
+//                   dce, one-kernel-per-op, plan-memory
+//   -O2 (default):  infer-shapes, topo-sort, fold-constants, simplify, cse, fold-conv-affine,
+//                   dce, fuse, plan-memory
 #include <vector>
 
 #include "passes/pass_manager.h"
@@ -26,6 +26,9 @@ const Pass kSimplify{"simplify",
                      "algebraic identities: x*1, x+0, neg(neg x), reshape and transpose chains, ...",
                      simplify_pass};
 const Pass kCse{"cse", "merge identical ops and equal constants", cse_pass};
+const Pass kFoldConvAffine{"fold-conv-affine",
+                          "fold per-channel constant shifts and scales (batch norm) into convolution bias and weights",
+                          fold_conv_affine_pass};
 const Pass kDce{"dce", "remove values no output depends on", dce_pass};
 const Pass kFuse{"fuse",
                  "fuse elementwise chains, reduction/normalization prologues and epilogues, "
@@ -38,16 +41,16 @@ const Pass kPlanMemory{"plan-memory",
                        plan_memory_pass};
 
 const std::vector<Pass>& all_passes() {
-  static const std::vector<Pass> passes = {kInferShapes, kTopoSort, kFoldConstants, kSimplify,
-                                           kCse,         kDce,      kFuse,          kOneKernelPerOp,
-                                           kPlanMemory};
+  static const std::vector<Pass> passes = {kInferShapes, kTopoSort,     kFoldConstants, kSimplify,
+                                           kCse,         kFoldConvAffine, kDce,        kFuse,
+                                           kOneKernelPerOp, kPlanMemory};
   return passes;
 }
 
 std::vector<Pass> build_pipeline(const PipelineOptions& options) {
   std::vector<Pass> pipeline = {kInferShapes, kTopoSort};
   if (options.opt_level >= 1) {
-    pipeline.insert(pipeline.end(), {kFoldConstants, kSimplify, kCse, kDce});
+    pipeline.insert(pipeline.end(), {kFoldConstants, kSimplify, kCse, kFoldConvAffine, kDce});
   }
   bool fuse = options.opt_level >= 2 && options.fuse;
   pipeline.push_back(fuse ? kFuse : kOneKernelPerOp);

@@ -9,7 +9,7 @@
 #      devices (KILN_CONFORMANCE_DRIVER=cuda kiln-unit-tests -ts=hal-conformance) and the C API
 #      device tests (-tc='c_api*');
 #   4. tests/cuda/run_cuda_checks.py on cuda:0 (graph replay vs direct launches, re-capture,
-#      cuBLASLt vs generated GEMM kernels, 8 threads x 12 runs with graphs on and off);
+#      cuBLASLt and cuDNN vs the generated kernels, 8 threads x 12 runs with graphs on and off);
 #   5. the cross-backend suite tests/backends/run_backends.py (cuda:0 and the NVIDIA Vulkan and
 #      OpenCL devices, each against the reference interpreter);
 #   6. the examples on cuda:0: --check, then --bench with and without CUDA graphs;
@@ -17,7 +17,9 @@
 #   8. bench/gpu_bench.py, when present, then bench/onnx_models.py (the example ONNX models);
 #   9. (STEPS "compile" only) bench/compile_time.py on real models, cold and warm, their load
 #      times on cuda:0, and bench/upload_reference.py, PyTorch's upload of the same weight
-#      sizes (compile/).
+#      sizes (compile/);
+#  10. (STEPS "models" only) bench/real_models.py: torchvision and BERT-style models exported
+#      here, Kiln beside torch eager and torch.compile, f32 and f16 (models/).
 # Each step's log goes to $OUT (the device tool brings back at most 8 files): setup.txt (devices
 # and unit tests), cuda_checks.txt, backends.txt, examples.txt, sass.txt, summary.txt, and bench/
 # (what gpu_bench.py writes, and bench.txt, the log of both benchmark programs). Exit status 1
@@ -25,7 +27,8 @@
 #
 # Environment: BUNDLE (default gpu-bundle), OUT (default gpu-test-out), STEPS (default
 # "unit cuda backends examples sass bench": a subset runs only those), BACKENDS_ARGS (extra
-# run_backends.py arguments, e.g. "--filter matmul").
+# run_backends.py arguments, e.g. "--filter matmul"), MODELS_ARGS (extra real_models.py
+# arguments, e.g. "--models resnet50_b1 --dtypes f16").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,6 +80,9 @@ if ldconfig -p | grep -q 'libcublasLt\.so\.1[23]' ||
    ls /usr/local/cuda/lib64/libcublasLt.so.1[23]* >/dev/null 2>&1; then
   export KILN_EXPECT_CUBLASLT=1
 fi
+if ldconfig -p | grep -q 'libcudnn\.so\.9'; then
+  export KILN_EXPECT_CUDNN=1
+fi
 export KILN_REQUIRE_DRIVERS=cuda  # a missing CUDA device is a failure here, not a skip
 # run_backends.py runs tests/interp/gen_cases.py with /usr/bin/python3, which may lack NumPy
 # there while the python3 on PATH (with PyTorch) has it: lend it NumPy when the versions match.
@@ -88,7 +94,7 @@ fi
 {
   echo "== $(date -u) on $(hostname)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1
-  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} KILN_EXPECT_CUBLASLT=${KILN_EXPECT_CUBLASLT:-0}"
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} KILN_EXPECT_CUBLASLT=${KILN_EXPECT_CUBLASLT:-0} KILN_EXPECT_CUDNN=${KILN_EXPECT_CUDNN:-0}"
   echo "python3: $(command -v python3) $(python3 --version 2>&1); /usr/bin/python3: $(/usr/bin/python3 --version 2>&1)"
   "$BIN/kilnc" --version
 } 2>&1 | tee -a "$OUT/setup.txt"
@@ -196,6 +202,14 @@ if wants compile; then
   # The weight-upload reference of the load-time target: PyTorch copying the models' weight
   # sizes from pageable host memory to the GPU.
   step "upload reference" "$OUT/compile/load.txt" python3 bench/upload_reference.py 46.8 102.4 14.2 170.1
+fi
+
+# ---- 10. real models against PyTorch (issue 13) ----
+if wants models; then
+  mkdir -p "$OUT/models"
+  # shellcheck disable=SC2086  # MODELS_ARGS is a list of words
+  step "bench/real_models.py" "$OUT/models/models.txt" python3 bench/real_models.py --bin-dir "$BIN" \
+    --out "$OUT/models" ${MODELS_ARGS:-}
 fi
 
 echo "== summary"

@@ -11,8 +11,8 @@
 // CompileContext's threads, read from the persistent cache when it was built before. The split
 // depends only on the kernels, never on -j, so the artifact does not either. Each KernelBinary
 // has format "module", an empty blob, module_id = its program, entry_point = its extern "C"
-// function, the model's args, the CUDA templates' dispatch, and `gemm` when a vendor GEMM library
-// could run it (gemm_call.h).
+// function, the model's args, the CUDA templates' dispatch, `gemm` when a vendor GEMM library
+// could run it (gemm_call.h) and `conv` when a vendor DNN library could (conv_call.h).
 // -S writes <base>.cu (every kernel in one program) and <base>.ptx. The PTX is the one listing -S
 // shows that needs a compiler: with -S (TargetOptions::sources_only) compile runs NVRTC once for
 // it, builds no cubin and uses no cache.
@@ -27,6 +27,7 @@
 #include "artifact/targets.h"
 #include "codegen/c_family.h"
 #include "codegen/cuda/cuda_toolchain.h"
+#include "codegen/cuda/conv_call.h"
 #include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 
@@ -260,6 +261,7 @@ class CudaTarget final : public Target {
     record.entry_point = model.entry_point;
     record.dispatch = cuda_dispatch(model);
     record.gemm = match_gemm_call(model, options.allow_tf32);
+    record.conv = match_conv_call(model, options.allow_tf32);
   }
 
   // -S: one program for the graph, <base>.cu, and its PTX, <base>.ptx.

@@ -7,9 +7,10 @@ For each case (examples and backend patterns with matrix products, symbolic size
 elementwise chains), compiled with `kilnc --target=cuda`:
   1. kiln-cuda-graph-check: graph replay == kernel-by-kernel launches, byte for byte, and
      re-capture after a size change;
-  2. kiln-run --check against the reference interpreter, with cuBLASLt (default) and with the
-     generated GEMM kernels (KILN_CUBLASLT=0); with KILN_EXPECT_CUBLASLT=1, the --profile of a
-     case with a matrix product must show a cuBLASLt launch;
+  2. kiln-run --check against the reference interpreter, with the vendor library its kernels may
+     use (cuBLASLt for matrix products, cuDNN for convolutions; the default) and with the
+     generated kernels alone (KILN_CUBLASLT=0, KILN_CUDNN=0); with KILN_EXPECT_CUBLASLT=1 or
+     KILN_EXPECT_CUDNN=1, the --profile of a case using that library must show it ran;
   3. kiln-embed (C API only): T threads x M runs byte-identical to a single-threaded run, with
      graphs on and with KILN_CUDA_GRAPHS=0.
 Exit 0 when all pass, 1 on a failure, 77 (skipped) without a CUDA device or the cuda target,
@@ -24,14 +25,19 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 
-# name, graph, dims, other dims (re-capture), has a matrix product, kiln-embed --dim (or None)
+# name, graph, dims, other dims (re-capture), the vendor library it may use (or None),
+# kiln-embed --dim (or None)
 CASES = [
-    ("mlp", "examples/mlp.graph", ["N=8"], ["N=33"], True, "8"),
-    ("ew_chain", "examples/ew_chain.graph", ["N=5"], ["N=1000"], False, "700"),
-    ("encoder_block", "examples/encoder_block.graph", ["B=2", "S=7"], ["B=3", "S=5"], True, None),
-    ("matmul_epilogue", "tests/backends/patterns/matmul_epilogue.graph", ["N=19"], ["N=40"], True, None),
-    ("norms", "tests/backends/patterns/norms.graph", None, None, False, None),
+    ("mlp", "examples/mlp.graph", ["N=8"], ["N=33"], "cuBLASLt", "8"),
+    ("ew_chain", "examples/ew_chain.graph", ["N=5"], ["N=1000"], None, "700"),
+    ("encoder_block", "examples/encoder_block.graph", ["B=2", "S=7"], ["B=3", "S=5"], "cuBLASLt", None),
+    ("matmul_epilogue", "tests/backends/patterns/matmul_epilogue.graph", ["N=19"], ["N=40"], "cuBLASLt", None),
+    ("norms", "tests/backends/patterns/norms.graph", None, None, None, None),
+    ("conv_implicit_gemm", "tests/backends/patterns/conv_implicit_gemm.graph", None, None, "cuDNN", None),
+    ("conv_pool", "tests/backends/patterns/conv_pool.graph", None, None, "cuDNN", None),
 ]
+# Per library: the switch that turns it off, and the variable saying it must run here.
+LIBRARIES = {"cuBLASLt": ("KILN_CUBLASLT", "KILN_EXPECT_CUBLASLT"), "cuDNN": ("KILN_CUDNN", "KILN_EXPECT_CUDNN")}
 
 
 def run(cmd, env=None, timeout=300):
@@ -74,7 +80,6 @@ def main():
     if not re.search(r"targets:.*\bcuda\b", version):
         print("kilnc has no cuda target:\n%s" % version)
         return 1 if required else 77
-    expect_cublaslt = os.environ.get("KILN_EXPECT_CUBLASLT", "") == "1"
 
     failures = []
     passed = 0
@@ -88,7 +93,7 @@ def main():
             failures.append(label)
             print("FAIL %s\n%s" % (label, "\n".join("    " + l for l in output.strip().splitlines()[-12:])))
 
-    for name, graph, dims, alt_dims, has_matmul, embed_dim in CASES:
+    for name, graph, dims, alt_dims, library, embed_dim in CASES:
         graph_path = os.path.join(SOURCE_DIR, graph)
         if dims is None:
             dims = pattern_dims(graph_path)
@@ -105,17 +110,19 @@ def main():
         run_dims = []
         for d in dims:
             run_dims += ["--dim", d]
-        for label, env in (("cuBLASLt", {}), ("generated GEMM kernels", {"KILN_CUBLASLT": "0"})):
-            if label != "cuBLASLt" and not has_matmul:
-                continue
+        variants = [("default", {})]
+        if library:
+            switch, expect_variable = LIBRARIES[library]
+            variants.append(("generated kernels, %s=0" % switch, {switch: "0"}))
+        for label, env in variants:
             rc, out = run([kiln_run, art, "--device=" + args.device, "--check", "--profile"] + run_dims, env=env)
             ok = rc == 0 and "PASS" in out and "FAIL" not in out
-            if ok and has_matmul and label == "cuBLASLt" and expect_cublaslt:
-                ok = "cuBLASLt" in out
+            if ok and library and label == "default" and os.environ.get(expect_variable, "") == "1":
+                ok = "(%s" % library in out
                 if not ok:
-                    out += "\n(expected a cuBLASLt launch in the profile: KILN_EXPECT_CUBLASLT=1)"
-            if ok and label != "cuBLASLt":
-                ok = "cuBLASLt" not in out
+                    out += "\n(expected a %s launch in the profile: %s=1)" % (library, expect_variable)
+            if ok and library and label != "default":
+                ok = "(%s" % library not in out
             check("%s: kiln-run --check (%s)" % (name, label), ok, out)
 
         if embed_dim:

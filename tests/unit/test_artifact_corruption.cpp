@@ -138,6 +138,25 @@ artifact::WriteOptions module_options() {
   k0.gemm = gemm;
   artifact::KernelBinary k1{"cuda", "reduce_sum_1", 1, "module", "k_reduce_sum_1", {}, {},
                             {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}}, {}};
+  artifact::ConvCall conv;  // a stand-in: the artifact layer checks indices and sizes, not meaning
+  conv.x_arg = 0;
+  conv.w_arg = 0;
+  conv.out_arg = 1;
+  conv.residual_arg = 0;
+  conv.dtype = ir::DType::kBF16;
+  conv.batch = ir::SizeExpr::symbol("N");
+  conv.channels = 4;
+  conv.height = 7;
+  conv.width = 5;
+  conv.out_channels = 8;
+  conv.kernel_h = 3;
+  conv.kernel_w = 1;
+  conv.groups = 2;
+  conv.pad_h = 1;
+  conv.stride_w = 2;
+  conv.dilation_h = 2;
+  conv.activation = artifact::ConvCall::Activation::kRelu;
+  k1.conv = conv;
   // Every module holds every entry point's name (the reader checks that).
   const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n"
                           ".visible .entry k_reduce_sum_1()\n{ ret; }\n";
@@ -160,13 +179,16 @@ bool patch(std::vector<uint8_t>& bytes, const std::string& from, const std::stri
 
 }  // namespace
 
-TEST_CASE("artifact modules: PTX/cubin modules and GEMM calls round-trip") {
+TEST_CASE("artifact modules: PTX/cubin modules, GEMM and conv calls round-trip") {
   SampleModel model = sample_model();
   const artifact::WriteOptions options = module_options();
   Result<artifact::LoadedArtifact> r = read_bytes(write_or_fail(model.graph, model.plan, options));
   REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
   CHECK(r->modules == options.modules);
   CHECK(r->kernels == options.kernels);
+  REQUIRE(r->kernels[1].conv.has_value());
+  CHECK(r->kernels[1].conv->out_height() == 5);
+  CHECK(r->kernels[1].conv->out_width() == 3);
   CHECK(r->targets() == std::vector<std::string>{"cuda"});
 
   // Several modules (NVRTC programs), each kernel in its own: ids round-trip, and one format may
@@ -181,7 +203,7 @@ TEST_CASE("artifact modules: PTX/cubin modules and GEMM calls round-trip") {
   CHECK(r->kernels == split.kernels);
 }
 
-TEST_CASE("artifact modules: the writer refuses inconsistent modules and GEMM calls") {
+TEST_CASE("artifact modules: the writer refuses inconsistent modules, GEMM and conv calls") {
   SampleModel model = sample_model();
   auto refused = [&](const artifact::WriteOptions& options, const std::string& why) {
     Result<std::vector<uint8_t>> bytes = artifact::write_artifact(model.graph, model.plan, options);
@@ -215,6 +237,18 @@ TEST_CASE("artifact modules: the writer refuses inconsistent modules and GEMM ca
   o = module_options();
   o.kernels[0].gemm->dtype = ir::DType::kF16;  // allow_tf32 is f32 only
   refused(o, "allow_tf32");
+  o = module_options();
+  o.kernels[1].conv->residual_arg = 1;
+  refused(o, "conv call: its output is also one of its operands");
+  o = module_options();
+  o.kernels[1].conv->groups = 3;
+  refused(o, "not divisible by the groups");
+  o = module_options();
+  o.kernels[1].conv->kernel_h = 20;
+  refused(o, "conv call: the output is empty");
+  o = module_options();
+  o.kernels[1].conv->dtype = ir::DType::kI32;
+  refused(o, "is not f32, f16 or bf16");
 }
 
 TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear errors") {

@@ -1,4 +1,5 @@
-// The CUDA side of codegen: the GEMM-call matcher (codegen/cuda/gemm_call.h), the kCuda dialect's
+// The CUDA side of codegen: the GEMM-call and conv-call matchers (codegen/cuda/gemm_call.h,
+// conv_call.h), the kCuda dialect's
 // templates and dispatch (codegen/cuda/c_family_cuda.cpp), and — when this build has NVRTC — the
 // cuda target producing one PTX module plus a cubin per architecture. Running the kernels needs
 // a GPU: tests/backends and tests/cuda cover that on GPU machines.
@@ -10,6 +11,7 @@
 #include "artifact/reader.h"
 #include "artifact/writer.h"
 #include "codegen/c_family.h"
+#include "codegen/cuda/conv_call.h"
 #include "codegen/cuda/gemm_call.h"
 #include "codegen/kernel_model.h"
 #include "codegen/target.h"
@@ -35,6 +37,18 @@ codegen::KernelModel matmul_model(const Compiled& c) {
     return std::move(m).value();
   }
   FAIL("the graph has no matmul kernel");
+  return {};
+}
+
+// The model of the graph's only conv kernel.
+codegen::KernelModel conv_model(const Compiled& c) {
+  for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
+    if (c.graph.kernels()[k].kind != ir::KernelKind::kConv) continue;
+    Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
+    REQUIRE(m.is_ok());
+    return std::move(m).value();
+  }
+  FAIL("the graph has no conv kernel");
   return {};
 }
 
@@ -134,6 +148,84 @@ TEST_CASE("gemm call: anything more or other than the pattern is not a GEMM call
   Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, 0);
   REQUIRE(m.is_ok());
   CHECK_FALSE(codegen::match_gemm_call(*m, true).has_value());
+}
+
+TEST_CASE("conv call: conv + bias + residual + relu (a ResNet block's tail) is one cuDNN call") {
+  Compiled c = compile(
+      "graph g(x: f16[N, 16, 9, 9], w: f16[32, 8, 3, 3], b: f16[32], r: f16[N, 32, 5, 5]) -> (y: f16[N, 32, 5, 5]) {\n"
+      "  y = relu(add(r, conv2d(x, w, b, strides=[2, 2], pads=[1, 1, 1, 1], groups=2)))\n}\n");
+  codegen::KernelModel m = conv_model(c);
+  std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, /*allow_tf32=*/true);
+  REQUIRE(call.has_value());
+  CHECK(call->dtype == ir::DType::kF16);
+  CHECK(call->batch == ir::SizeExpr::symbol("N"));
+  CHECK(call->channels == 16);
+  CHECK(call->height == 9);
+  CHECK(call->out_channels == 32);
+  CHECK(call->kernel_h == 3);
+  CHECK(call->groups == 2);
+  CHECK(call->pad_h == 1);
+  CHECK(call->stride_w == 2);
+  CHECK(call->out_height() == 5);
+  CHECK(call->out_width() == 5);
+  CHECK(call->activation == artifact::ConvCall::Activation::kRelu);
+  CHECK_FALSE(call->allow_tf32);  // f16: TF32 does not apply
+  REQUIRE(call->bias_arg >= 0);
+  REQUIRE(call->residual_arg >= 0);
+  CHECK(m.args[size_t(call->x_arg)].value == c.graph.find("x"));
+  CHECK(m.args[size_t(call->w_arg)].value == c.graph.find("w"));
+  CHECK(m.args[size_t(call->bias_arg)].value == c.graph.find("b"));
+  CHECK(m.args[size_t(call->residual_arg)].value == c.graph.find("r"));
+  CHECK(m.args[call->out_arg].value == c.graph.find("y"));
+  CHECK(artifact::check_conv_call(*call, m.args).is_ok());
+}
+
+TEST_CASE("conv call: a bare conv, an epilogue bias [C,1,1] and f32 with and without TF32") {
+  {
+    Compiled c = compile("graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 6, 6]) {\n  y = conv2d(x, w)\n}\n");
+    std::optional<artifact::ConvCall> call = codegen::match_conv_call(conv_model(c), false);
+    REQUIRE(call.has_value());
+    CHECK(call->bias_arg == -1);
+    CHECK(call->residual_arg == -1);
+    CHECK(call->activation == artifact::ConvCall::Activation::kNone);
+    CHECK_FALSE(call->allow_tf32);
+    CHECK(codegen::match_conv_call(conv_model(c), true)->allow_tf32);
+  }
+  {
+    Compiled c = compile(
+        "graph g(x: f32[2, 3, 8, 8], w: f32[4, 3, 1, 1], b: f32[1, 4, 1, 1]) -> (y: f32[2, 4, 8, 8]) {\n"
+        "  y = add(conv2d(x, w), b)\n}\n");
+    std::optional<artifact::ConvCall> call = codegen::match_conv_call(conv_model(c), false);
+    REQUIRE(call.has_value());
+    CHECK(c.graph.node(conv_model(c).args[size_t(call->bias_arg)].value).name == "b");
+  }
+}
+
+TEST_CASE("conv call: anything more or other than the pattern is not a conv call") {
+  const char* graphs[] = {
+      // asymmetric padding (cuDNN's descriptors pad both sides alike)
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 7, 7]) {\n  y = conv2d(x, w, pads=[1, 1, 0, 0])\n}\n",
+      // an activation cuDNN's fused call lacks
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 6, 6]) {\n  y = sigmoid(conv2d(x, w))\n}\n",
+      // relu before the bias
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n  y = add(relu(conv2d(x, w)), b)\n}\n",
+      // a per-channel scale (fold-conv-scale folds it only when it is a constant)
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], s: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n  y = mul(conv2d(x, w), s)\n}\n",
+      // a bias that varies along the width, not the channels
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[6]) -> (y: f32[1, 4, 6, 6]) {\n  y = add(conv2d(x, w), b)\n}\n",
+      // two biases
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4, 1, 1], d: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n  y = add(add(conv2d(x, w), b), d)\n}\n",
+      // a cast in the epilogue changes the dtype
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f16[1, 4, 6, 6]) {\n  y = cast(conv2d(x, w), to=f16)\n}\n",
+  };
+  for (const char* text : graphs) {
+    INFO(text);
+    Compiled c = compile(text);
+    CHECK_FALSE(codegen::match_conv_call(conv_model(c), true).has_value());
+  }
+  // Pooling is a conv-kind kernel too, but not a convolution.
+  Compiled c = compile("graph g(x: f32[1, 3, 8, 8]) -> (y: f32[1, 3, 4, 4]) {\n  y = max_pool2d(x, kernel=[2, 2], strides=[2, 2])\n}\n");
+  CHECK_FALSE(codegen::match_conv_call(conv_model(c), true).has_value());
 }
 
 TEST_CASE("cuda dialect: pure elementwise kernels move 16-byte vectors with a scalar tail") {

@@ -1,6 +1,7 @@
 // Unit tests of the fusion pass and the unfused kernel lists (-O0, -O1, -fno-fuse).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 
 #include "test_passes_helpers.h"
@@ -260,7 +261,7 @@ TEST_CASE("passes fusion: conv2d takes an epilogue, pooling stays alone") {
   GraphBuilder b;
   NodeId x = b.input("x", "1, 2, 6, 6");
   NodeId w = b.constant("w", {3, 2, 3, 3}, {0.1});
-  NodeId bias = b.constant("bias", {3, 1, 1}, {0.2});
+  NodeId bias = b.input("bias", "3, 1, 1");  // an input: fold-conv-affine would fold a constant
   NodeId c = b.op(OpKind::kConv2d, "c", {x, w});
   NodeId a = b.op(OpKind::kAdd, "a", {c, bias});
   NodeId r = b.op(OpKind::kRelu, "r", {a});
@@ -289,4 +290,33 @@ TEST_CASE("passes fusion: an output defined by a constant gets a copy kernel") {
 }
 
 }  // namespace
+
+TEST_CASE("passes fusion: fold-conv-affine turns conv + batch norm + relu into one conv kernel") {
+  auto values = [](size_t n, double scale) {
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = scale * std::sin(double(i) * 1.7 + 0.3);
+    return v;
+  };
+  GraphBuilder b;
+  NodeId x = b.input("x", "2, 3, 7, 7");
+  NodeId w = b.constant("w", {4, 3, 3, 3}, values(108, 0.4));
+  NodeId bias = b.constant("bias", {4}, values(4, 0.2));
+  ir::Conv2dAttrs conv;
+  conv.pads = {1, 1, 1, 1};
+  NodeId c = b.op(OpKind::kConv2d, "c", {x, w, bias}, conv);
+  // x * a + b' as the ONNX importer lowers BatchNormalization, then a residual and relu.
+  NodeId scale = b.constant("a", {1, 4, 1, 1}, {1.5, -0.5, 2.0, 0.25});
+  NodeId shift = b.constant("b", {4, 1, 1}, {0.1, 0.2, -0.3, 0.4});
+  NodeId normalized = b.op(OpKind::kAdd, "n", {b.op(OpKind::kMul, "m", {c, scale}), shift});
+  NodeId residual = b.input("r", "2, 4, 7, 7");
+  b.output(b.op(OpKind::kRelu, "y", {b.op(OpKind::kAdd, "s", {normalized, residual})}));
+  // The same conv with a second user keeps its scale as an op.
+  NodeId shared = b.op(OpKind::kConv2d, "c2", {x, w}, conv);
+  b.output(b.op(OpKind::kAdd, "z", {b.op(OpKind::kMul, "m2", {shared, scale}), shared}));
+  ir::Graph original = b.graph.clone();
+  compile(b.graph, options_at(2));
+  CHECK(kernel_names(b.graph) == std::vector<std::string>{"fused_conv2d_mul_add_0", "fused_conv2d_add_relu_1"});
+  testing::check_same_results(original, b.graph, 1e-5);
+}
+
 }  // namespace kiln::passes

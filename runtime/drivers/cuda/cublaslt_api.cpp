@@ -1,9 +1,6 @@
 #include "runtime/drivers/cuda/cublaslt_api.h"
 
-#include <dlfcn.h>
-
-#include <cstdlib>
-#include <cstring>
+#include "runtime/drivers/cuda/vendor_library.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -15,32 +12,17 @@ struct LoadedLt {
 
 LoadedLt load_lt() {
   LoadedLt loaded;
-  const char* disabled = std::getenv("KILN_CUBLASLT");
-  if (disabled && std::strcmp(disabled, "0") == 0) {
-    loaded.status = Status(ErrorCode::kUnavailable, "cuBLASLt is disabled by KILN_CUBLASLT=0");
+  Result<VendorLibrary> library =
+      open_vendor_library({"libcublasLt.so.13", "libcublasLt.so.12"}, "cuBLASLt", "KILN_CUBLASLT");
+  if (!library.is_ok()) {
+    loaded.status = library.status();
     return loaded;
   }
-  void* library = nullptr;
-  std::string tried;
-  for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12"}) {
-    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (library) {
-      loaded.api.library = name;
-      break;
-    }
-    const char* why = dlerror();
-    tried += std::string(tried.empty() ? "" : "; ") + name + ": " + (why ? why : "not found");
-  }
-  if (!library) {
-    loaded.status = Status(ErrorCode::kUnavailable, "cuBLASLt not found (" + tried + ")");
-    return loaded;
-  }
-#define KILN_LT_LOAD(name)                                                                         \
-  loaded.api.name = reinterpret_cast<decltype(loaded.api.name)>(dlsym(library, #name));           \
-  if (!loaded.api.name) {                                                                          \
-    loaded.status = Status(ErrorCode::kUnavailable, loaded.api.library + " lacks the entry point " #name); \
-    return loaded;                                                                                 \
-  }
+  loaded.api.library = library->name;
+  auto load = [&](const char* name, auto& entry) {
+    if (loaded.status.is_ok()) loaded.status = load_entry_point(*library, name, entry);
+  };
+#define KILN_LT_LOAD(name) load(#name, loaded.api.name);
   KILN_LT_LOAD(cublasLtCreate)
   KILN_LT_LOAD(cublasLtDestroy)
   KILN_LT_LOAD(cublasLtGetVersion)
@@ -56,7 +38,7 @@ LoadedLt load_lt() {
   KILN_LT_LOAD(cublasLtMatmulAlgoGetHeuristic)
   KILN_LT_LOAD(cublasLtMatmul)
 #undef KILN_LT_LOAD
-  loaded.api.version = loaded.api.cublasLtGetVersion();
+  if (loaded.status.is_ok()) loaded.api.version = loaded.api.cublasLtGetVersion();
   return loaded;
 }
 

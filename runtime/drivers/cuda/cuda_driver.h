@@ -21,7 +21,8 @@
 //
 // Streams (one per session, see cuda_stream.cpp): a non-blocking CUstream; the whole launch
 // sequence of a run is captured into a CUDA graph once and replayed while the buffers and symbol
-// sizes stay the same. Kernels with a GemmCall run through cuBLASLt when it is installed.
+// sizes stay the same. Kernels with a GemmCall run through cuBLASLt and kernels with a ConvCall
+// through cuDNN when those are installed (KILN_CUBLASLT=0 and KILN_CUDNN=0 turn them off).
 //
 // Options: CUDA graphs are on unless the device option cuda.graphs=off is given to open_device
 // (runtime/hal/device_options.h), or, without that option, the environment variable

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "runtime/drivers/cuda/cublaslt_api.h"
+#include "runtime/drivers/cuda/cudnn_api.h"
 #include "runtime/drivers/cuda/cuda_internal.h"
 
 namespace kiln::runtime::cuda {
@@ -69,14 +70,22 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
     if (!program->kernels_.count(launch.kernel))
       return unsupported("the artifact's CUDA kernels do not include graph kernel " + std::to_string(launch.kernel) +
                          " that its plan launches");
+  // The vendor libraries (hundreds of MB) load on another thread while the modules load and the
+  // constants upload, when a kernel may run through them; the first run waits for them there.
+  bool gemm = false, conv = false;
   for (const auto& [index, kernel] : program->kernels_) {
-    if (!kernel.binary->gemm) continue;
+    gemm = gemm || kernel.binary->gemm.has_value();
+    conv = conv || kernel.binary->conv.has_value();
+  }
+  if (gemm || conv) {
     try {
-      program->gemm_library_ = std::async(std::launch::async, [] { (void)cublaslt_api(); });
+      program->vendor_libraries_ = std::async(std::launch::async, [gemm, conv] {
+        if (gemm) (void)cublaslt_api();
+        if (conv) (void)cudnn_api();
+      });
     } catch (const std::system_error&) {
-      // No thread to spare: the first run loads the library itself.
+      // No thread to spare: the first run loads the libraries itself.
     }
-    break;
   }
   ScopedContext current(device.api(), device.context());
   KILN_RETURN_IF_ERROR(current.status());

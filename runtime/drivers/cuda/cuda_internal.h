@@ -198,9 +198,10 @@ class CudaProgram {
   // each per constant), at 256-byte aligned offsets.
   std::unique_ptr<CudaBuffer> constant_block_;
   std::map<ir::NodeId, size_t> constant_offsets_;
-  // cuBLASLt's library (hundreds of MB) loading on another thread while the modules load and
-  // the constants upload, when a kernel may run through it; the first run waits for it there.
-  std::future<void> gemm_library_;
+  // cuBLASLt's and cuDNN's libraries (hundreds of MB) loading on another thread while the
+  // modules load and the constants upload, when a kernel may run through them; the first run
+  // waits for them there.
+  std::future<void> vendor_libraries_;
   uint64_t serial_;
 };
 

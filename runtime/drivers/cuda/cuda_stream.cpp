@@ -3,7 +3,10 @@
 // Preparing. The first execute() for a given (program, input/output/arena addresses, symbol
 // sizes) resolves every launch once into an Op: a kernel launch with its parameter values and
 // grid, a cuBLASLt matmul (for a kernel with a GemmCall, when the library is there and has an
-// algorithm for the shape), or a device-to-device copy (an output no kernel wrote in place).
+// algorithm for the shape), a cuDNN convolution (for a kernel with a ConvCall, likewise;
+// cudnn_conv.h), or a device-to-device copy (an output no kernel wrote in place). A profile names
+// what ran each kernel: the kernel kind, then "(cuBLASLt)", "(cuDNN <algorithm>)", or, where a
+// library was eligible but not used, "(generated: <why>)".
 // Later executions with the same key reuse the ops as they are.
 //
 // CUDA graphs. When graphs are on, the second execution with the same key captures the op
@@ -35,6 +38,7 @@
 #include <tuple>
 
 #include "runtime/drivers/cuda/cublaslt_api.h"
+#include "runtime/drivers/cuda/cudnn_conv.h"
 #include "runtime/drivers/cuda/cuda_internal.h"
 #include "runtime/hal/stream.h"
 
@@ -74,7 +78,7 @@ struct GemmPlan {
 };
 
 struct Op {
-  enum class Kind : uint8_t { kKernel, kGemm, kCopy };
+  enum class Kind : uint8_t { kKernel, kGemm, kConv, kCopy };
   Kind kind = Kind::kKernel;
   uint32_t kernel_index = hal::kNoKernel;
   std::string name;  // for messages: the kernel's provenance name, or what is copied
@@ -85,6 +89,9 @@ struct Op {
   // kGemm (pointers in cuBLASLt's operand order: its A is our b, its B is our a)
   GemmPlan* gemm = nullptr;
   CUdeviceptr lt_a = 0, lt_b = 0, lt_d = 0, bias = 0;
+  // kConv
+  const CudnnConvPlan* conv = nullptr;
+  ConvOperands conv_operands;
   // kCopy
   CUdeviceptr dst = 0, src = 0;
   size_t bytes = 0;
@@ -144,6 +151,9 @@ class CudaStream final : public hal::Stream {
   std::unique_ptr<CudaBuffer> workspace_;
   std::map<GemmKey, std::unique_ptr<GemmPlan>> gemm_plans_;
 
+  // cuDNN, created on the first convolution.
+  std::unique_ptr<CudnnConvs> convs_;
+
   bool pending_ = false;
   std::optional<double> last_seconds_;
   std::vector<CUevent> profile_events_;
@@ -157,6 +167,7 @@ CudaStream::~CudaStream() {
   release_gemm_plans();
   if (lt_handle_) lt_->cublasLtDestroy(lt_handle_);
   workspace_.reset();
+  convs_.reset();
   for (CUevent e : profile_events_) api_.cuEventDestroy_v2(e);
   if (start_) api_.cuEventDestroy_v2(start_);
   if (end_) api_.cuEventDestroy_v2(end_);
@@ -357,7 +368,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
   const ir::Graph& graph = art.graph;
   ops_.clear();
   op_timings_.clear();
-  auto timing_of = [&](uint32_t kernel_index, const std::string& fallback_name, const char* suffix) {
+  auto timing_of = [&](uint32_t kernel_index, const std::string& fallback_name, const std::string& suffix) {
     hal::KernelTiming timing;
     timing.kernel_index = kernel_index;
     if (kernel_index < graph.kernels().size()) {
@@ -379,9 +390,49 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
     auto arg_pointer = [&](int64_t arg_index, const char* role) -> Result<CUdeviceptr> {
       if (arg_index < 0 || size_t(arg_index) >= binary.args.size() ||
           binary.args[size_t(arg_index)].kind != artifact::KernelArg::Kind::kBuffer)
-        return corrupt("CUDA kernel '" + binary.kernel_name + "': its GEMM " + role + " is not one of its buffer args");
+        return corrupt("CUDA kernel '" + binary.kernel_name + "': its library call's " + role +
+                       " is not one of its buffer args");
       return resolve(program, args, bindings, binary.args[size_t(arg_index)].value);
     };
+
+    std::string library_not_used;  // why an eligible library did not run this kernel
+    if (binary.conv) {
+      const artifact::ConvCall& call = *binary.conv;
+      KILN_ASSIGN_OR_RETURN(int64_t batch, call.batch.evaluate(bindings));
+      if (!convs_) convs_ = std::make_unique<CudnnConvs>(device_, stream_);
+      KILN_ASSIGN_OR_RETURN(const CudnnConvPlan* plan, convs_->plan(launch.kernel, call, batch));
+      ConvOperands operands;
+      if (plan) {
+        KILN_ASSIGN_OR_RETURN(operands.x, arg_pointer(call.x_arg, "input"));
+        KILN_ASSIGN_OR_RETURN(operands.w, arg_pointer(call.w_arg, "filter"));
+        KILN_ASSIGN_OR_RETURN(operands.y, arg_pointer(call.out_arg, "output"));
+        if (call.bias_arg >= 0) {
+          KILN_ASSIGN_OR_RETURN(operands.bias, arg_pointer(call.bias_arg, "bias"));
+        }
+        if (call.residual_arg >= 0) {
+          KILN_ASSIGN_OR_RETURN(operands.residual, arg_pointer(call.residual_arg, "residual"));
+        }
+        // cuDNN reads the input while it writes the output (only the residual may share it).
+        if (operands.x == operands.y || operands.w == operands.y) {
+          plan = nullptr;
+          library_not_used = "its output shares memory with its input";
+        }
+      } else {
+        library_not_used = convs_->why_not();
+      }
+      if (plan) {
+        Op op;
+        op.kind = Op::Kind::kConv;
+        op.kernel_index = launch.kernel;
+        op.name = binary.kernel_name;
+        op.conv = plan;
+        op.conv_operands = operands;
+        ops_.push_back(std::move(op));
+        op_timings_.push_back(
+            timing_of(launch.kernel, binary.kernel_name, " (cuDNN " + CudnnConvs::algorithm_name(*plan) + ")"));
+        continue;
+      }
+    }
 
     if (binary.gemm) {
       const artifact::GemmCall& call = *binary.gemm;
@@ -420,6 +471,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
           op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, " (cuBLASLt)"));
           continue;
         }
+        library_not_used = lt_ ? "cuBLASLt has no algorithm for it" : lt_unavailable_;
       }
     }
 
@@ -450,7 +502,8 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
     op.grid = unsigned(std::clamp<uint64_t>(needed, 1, kernel->max_blocks));
     op.block = binary.dispatch.workgroup_size;
     ops_.push_back(std::move(op));
-    op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, ""));
+    op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name,
+                                    library_not_used.empty() ? "" : " (generated: " + library_not_used + ")"));
   }
 
   // Outputs no kernel wrote in place (an input or constant returned as is, an output computed
@@ -507,6 +560,11 @@ Status CudaStream::enqueue(const Op& op) {
                                                    &plan.algo, ptr(workspace_->pointer()), kWorkspaceBytes, stream_);
       if (s != CUBLAS_STATUS_SUCCESS)
         return internal_error(device_.name() + ": kernel '" + op.name + "': cublasLtMatmul failed: " + cublas_status_name(s));
+      return Status::ok();
+    }
+    case Op::Kind::kConv: {
+      Status ran = convs_->run(*op.conv, op.conv_operands);
+      if (!ran.is_ok()) return internal_error(device_.name() + ": kernel '" + op.name + "': " + ran.message());
       return Status::ok();
     }
     case Op::Kind::kCopy: {

@@ -1,0 +1,125 @@
+// match_conv_call: see conv_call.h and artifact::ConvCall for the exact pattern. The checks, in
+// order: a conv2d anchor with operands in memory and static shapes beyond the batch; one float
+// dtype; symmetric padding; an epilogue chain in which each node consumes the previous one and
+// is an add of a per-channel bias (at most one bias in all, counting the conv's own input), an
+// add of a residual shaped as the output (at most one), or a final relu; one written buffer, the
+// chain's last value.
+#include "codegen/cuda/conv_call.h"
+
+namespace kiln::codegen {
+namespace {
+
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+// True when `shape` holds `channels` values along axis 1 of a rank-4 NCHW tensor and nothing
+// else: [C], [C,1,1], [1,C,1,1] (trailing-aligned broadcasting puts a [C] bias on the width
+// axis, so it is accepted only as the conv's own bias input, not here).
+bool is_channel_vector(const ir::Shape& shape, int64_t channels) {
+  if (shape.size() < 3 || shape.size() > 4) return false;
+  const size_t c_axis = shape.size() - 3;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (d == c_axis) {
+      if (!shape[d].is_static() || shape[d].size() != channels) return false;
+    } else if (!shape[d].is_one()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool static_from(const ir::Shape& s, size_t from) {
+  for (size_t d = from; d < s.size(); ++d)
+    if (!s[d].is_static()) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool allow_tf32) {
+  if (model.kind != KernelTemplate::kPointwise || model.anchor == ir::kNoNode || !model.prologue.empty())
+    return std::nullopt;
+  const Node& conv = model.node(model.anchor);
+  if (conv.op != OpKind::kConv2d || conv.inputs.size() < 2) return std::nullopt;
+  const ir::DType dtype = conv.type.dtype;
+  if (dtype != ir::DType::kF32 && dtype != ir::DType::kF16 && dtype != ir::DType::kBF16) return std::nullopt;
+  for (NodeId in : conv.inputs)
+    if (model.node(in).type.dtype != dtype || model.buffer_index(in) < 0) return std::nullopt;
+  const ir::Shape& xs = model.node(conv.inputs[0]).type.shape;
+  const ir::Shape& ws = model.node(conv.inputs[1]).type.shape;
+  const ir::Shape& ys = conv.type.shape;
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4) return std::nullopt;
+  if (!static_from(xs, 1) || !static_from(ws, 0) || !static_from(ys, 1)) return std::nullopt;
+  const auto& attrs = std::get<ir::Conv2dAttrs>(conv.attrs);
+  if (attrs.pads[0] != attrs.pads[2] || attrs.pads[1] != attrs.pads[3]) return std::nullopt;
+
+  artifact::ConvCall call;
+  call.x_arg = uint32_t(model.buffer_index(conv.inputs[0]));
+  call.w_arg = uint32_t(model.buffer_index(conv.inputs[1]));
+  call.dtype = dtype;
+  call.batch = ir::SizeExpr::of_shape({xs[0]}, 1);
+  call.channels = xs[1].size();
+  call.height = xs[2].size();
+  call.width = xs[3].size();
+  call.out_channels = ws[0].size();
+  call.kernel_h = ws[2].size();
+  call.kernel_w = ws[3].size();
+  call.groups = attrs.groups;
+  call.pad_h = attrs.pads[0];
+  call.pad_w = attrs.pads[1];
+  call.stride_h = attrs.strides[0];
+  call.stride_w = attrs.strides[1];
+  call.dilation_h = attrs.dilations[0];
+  call.dilation_w = attrs.dilations[1];
+  call.allow_tf32 = allow_tf32 && dtype == ir::DType::kF32;
+  if (call.groups < 1 || call.channels % call.groups != 0 || ws[1].size() * call.groups != call.channels ||
+      ys[1].size() != call.out_channels || ys[2].size() != call.out_height() || ys[3].size() != call.out_width())
+    return std::nullopt;
+  if (conv.inputs.size() == 3) {
+    const ir::Shape& bs = model.node(conv.inputs[2]).type.shape;
+    if (bs.size() != 1 || !bs[0].is_static() || bs[0].size() != call.out_channels) return std::nullopt;
+    call.bias_arg = model.buffer_index(conv.inputs[2]);
+  }
+
+  // The epilogue chain: adds of a bias or a residual, then [relu].
+  NodeId prev = model.anchor;
+  for (NodeId id : model.epilogue) {
+    const Node& node = model.node(id);
+    if (call.activation != artifact::ConvCall::Activation::kNone) return std::nullopt;  // relu ends the chain
+    if (node.type.dtype != dtype || !(node.type.shape == ys)) return std::nullopt;
+    if (node.op == OpKind::kRelu && node.inputs.size() == 1 && node.inputs[0] == prev) {
+      call.activation = artifact::ConvCall::Activation::kRelu;
+    } else if (node.op == OpKind::kAdd && node.inputs.size() == 2) {
+      const NodeId other = node.inputs[0] == prev ? node.inputs[1] : node.inputs[1] == prev ? node.inputs[0] : ir::kNoNode;
+      if (other == ir::kNoNode || other == prev) return std::nullopt;
+      const Node& operand = model.node(other);
+      const int index = model.buffer_index(other);
+      if (operand.type.dtype != dtype || index < 0) return std::nullopt;
+      if (operand.type.shape == ys && call.residual_arg < 0) {
+        call.residual_arg = index;
+      } else if (is_channel_vector(operand.type.shape, call.out_channels) && call.bias_arg < 0) {
+        call.bias_arg = index;
+      } else {
+        return std::nullopt;
+      }
+    } else {
+      return std::nullopt;
+    }
+    prev = id;
+  }
+
+  // Exactly one written buffer: the chain's last value.
+  int out_index = -1;
+  for (size_t buf = 0; buf < model.buffers.size(); ++buf) {
+    if (!model.buffers[buf].written) continue;
+    if (out_index >= 0 || model.buffers[buf].value != prev) return std::nullopt;
+    out_index = int(buf);
+  }
+  if (out_index < 0) return std::nullopt;
+  call.out_arg = uint32_t(out_index);
+  if (!artifact::check_conv_call(call, model.args).is_ok()) return std::nullopt;
+  return call;
+}
+
+}  // namespace kiln::codegen

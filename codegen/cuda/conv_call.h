@@ -1,0 +1,22 @@
+// Recognizes a conv2d kernel that a vendor DNN library can run whole (artifact::ConvCall):
+// conv2d (its own bias input or not), then optionally + a per-output-channel bias, + a residual
+// shaped as the output (in either order), then optionally relu, with one float dtype
+// throughout, NCHW and symmetric padding. The CUDA target records the match beside the
+// generated kernel; the CUDA driver runs it through cuDNN when that library loads and accepts the
+// shape, else the generated kernel.
+//
+// Thread-safety: a pure function.
+#pragma once
+
+#include <optional>
+
+#include "artifact/artifact.h"
+#include "codegen/kernel_model.h"
+
+namespace kiln::codegen {
+
+// The ConvCall for `model`, or nullopt when the kernel is anything more or other than the
+// pattern above (its args indices refer to model.args).
+std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool allow_tf32);
+
+}  // namespace kiln::codegen

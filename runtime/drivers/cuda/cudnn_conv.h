@@ -1,0 +1,69 @@
+// Convolutions through cuDNN for one CUDA stream (artifact::ConvCall): per (kernel, batch size)
+// a plan holding the tensor, filter, convolution and activation descriptors and the algorithm,
+// chosen once by cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7) when the stream
+// prepares a run; one workspace per stream, grown to the largest plan's need.
+//
+// What runs: cudnnConvolutionBiasActivationForward, y = act(conv(x, w) + z + bias), when the call
+// has a bias, a residual (z) or relu; cudnnConvolutionForward for a bare convolution. cuDNN
+// implements the identity activation only with the IMPLICIT_PRECOMP_GEMM algorithm, which is then
+// used. f32 convolutions keep f32 arithmetic (FMA math) unless the artifact allows TF32; f16 and
+// bf16 ones use tensor cores with f32 accumulation.
+//
+// The chosen algorithms are remembered per process, device and convolution shape, so another
+// session (or another stream) of the same model does not ask the heuristics again.
+//
+// Thread-safety: an instance is used by its stream's thread only; the shared algorithm memory is
+// guarded by a mutex.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "artifact/artifact.h"
+#include "runtime/drivers/cuda/cudnn_api.h"
+#include "runtime/drivers/cuda/cuda_internal.h"
+
+namespace kiln::runtime::cuda {
+
+struct CudnnConvPlan;
+
+// Device addresses of one convolution's tensors (bias and residual 0 when absent).
+struct ConvOperands {
+  CUdeviceptr x = 0, w = 0, y = 0, bias = 0, residual = 0;
+};
+
+class CudnnConvs {
+ public:
+  CudnnConvs(CudaDevice& device, CUstream stream);
+  ~CudnnConvs();
+  CudnnConvs(const CudnnConvs&) = delete;
+  CudnnConvs& operator=(const CudnnConvs&) = delete;
+
+  // A plan for graph kernel `kernel` running `call` at this batch size, or nullptr when the
+  // generated kernel must run (no cuDNN, or cuDNN has no algorithm for the shape: why_not()
+  // says why). An error only for a failure that would also break the generated kernel (out of
+  // device memory for the workspace, a CUDA error).
+  Result<const CudnnConvPlan*> plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch);
+  // Enqueues the convolution on the stream. `plan` came from this instance.
+  Status run(const CudnnConvPlan& plan, const ConvOperands& operands);
+  // The cuDNN algorithm a plan uses, for profiles: "IMPLICIT_PRECOMP_GEMM".
+  static std::string algorithm_name(const CudnnConvPlan& plan);
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  Status create_plan(const artifact::ConvCall& call, int64_t batch, CudnnConvPlan& plan);
+  Status ensure_bias(const CudnnConvPlan& plan);
+
+  CudaDevice& device_;
+  CUstream stream_;
+  const CudnnApi* dnn_ = nullptr;
+  bool checked_ = false;
+  cudnnHandle_t handle_ = nullptr;
+  std::string why_not_;
+  std::map<std::pair<uint32_t, int64_t>, std::unique_ptr<CudnnConvPlan>> plans_;
+  std::unique_ptr<CudaBuffer> workspace_;
+  std::unique_ptr<CudaBuffer> zero_bias_;  // for a fused call without a bias of its own
+};
+
+}  // namespace kiln::runtime::cuda

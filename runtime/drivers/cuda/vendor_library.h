@@ -1,0 +1,36 @@
+// Opening the vendor libraries the CUDA driver may use (cuBLASLt, cuDNN) with dlopen, so that
+// the binaries run where they are absent: the first of several sonames, and entry points by name.
+//
+// Thread-safety: pure functions over the dynamic loader, which is thread-safe.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "support/status.h"
+
+namespace kiln::runtime::cuda {
+
+struct VendorLibrary {
+  void* handle = nullptr;  // never closed: the library stays loaded for the process
+  std::string name;        // the soname that opened, for messages
+};
+
+// The first of `sonames` that dlopen opens, or kUnavailable listing why each failed. Fails the
+// same way, without trying, when the environment variable `switch_variable` is "0" (a way to
+// compare with and test the generated kernels), naming `what` and the variable.
+Result<VendorLibrary> open_vendor_library(std::initializer_list<const char*> sonames, const char* what,
+                                          const char* switch_variable);
+
+// Looks `name` up in `library` into `entry` (a function pointer); kUnavailable when missing.
+Status load_entry_point(const VendorLibrary& library, const char* name, void** entry);
+
+template <class Function>
+Status load_entry_point(const VendorLibrary& library, const char* name, Function*& entry) {
+  void* address = nullptr;
+  KILN_RETURN_IF_ERROR(load_entry_point(library, name, &address));
+  entry = reinterpret_cast<Function*>(address);
+  return Status::ok();
+}
+
+}  // namespace kiln::runtime::cuda
