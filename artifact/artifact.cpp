@@ -1,5 +1,6 @@
 #include "artifact/artifact.h"
 
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -62,7 +63,9 @@ Status check_call_dtype(const char* call, ir::DType dtype, bool allow_tf32) {
 
 Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args) {
   KILN_RETURN_IF_ERROR(check_call_args(
-      "GEMM call", {{call.a_arg, "a"}, {call.b_arg, "b"}}, {{call.bias_arg, "bias"}}, call.out_arg, args));
+      "GEMM call", {{call.a_arg, "a"}, {call.b_arg, "b"}}, {{call.bias_arg, "bias"}, {call.residual_arg, "residual"}},
+      call.out_arg, args));
+  if (!std::isfinite(call.alpha)) return invalid_argument("GEMM call: alpha is not finite");
   return check_call_dtype("GEMM call", call.dtype, call.allow_tf32);
 }
 

@@ -56,8 +56,9 @@ struct KernelDispatch {
 // A matmul kernel that a driver may run through a vendor GEMM library (CUDA: cuBLASLt) instead
 // of its generated code, which stays in the artifact as the fallback. Codegen records it only
 // when the whole kernel is exactly
-//   out[b] = epilogue(a[b] @ w[b] + bias)       (row-major, bias optional, broadcast over rows)
-// with one dtype for a, w, bias and out (f32, f16 or bf16) and f32 accumulation.
+//   out[b] = epilogue(alpha * a[b] @ w[b] + residual[b] + bias)
+// (row-major; bias optional, broadcast over rows; residual optional, shaped as out) with one
+// dtype for a, w, bias, residual and out (f32, f16 or bf16) and f32 accumulation.
 struct GemmCall {
   enum class Epilogue : uint8_t {
     kNone = 0,
@@ -69,6 +70,8 @@ struct GemmCall {
   uint32_t b_arg = 0;        // [batch?, k, n]
   uint32_t out_arg = 0;      // [batch?, m, n]
   int32_t bias_arg = -1;     // [n], or -1 for none
+  int32_t residual_arg = -1; // [batch?, m, n], or -1 for none
+  float alpha = 1.0f;        // the product's scale (x * s or x / s right after the matmul)
   ir::DType dtype = ir::DType::kF32;
   ir::SizeExpr batch;        // 1 for a plain matrix product
   ir::SizeExpr m, n, k;

@@ -394,6 +394,8 @@ Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg
   call.b_arg = g.b_arg();
   call.out_arg = g.out_arg();
   call.bias_arg = g.bias_arg();
+  call.residual_arg = g.residual_arg();
+  call.alpha = g.alpha();
   std::optional<ir::DType> dtype = from_fb(g.dtype());
   if (!dtype) return bad(where + ": its GEMM call has an unknown dtype code " + std::to_string(int(g.dtype())));
   call.dtype = *dtype;

@@ -265,7 +265,7 @@ Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
   }
   return fb::CreateGemmCall(fbb_, call.a_arg, call.b_arg, call.out_arg, call.bias_arg,
                             detail::to_fb(call.dtype), batch, m, n, k, call.a_batched, call.b_batched,
-                            epilogue, call.allow_tf32);
+                            epilogue, call.allow_tf32, call.residual_arg, call.alpha);
 }
 
 Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {

@@ -37,6 +37,7 @@ struct CudaConfig {
   uint32_t row_threads = 1;     // rows: threads that share one row (1, 32 or `block`)
   uint32_t row_registers = 0;   // rows: elements per thread kept in registers (0: stream the row)
   uint32_t bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;  // kMatMul: block tile, k step, thread tile
+  bool tensor_cores = false;    // kMatMul: f16/bf16 operands multiplied by mma.sync (warp tiles)
 };
 CudaConfig cuda_config(const KernelModel& model);
 // cuda/c_family_cuda_conv.cpp: whether a conv2d kernel runs as an implicit GEMM (then sets c's mode,
@@ -165,6 +166,7 @@ class Emitter {
   void cuda_vector_load(int buffer, const std::string& offset, std::vector<Point>& points);
   void cuda_vector_store(int buffer, const std::string& offset, const std::vector<Point>& points);
   void emit_cuda_matmul(const CudaConfig& c);
+  void emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);

@@ -9,7 +9,10 @@
 //     Normalizations read the row once when it fits in registers, else twice (online max+sum,
 //     Welford mean+variance), and write it once;
 //   - matmul: block tiles of 64x64 (or 128x128, 16x64), each thread owning a 4x4 (8x8, 1x4)
-//     register tile, A and B staged through shared memory (static, at most 8.3 KB).
+//     register tile, A and B staged through shared memory (static, at most 8.3 KB); with f16 or
+//     bf16 operands (and more than 16 rows), tensor cores instead: 64x64 block tiles of four
+//     warps, each warp a 32x32 tile of mma.sync.m16n8k16 products with f32 accumulators, A and
+//     B staged as 16-bit bits (B transposed, so both fragments load as 32-bit pairs).
 // Numerics are the OpenCL dialect's (c_family.h): f32 compute, f16/bf16 as 16-bit storage,
 // wrap-safe integer arithmetic, saturating float -> int conversions.
 #include <algorithm>
@@ -192,8 +195,15 @@ CudaConfig cuda_config(const KernelModel& m) {
       const size_t trailing = (as.size() == 1 ? 0 : 1) + (bs.size() == 1 ? 0 : 1);
       const bool batch_static = static_product(ir::Shape(m.space.begin(), m.space.end() - long(trailing)), batch);
       const bool is_float = num_of(a.type.dtype) == Num::kF;
+      const DType at = m.node(a.inputs[0]).type.dtype, bt = m.node(a.inputs[1]).type.dtype;
+      const bool sixteen_bit = at == bt && (at == DType::kF16 || at == DType::kBF16);
       if (rows.is_static() && rows.size() <= 16) {
         c.bm = 16; c.bn = 64; c.bk = 16; c.tm = 1; c.tn = 4;  // skinny: matrix-vector-like
+      } else if (is_float && sixteen_bit && as.size() >= 2 && bs.size() >= 2) {
+        c.bm = 64; c.bn = 64; c.bk = 32; c.tm = 0; c.tn = 0;  // tensor cores: 2x2 warps of 32x32
+        c.tensor_cores = true;
+        c.block = 128;
+        break;
       } else if (is_float && rows.is_static() && cols.is_static() && batch_static &&
                  batch * ((rows.size() + 127) / 128) * ((cols.size() + 127) / 128) >= 264) {
         c.bm = 128; c.bn = 128; c.bk = 8; c.tm = 8; c.tn = 8;  // enough 128x128 tiles for 2 waves
@@ -823,6 +833,10 @@ void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) { CudaRowsB
 void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   const std::optional<MatmulOperands> o = matmul_operands();
   if (!o) return;
+  if (c.tensor_cores) {
+    emit_cuda_mma_matmul(c, *o);
+    return;
+  }
   const Num kind = o->kind;
   const std::string ct = ctype(kind);
   const uint32_t threads = c.block, rows_step = c.bm / c.tm, cols_step = c.bn / c.tn;
@@ -900,6 +914,105 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   if (!o->a_vector) p.coords.push_back("row");
   if (!o->b_vector) p.coords.push_back("col");
   finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, o->anchor->type.dtype));
+  close();
+  close();
+  close();
+  close();
+}
+
+
+// The tensor-core matmul (cuda_config sets c.tensor_cores): f16 or bf16 operands of one dtype.
+// A block of 4 warps computes a 64x64 output tile; warp w owns rows 32 * (w / 2) and columns
+// 32 * (w % 2) of it as 2 x 4 mma.sync.m16n8k16 tiles (f32 accumulators, 32 per thread). Each
+// k step of 32 stages A as [64 rows][32 k] and B transposed as [64 cols][32 k] (16-bit bits,
+// rows padded to 40 elements so fragment loads of a warp spread over the banks), zero-filled
+// outside M, N and K. Fragment layouts are PTX's for m16n8k16 (row-major A, column-major B):
+// lane = 4 * g + t holds A(g [+8], 2t [+8] .. +1), B(2t [+8] .. +1, g) and C(g [+8], 2t .. +1).
+void Emitter::emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o) {
+  const std::string type = m_.node(o.anchor->inputs[0]).type.dtype == DType::kBF16 ? "bf16" : "f16";
+  constexpr uint32_t kPitch = 40;  // 32 k values + 8 of padding per staged row
+  const std::string sa = shared_array("__align__(16) ushort", "tile_a", c.bm * kPitch);
+  const std::string sb = shared_array("__align__(16) ushort", "tile_b", c.bn * kPitch);
+  const std::string a_buf = "b" + std::to_string(o.a_buffer), b_buf = "b" + std::to_string(o.b_buffer);
+  line("IDX M = " + o.m + ", K = " + o.k + ", N = " + o.n + ";");
+  line("IDX tiles_m = (M + TO_IDX(63)) / TO_IDX(64), tiles_n = (N + TO_IDX(63)) / TO_IDX(64);");
+  line("IDX ntiles = " + product(o.batch) + " * tiles_m * tiles_n;");
+  line("int warp = (int)lid / 32, lane = (int)lid % 32, g = lane / 4, t = lane % 4;");
+  line("int wm = (warp / 2) * 32, wn = (warp % 2) * 32;");
+  open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
+  line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
+  std::vector<std::string> bc = decompose("bidx", o.batch);
+  line("IDX row0 = tm * TO_IDX(64), col0 = tn * TO_IDX(64);");
+  line("IDX a_base = " + broadcast_offset(o.a_batch, bc) + " * M * K;");
+  line("IDX b_base = " + broadcast_offset(o.b_batch, bc) + " * K * N;");
+  line("float acc[2][4][4];");
+  line("#pragma unroll");
+  line("for (int i = 0; i < 2; ++i)");
+  line("  for (int j = 0; j < 4; ++j)");
+  line("    for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;");
+  line("#pragma unroll 1");
+  open("for (IDX k0 = TO_IDX(0); k0 < K; k0 += TO_IDX(32))");
+  line("#pragma unroll");
+  open("for (int l = 0; l < 16; ++l)");
+  line("int e = (int)lid + l * 128, ak = e % 32, am = e / 32;");
+  line("IDX gr = row0 + TO_IDX(am), gk = k0 + TO_IDX(ak);");
+  line(sa + "[am * " + std::to_string(kPitch) + " + ak] = (gr < M && gk < K) ? " + a_buf +
+       "[a_base + gr * K + gk] : (ushort)0;");
+  close();
+  line("#pragma unroll");
+  open("for (int l = 0; l < 16; ++l)");
+  line("int e = (int)lid + l * 128, bn = e % 64, bk = e / 64;");
+  line("IDX gk = k0 + TO_IDX(bk), gc = col0 + TO_IDX(bn);");
+  line(sb + "[bn * " + std::to_string(kPitch) + " + bk] = (gk < K && gc < N) ? " + b_buf +
+       "[b_base + gk * N + gc] : (ushort)0;");
+  close();
+  line("__syncthreads();");
+  line("#pragma unroll");
+  open("for (int kk = 0; kk < 32; kk += 16)");
+  line("uint af[2][4], bf[4][2];");
+  line("#pragma unroll");
+  open("for (int i = 0; i < 2; ++i)");
+  line("const ushort* pa = " + sa + " + (wm + i * 16 + g) * " + std::to_string(kPitch) + " + kk + 2 * t;");
+  line("af[i][0] = *(const uint*)(pa);");
+  line("af[i][1] = *(const uint*)(pa + 8 * " + std::to_string(kPitch) + ");");
+  line("af[i][2] = *(const uint*)(pa + 8);");
+  line("af[i][3] = *(const uint*)(pa + 8 * " + std::to_string(kPitch) + " + 8);");
+  close();
+  line("#pragma unroll");
+  open("for (int j = 0; j < 4; ++j)");
+  line("const ushort* pb = " + sb + " + (wn + j * 8 + g) * " + std::to_string(kPitch) + " + kk + 2 * t;");
+  line("bf[j][0] = *(const uint*)(pb);");
+  line("bf[j][1] = *(const uint*)(pb + 8);");
+  close();
+  line("#pragma unroll");
+  open("for (int i = 0; i < 2; ++i)");
+  line("#pragma unroll");
+  open("for (int j = 0; j < 4; ++j)");
+  line("asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
+       ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
+  line("    : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])");
+  line("    : \"r\"(af[i][0]), \"r\"(af[i][1]), \"r\"(af[i][2]), \"r\"(af[i][3]), \"r\"(bf[j][0]), \"r\"(bf[j][1]));");
+  close();
+  close();
+  close();
+  line("__syncthreads();");
+  close();
+  // Each accumulator's output element, then the epilogue there.
+  line("#pragma unroll");
+  open("for (int i = 0; i < 2; ++i)");
+  line("#pragma unroll");
+  open("for (int j = 0; j < 4; ++j)");
+  line("#pragma unroll");
+  open("for (int r = 0; r < 4; ++r)");
+  line("IDX row = row0 + TO_IDX(wm + i * 16 + g + (r / 2) * 8), col = col0 + TO_IDX(wn + j * 8 + 2 * t + r % 2);");
+  open("if (row < M && col < N)");
+  Point p;
+  p.space = m_.space;
+  p.coords = bc;
+  p.coords.push_back("row");
+  p.coords.push_back("col");
+  finish_anchor(p, "float", convert("acc[i][j][r]", Num::kF, o.anchor->type.dtype));
+  close();
   close();
   close();
   close();

@@ -1,9 +1,12 @@
 // match_gemm_call: see gemm_call.h and artifact::GemmCall for the exact pattern. The checks, in
 // order: a matmul kernel with 2-D-or-more operands in memory; one float dtype for a, b and the
 // result; each operand's batch dims either the output's batch dims (batched) or all 1 (shared);
-// an epilogue that is exactly [add(·, bias[n])] then [relu | gelu(tanh)], a chain in which each
-// node consumes the previous one; one written buffer, the chain's last value.
+// an epilogue that is exactly [* or / a one-element constant] then [+ bias[n]] and [+ residual
+// shaped as the output] in either order, then [relu | gelu(tanh)], a chain in which each node
+// consumes the previous one; one written buffer, the chain's last value.
 #include "codegen/cuda/gemm_call.h"
+
+#include <cmath>
 
 namespace kiln::codegen {
 namespace {
@@ -64,23 +67,46 @@ std::optional<artifact::GemmCall> match_gemm_call(const KernelModel& model, bool
   call.b_batched = *b_batched;
   call.allow_tf32 = allow_tf32 && dtype == ir::DType::kF32;
 
-  // The epilogue chain: [add(prev, bias)] [relu | gelu(tanh)].
+  // The epilogue chain: [scale], then adds of a bias and a residual (either order, at most one
+  // each), then [relu | gelu(tanh)]: cuBLASLt's act(alpha * a @ b + beta * c + bias).
   NodeId prev = model.anchor;
   size_t i = 0;
   const std::vector<NodeId>& epi = model.epilogue;
-  if (i < epi.size() && model.node(epi[i]).op == OpKind::kAdd) {
+  auto other_operand = [&](const Node& node) {
+    return node.inputs[0] == prev ? node.inputs[1] : node.inputs[1] == prev ? node.inputs[0] : ir::kNoNode;
+  };
+  if (i < epi.size()) {  // x * s or x / s with a one-element constant s: alpha
+    const Node& scale = model.node(epi[i]);
+    const bool mul = scale.op == OpKind::kMul, div = scale.op == OpKind::kDiv;
+    if ((mul || div) && scale.inputs.size() == 2 && scale.type == mm.type && (mul || scale.inputs[0] == prev)) {
+      const NodeId factor = mul ? other_operand(scale) : scale.inputs[1];
+      if (factor != ir::kNoNode && factor != prev && model.node(factor).op == OpKind::kConstant &&
+          model.graph->constant_of(factor).num_elements() == 1) {
+        const double v = model.graph->constant_of(factor).element_as_double(0);
+        const double alpha = mul ? v : 1.0 / v;
+        if (!std::isfinite(alpha)) return std::nullopt;
+        call.alpha = float(alpha);
+        prev = epi[i++];
+      }
+    }
+  }
+  while (i < epi.size() && model.node(epi[i]).op == OpKind::kAdd) {
     const Node& add = model.node(epi[i]);
     if (add.inputs.size() != 2 || add.type.dtype != dtype || !(add.type.shape == os)) return std::nullopt;
-    const NodeId bias = add.inputs[0] == prev ? add.inputs[1] : add.inputs[1] == prev ? add.inputs[0] : ir::kNoNode;
-    if (bias == ir::kNoNode || bias == prev) return std::nullopt;
-    const Node& bias_node = model.node(bias);
-    const ir::Shape& bias_shape = bias_node.type.shape;
-    if (bias_node.type.dtype != dtype || bias_shape.empty() || !(bias_shape.back() == os.back()) ||
-        !all_ones(ir::Shape(bias_shape.begin(), bias_shape.end() - 1)))
+    const NodeId other = other_operand(add);
+    if (other == ir::kNoNode || other == prev) return std::nullopt;
+    const Node& operand = model.node(other);
+    const ir::Shape& shape = operand.type.shape;
+    const int index = model.buffer_index(other);
+    if (operand.type.dtype != dtype || index < 0) return std::nullopt;
+    if (shape == os && call.residual_arg < 0) {
+      call.residual_arg = index;
+    } else if (call.bias_arg < 0 && !shape.empty() && shape.back() == os.back() &&
+               all_ones(ir::Shape(shape.begin(), shape.end() - 1))) {
+      call.bias_arg = index;
+    } else {
       return std::nullopt;
-    const int bias_index = model.buffer_index(bias);
-    if (bias_index < 0) return std::nullopt;
-    call.bias_arg = bias_index;
+    }
     prev = epi[i++];
   }
   if (i < epi.size()) {

@@ -128,6 +128,8 @@ artifact::WriteOptions module_options() {
   gemm.b_arg = 1;
   gemm.out_arg = 3;
   gemm.bias_arg = 2;
+  gemm.residual_arg = 0;  // a stand-in, as the conv call below
+  gemm.alpha = 0.125f;
   gemm.m = ir::SizeExpr::symbol("N");
   gemm.n = ir::SizeExpr::constant(4);
   gemm.k = ir::SizeExpr::constant(4);

@@ -119,6 +119,33 @@ TEST_CASE("gemm call: plain, relu, f16 and fully batched products match") {
   }
 }
 
+TEST_CASE("gemm call: a constant scale (alpha) and a residual (cuBLASLt's C) join the call") {
+  {  // attention scores: (q @ k) / 8, batched
+    Compiled c = compile(
+        "graph g(q: f16[2, 4, 16, 8], k: f16[2, 4, 8, 16]) -> (s: f16[2, 4, 16, 16]) {\n"
+        "  s = div(matmul(q, k), const f16[] 8.0)\n}\n");
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(matmul_model(c), false);
+    REQUIRE(call.has_value());
+    CHECK(call->alpha == 0.125f);
+    CHECK(call->residual_arg == -1);
+  }
+  {  // a transformer's output projection: x + (h @ w + b), then relu
+    Compiled c = compile(
+        "graph g(h: f32[N, 16], w: f32[16, 4], b: f32[4], x: f32[N, 4]) -> (y: f32[N, 4]) {\n"
+        "  y = relu(add(x, add(matmul(h, w), b)))\n}\n");
+    codegen::KernelModel m = matmul_model(c);
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(m, false);
+    REQUIRE(call.has_value());
+    CHECK(call->alpha == 1.0f);
+    REQUIRE(call->residual_arg >= 0);
+    REQUIRE(call->bias_arg >= 0);
+    CHECK(m.args[size_t(call->residual_arg)].value == c.graph.find("x"));
+    CHECK(m.args[size_t(call->bias_arg)].value == c.graph.find("b"));
+    CHECK(call->epilogue == artifact::GemmCall::Epilogue::kRelu);
+    CHECK(artifact::check_gemm_call(*call, m.args).is_ok());
+  }
+}
+
 TEST_CASE("gemm call: anything more or other than the pattern is not a GEMM call") {
   const char* graphs[] = {
       // integer matmul
@@ -131,6 +158,14 @@ TEST_CASE("gemm call: anything more or other than the pattern is not a GEMM call
       "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[8, 1]) -> (y: f32[8, 4]) {\n  y = add(matmul(a, b), c)\n}\n",
       // relu before the bias
       "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n  y = add(relu(matmul(a, b)), c)\n}\n",
+      // a scale after the bias (cuBLASLt's alpha scales the product only)
+      "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n  y = mul(add(matmul(a, b), c), const f32[] 2.0)\n}\n",
+      // a scale that is not a constant
+      "graph g(a: f32[8, 16], b: f32[16, 4], s: f32[]) -> (y: f32[8, 4]) {\n  y = mul(matmul(a, b), s)\n}\n",
+      // a constant divided by the product
+      "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = div(const f32[] 2.0, matmul(a, b))\n}\n",
+      // two residuals
+      "graph g(a: f32[8, 16], b: f32[16, 4], r: f32[8, 4], t: f32[8, 4]) -> (y: f32[8, 4]) {\n  y = add(add(matmul(a, b), r), t)\n}\n",
       // a partial batch broadcast ([2,1] x [1,3])
       "graph g(a: f32[2, 1, 8, 16], b: f32[1, 3, 16, 4]) -> (y: f32[2, 3, 8, 4]) {\n  y = matmul(a, b)\n}\n",
       // a 1-D operand

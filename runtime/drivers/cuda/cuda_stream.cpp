@@ -21,8 +21,9 @@
 // plan per (kernel, batch, m, n, k, pointer alignments): the matmul descriptor, the three
 // layouts and the algorithm chosen once by cublasLtMatmulAlgoGetHeuristic. Row-major products
 // use the transpose identity C^T = B^T A^T: cuBLASLt's column-major A is our B ([k, n]
-// row-major is [n, k] column-major, ld n), its B is our A, its D is our C (ld n), and the bias
-// (length n) is added per row of its D, i.e. per column of ours. A batch with a shared B and a
+// row-major is [n, k] column-major, ld n), its B is our A, its D is our output (ld n), its C
+// the residual (laid out as D, beta 1) or D itself (beta 0), and the bias (length n) is added
+// per row of its D, i.e. per column of ours. A batch with a shared B and a
 // batched A is one product of (batch * m) rows; otherwise a strided batch with stride 0 for a
 // shared operand.
 //
@@ -59,10 +60,10 @@ uint32_t pointer_alignment(CUdeviceptr p) {
 struct GemmKey {
   uint32_t kernel = 0;
   int64_t batch = 1, m = 0, n = 0, k = 0;
-  uint32_t align_a = 0, align_b = 0, align_d = 0, align_bias = 0;
+  uint32_t align_a = 0, align_b = 0, align_c = 0, align_d = 0, align_bias = 0;
   bool operator<(const GemmKey& o) const {
-    return std::tie(kernel, batch, m, n, k, align_a, align_b, align_d, align_bias) <
-           std::tie(o.kernel, o.batch, o.m, o.n, o.k, o.align_a, o.align_b, o.align_d, o.align_bias);
+    return std::tie(kernel, batch, m, n, k, align_a, align_b, align_c, align_d, align_bias) <
+           std::tie(o.kernel, o.batch, o.m, o.n, o.k, o.align_a, o.align_b, o.align_c, o.align_d, o.align_bias);
   }
 };
 
@@ -72,6 +73,7 @@ struct GemmPlan {
   bool usable = false;
   std::string why_not;
   bool has_bias = false;
+  float alpha = 1.0f, beta = 0.0f;  // beta 1: a residual is added (cuBLASLt's C operand)
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_d = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -86,9 +88,10 @@ struct Op {
   CUfunction function = nullptr;
   unsigned grid = 1, block = 1;
   std::vector<uint64_t> params;  // each parameter's 8 bytes: a device pointer or a long long
-  // kGemm (pointers in cuBLASLt's operand order: its A is our b, its B is our a)
+  // kGemm (pointers in cuBLASLt's operand order: its A is our b, its B is our a; its C is the
+  // residual, or D when there is none)
   GemmPlan* gemm = nullptr;
-  CUdeviceptr lt_a = 0, lt_b = 0, lt_d = 0, bias = 0;
+  CUdeviceptr lt_a = 0, lt_b = 0, lt_c = 0, lt_d = 0, bias = 0;
   // kConv
   const CudnnConvPlan* conv = nullptr;
   ConvOperands conv_operands;
@@ -263,6 +266,8 @@ Status CudaStream::create_gemm_plan(const GemmKey& key, const artifact::GemmCall
   KILN_RETURN_IF_ERROR(check(lt.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_n, sizeof(op_n)), "TRANSA"));
   KILN_RETURN_IF_ERROR(check(lt.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)), "TRANSB"));
   plan.has_bias = call.bias_arg >= 0;
+  plan.alpha = call.alpha;
+  plan.beta = call.residual_arg >= 0 ? 1.0f : 0.0f;
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   switch (call.epilogue) {
     case artifact::GemmCall::Epilogue::kNone:
@@ -306,7 +311,7 @@ Status CudaStream::create_gemm_plan(const GemmKey& key, const artifact::GemmCall
   cublasStatus_t s = lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
   const std::pair<int, uint32_t> alignments[] = {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a},
                                                  {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
-                                                 {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d},
+                                                 {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c},
                                                  {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
   for (const auto& [attribute, bytes] : alignments)
     if (s == CUBLAS_STATUS_SUCCESS) s = lt.cublasLtMatmulPreferenceSetAttribute(pref, attribute, &bytes, sizeof(bytes));
@@ -450,11 +455,22 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
         KILN_ASSIGN_OR_RETURN(CUdeviceptr a, arg_pointer(call.a_arg, "a operand"));
         KILN_ASSIGN_OR_RETURN(CUdeviceptr b, arg_pointer(call.b_arg, "b operand"));
         KILN_ASSIGN_OR_RETURN(CUdeviceptr out, arg_pointer(call.out_arg, "output"));
-        CUdeviceptr bias = 0;
+        CUdeviceptr bias = 0, residual = out;
         if (call.bias_arg >= 0) {
           KILN_ASSIGN_OR_RETURN(bias, arg_pointer(call.bias_arg, "bias"));
         }
-        GemmKey key{launch.kernel, batch, m, n, k, pointer_alignment(b), pointer_alignment(a), pointer_alignment(out),
+        if (call.residual_arg >= 0) {
+          KILN_ASSIGN_OR_RETURN(residual, arg_pointer(call.residual_arg, "residual"));
+        }
+        GemmKey key{launch.kernel,
+                    batch,
+                    m,
+                    n,
+                    k,
+                    pointer_alignment(b),
+                    pointer_alignment(a),
+                    pointer_alignment(residual),
+                    pointer_alignment(out),
                     call.bias_arg >= 0 ? pointer_alignment(bias) : 0};
         KILN_ASSIGN_OR_RETURN(GemmPlan * plan, gemm_plan(key, call, bias));
         if (plan) {
@@ -465,6 +481,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
           op.gemm = plan;
           op.lt_a = b;
           op.lt_b = a;
+          op.lt_c = residual;
           op.lt_d = out;
           op.bias = bias;
           ops_.push_back(std::move(op));
@@ -553,10 +570,11 @@ Status CudaStream::enqueue(const Op& op) {
         if (s != CUBLAS_STATUS_SUCCESS)
           return internal_error("kernel '" + op.name + "': cuBLASLt bias pointer: " + cublas_status_name(s));
       }
-      const float alpha = 1.0f, beta = 0.0f;  // host pointer mode: read during the call
+      // Host pointer mode: alpha and beta are read during the call.
       auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(uintptr_t(p)); };
-      const cublasStatus_t s = lt_->cublasLtMatmul(lt_handle_, plan.desc, &alpha, ptr(op.lt_a), plan.lt_a, ptr(op.lt_b),
-                                                   plan.lt_b, &beta, ptr(op.lt_d), plan.lt_d, ptr(op.lt_d), plan.lt_d,
+      const cublasStatus_t s = lt_->cublasLtMatmul(lt_handle_, plan.desc, &plan.alpha, ptr(op.lt_a), plan.lt_a,
+                                                   ptr(op.lt_b), plan.lt_b, &plan.beta, ptr(op.lt_c), plan.lt_d,
+                                                   ptr(op.lt_d), plan.lt_d,
                                                    &plan.algo, ptr(workspace_->pointer()), kWorkspaceBytes, stream_);
       if (s != CUBLAS_STATUS_SUCCESS)
         return internal_error(device_.name() + ": kernel '" + op.name + "': cublasLtMatmul failed: " + cublas_status_name(s));
