@@ -66,6 +66,9 @@ Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args)
       "GEMM call", {{call.a_arg, "a"}, {call.b_arg, "b"}}, {{call.bias_arg, "bias"}, {call.residual_arg, "residual"}},
       call.out_arg, args));
   if (!std::isfinite(call.alpha)) return invalid_argument("GEMM call: alpha is not finite");
+  for (uint32_t index : call.epilogue_args)
+    if (index >= args.size())
+      return invalid_argument("GEMM call: epilogue argument " + std::to_string(index) + " is out of range");
   return check_call_dtype("GEMM call", call.dtype, call.allow_tf32);
 }
 

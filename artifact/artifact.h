@@ -79,8 +79,16 @@ struct GemmCall {
   bool b_batched = false;    // false: one b matrix (weights) is shared by every batch entry
   Epilogue epilogue = Epilogue::kNone;
   bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
+  // When the kernel's epilogue goes on past what the library fuses (exact gelu, a cast that
+  // keeps the size, ...): the library computes the pattern above into `out`, then the driver
+  // launches the kernel's function <entry_point><kGemmEpilogueSuffix>, which finishes the
+  // epilogue in place, with these parameters (indices into KernelBinary::args, in order) and
+  // this dispatch. Empty: the library's result is the kernel's.
+  std::vector<uint32_t> epilogue_args;
+  KernelDispatch epilogue_dispatch;
   bool operator==(const GemmCall&) const = default;
 };
+inline constexpr const char* kGemmEpilogueSuffix = "_epilogue";
 
 // A 2-D convolution kernel that a driver may run through a vendor DNN library (CUDA: cuDNN)
 // instead of its generated code, which stays in the artifact as the fallback. Codegen records it

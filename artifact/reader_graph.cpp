@@ -388,6 +388,15 @@ bool contains_bytes(const std::vector<uint8_t>& blob, const std::string& text) {
   return std::search(blob.begin(), blob.end(), searcher) != blob.end();
 }
 
+Result<KernelDispatch> read_dispatch(const fb::KernelDispatch& d, const std::string& where) {
+  KernelDispatch dispatch;
+  KILN_ASSIGN_OR_RETURN(dispatch.work_items, read_size_expr(d.work_items(), where + " dispatch"));
+  dispatch.items_per_group = d.items_per_group();
+  dispatch.workgroup_size = d.workgroup_size();
+  if (dispatch.items_per_group == 0 || dispatch.workgroup_size == 0) return bad(where + " has a zero dispatch size");
+  return dispatch;
+}
+
 Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg>& args, const std::string& where) {
   GemmCall call;
   call.a_arg = g.a_arg();
@@ -396,6 +405,11 @@ Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg
   call.bias_arg = g.bias_arg();
   call.residual_arg = g.residual_arg();
   call.alpha = g.alpha();
+  if (const auto* epilogue = g.epilogue_args()) {
+    call.epilogue_args.assign(epilogue->begin(), epilogue->end());
+    if (!g.epilogue_dispatch()) return bad(where + ": its GEMM call's epilogue has no dispatch");
+    KILN_ASSIGN_OR_RETURN(call.epilogue_dispatch, read_dispatch(*g.epilogue_dispatch(), where + " GEMM epilogue"));
+  }
   std::optional<ir::DType> dtype = from_fb(g.dtype());
   if (!dtype) return bad(where + ": its GEMM call has an unknown dtype code " + std::to_string(int(g.dtype())));
   call.dtype = *dtype;
@@ -531,11 +545,15 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         }
       }
       if (const fb::KernelDispatch* d = k->dispatch()) {
-        KILN_ASSIGN_OR_RETURN(binary.dispatch.work_items, read_size_expr(d->work_items(), where + " dispatch"));
-        binary.dispatch.items_per_group = d->items_per_group();
-        binary.dispatch.workgroup_size = d->workgroup_size();
-        if (binary.dispatch.items_per_group == 0 || binary.dispatch.workgroup_size == 0)
-          return bad(where + " has a zero dispatch size");
+        KILN_ASSIGN_OR_RETURN(binary.dispatch, read_dispatch(*d, where));
+      }
+      if (const fb::GemmCall* g = k->gemm()) {
+        KILN_ASSIGN_OR_RETURN(GemmCall call, convert_gemm(*g, binary.args, where));
+        binary.gemm = call;
+      }
+      if (const fb::ConvCall* c = k->conv()) {
+        KILN_ASSIGN_OR_RETURN(ConvCall call, convert_conv(*c, binary.args, where));
+        binary.conv = call;
       }
       std::vector<std::string> features = binary.required_features;
       std::sort(features.begin(), features.end());
@@ -551,20 +569,19 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         if (binary.entry_point.empty()) return bad(where + " is a function of a shared module but names no entry point");
         // The name must be in every format of its module (PTX text, the cubin's symbol strings):
         // a damaged name would otherwise reach the driver's loader as a missing function.
+        const std::string epilogue_entry =
+            binary.gemm && !binary.gemm->epilogue_args.empty() ? binary.entry_point + kGemmEpilogueSuffix : "";
+        for (const ModuleBinary& m : converted.modules)
+          if (m.target == target && m.id == binary.module_id && !epilogue_entry.empty() &&
+              !contains_bytes(m.blob, epilogue_entry))
+            return bad(where + ": its GEMM epilogue function '" + epilogue_entry + "' is not in the '" + m.format +
+                       "' module");
         for (const ModuleBinary& m : converted.modules)
           if (m.target == target && m.id == binary.module_id && !contains_bytes(m.blob, binary.entry_point))
             return bad(where + ": its entry point '" + binary.entry_point + "' is not in the '" + m.format + "' module");
       }
       if (binary.format == "opencl-c" && !contains_bytes(binary.blob, binary.entry_point))
         return bad(where + ": its entry point '" + binary.entry_point + "' is not in its OpenCL C source");
-      if (const fb::GemmCall* g = k->gemm()) {
-        KILN_ASSIGN_OR_RETURN(GemmCall call, convert_gemm(*g, binary.args, where));
-        binary.gemm = call;
-      }
-      if (const fb::ConvCall* c = k->conv()) {
-        KILN_ASSIGN_OR_RETURN(ConvCall call, convert_conv(*c, binary.args, where));
-        binary.conv = call;
-      }
       out.push_back(std::move(binary));
     }
   }

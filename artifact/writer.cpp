@@ -68,6 +68,7 @@ class Writer {
                                              const std::vector<ModuleBinary>& modules);
   Offset<fb::GemmCall> gemm_call(const GemmCall& call);
   Offset<fb::ConvCall> conv_call(const ConvCall& call);
+  Offset<fb::KernelDispatch> dispatch(const KernelDispatch& d);
 
   FlatBufferBuilder fbb_;
 };
@@ -252,11 +253,22 @@ Offset<fb::Plan> Writer::plan(const ir::ExecutionPlan& p) {
   return fb::CreatePlan(fbb_, launches_vec, buffers_vec, arena, p.alignment, slots_vec);
 }
 
+Offset<fb::KernelDispatch> Writer::dispatch(const KernelDispatch& d) {
+  auto work_items = size_expr(d.work_items);
+  return fb::CreateKernelDispatch(fbb_, work_items, d.items_per_group, d.workgroup_size);
+}
+
 Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
   auto batch = size_expr(call.batch);
   auto m = size_expr(call.m);
   auto n = size_expr(call.n);
   auto k = size_expr(call.k);
+  Offset<Vector<uint32_t>> epilogue_args;
+  Offset<fb::KernelDispatch> epilogue_dispatch;
+  if (!call.epilogue_args.empty()) {
+    epilogue_args = fbb_.CreateVector(call.epilogue_args);
+    epilogue_dispatch = dispatch(call.epilogue_dispatch);
+  }
   fb::GemmEpilogue epilogue = fb::GemmEpilogue::Identity;
   switch (call.epilogue) {
     case GemmCall::Epilogue::kNone: epilogue = fb::GemmEpilogue::Identity; break;
@@ -265,7 +277,8 @@ Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
   }
   return fb::CreateGemmCall(fbb_, call.a_arg, call.b_arg, call.out_arg, call.bias_arg,
                             detail::to_fb(call.dtype), batch, m, n, k, call.a_batched, call.b_batched,
-                            epilogue, call.allow_tf32, call.residual_arg, call.alpha);
+                            epilogue, call.allow_tf32, call.residual_arg, call.alpha, epilogue_args,
+                            epilogue_dispatch);
 }
 
 Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
@@ -320,13 +333,11 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
                                          arg.value, symbol));
     }
     auto args_vec = fbb_.CreateVector(args);
-    auto work_items = size_expr(k.dispatch.work_items);
-    auto dispatch = fb::CreateKernelDispatch(fbb_, work_items, k.dispatch.items_per_group,
-                                             k.dispatch.workgroup_size);
+    auto kernel_dispatch = dispatch(k.dispatch);
     Offset<fb::GemmCall> gemm = k.gemm ? gemm_call(*k.gemm) : Offset<fb::GemmCall>();
     Offset<fb::ConvCall> conv = k.conv ? conv_call(*k.conv) : Offset<fb::ConvCall>();
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
-                                                         blob, features_vec, args_vec, dispatch,
+                                                         blob, features_vec, args_vec, kernel_dispatch,
                                                          blob_checksum(k.blob), gemm, k.module_id, conv));
   }
   for (const ModuleBinary& m : modules)

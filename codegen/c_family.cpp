@@ -425,13 +425,15 @@ Result<RenderedKernel> Emitter::render() {
   } else if (cuda()) {
     // No prelude here: the CUDA target puts cuda_program_prelude() once atop the program.
     // Every buffer is __restrict__: the plan never lets a kernel's output overlap another of
-    // its buffer arguments (outputs are placed before the launch's inputs are freed).
+    // its buffer arguments (outputs are placed before the launch's inputs are freed), except in
+    // an in-place kernel (KernelModel::in_place).
     src = header + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(wg) + ") " +
           m_.entry_point + "(";
     std::string params;
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       params += std::string(params.empty() ? "" : ", ") + (m_.buffers[b].written ? "" : "const ") +
-                cuda_storage_type(m_.buffers[b].dtype) + "* __restrict__ b" + std::to_string(b);
+                cuda_storage_type(m_.buffers[b].dtype) + (m_.in_place ? "* b" : "* __restrict__ b") +
+                std::to_string(b);
     }
     for (const std::string& s : m_.symbols)
       params += std::string(params.empty() ? "" : ", ") + "long long " + sanitize_identifier(s);

@@ -55,6 +55,9 @@ struct KernelModel {
   ir::Shape space;
   std::vector<bool> reduced_axes;    // kRowReduce: which axes of `space` one row spans
   artifact::KernelDispatch dispatch;
+  // The first buffer is the written one's memory, read then overwritten element by element (a
+  // GEMM epilogue kernel, codegen/cuda/gemm_call.h): the buffers are not declared restrict.
+  bool in_place = false;
 
   // Position of `value` among the buffers, or -1 when the kernel computes it in registers.
   int buffer_index(ir::NodeId value) const;

@@ -189,6 +189,11 @@ class CudaTarget final : public Target {
 
   Result<std::vector<KernelSource>> render(const KernelModel& model, const TargetOptions&) const override {
     KILN_ASSIGN_OR_RETURN(RenderedKernel rendered, render_c_family(model, Dialect::kCuda));
+    // A matmul that cuBLASLt runs only in part: its epilogue kernel lives in the same source.
+    if (std::unique_ptr<GemmEpilogueKernel> epilogue = gemm_epilogue_kernel(model)) {
+      KILN_ASSIGN_OR_RETURN(RenderedKernel rest, render_c_family(epilogue->model, Dialect::kCuda));
+      rendered.source += "\n" + rest.source;
+    }
     std::vector<KernelSource> out;
     out.push_back({"", std::move(rendered.source), std::move(rendered.required_features)});
     return out;

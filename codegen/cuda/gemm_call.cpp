@@ -7,6 +7,9 @@
 #include "codegen/cuda/gemm_call.h"
 
 #include <cmath>
+#include <set>
+
+#include "codegen/c_family.h"
 
 namespace kiln::codegen {
 namespace {
@@ -23,9 +26,15 @@ bool all_ones(const ir::Shape& shape) {
 
 ir::SizeExpr size_of(const ir::Dim& d) { return ir::SizeExpr::of_shape({d}, 1); }
 
-}  // namespace
+// What the library computes of a matmul kernel: the call (without out_arg and the epilogue
+// kernel), the last node it covers, and the epilogue nodes after it.
+struct GemmPrefix {
+  artifact::GemmCall call;
+  NodeId last = ir::kNoNode;
+  std::vector<NodeId> rest;
+};
 
-std::optional<artifact::GemmCall> match_gemm_call(const KernelModel& model, bool allow_tf32) {
+std::optional<GemmPrefix> gemm_prefix(const KernelModel& model, bool allow_tf32) {
   if (model.kind != KernelTemplate::kMatMul || model.anchor == ir::kNoNode) return std::nullopt;
   if (!model.prologue.empty()) return std::nullopt;
   const Node& mm = model.node(model.anchor);
@@ -90,50 +99,142 @@ std::optional<artifact::GemmCall> match_gemm_call(const KernelModel& model, bool
       }
     }
   }
+  // Adds and the activation: the chain stops at the first node the library cannot take; the
+  // rest is the epilogue kernel's (gemm_epilogue_kernel).
   while (i < epi.size() && model.node(epi[i]).op == OpKind::kAdd) {
     const Node& add = model.node(epi[i]);
-    if (add.inputs.size() != 2 || add.type.dtype != dtype || !(add.type.shape == os)) return std::nullopt;
+    if (add.inputs.size() != 2 || add.type.dtype != dtype || !(add.type.shape == os)) break;
     const NodeId other = other_operand(add);
-    if (other == ir::kNoNode || other == prev) return std::nullopt;
+    if (other == ir::kNoNode || other == prev) break;
     const Node& operand = model.node(other);
     const ir::Shape& shape = operand.type.shape;
     const int index = model.buffer_index(other);
-    if (operand.type.dtype != dtype || index < 0) return std::nullopt;
+    if (operand.type.dtype != dtype || index < 0) break;
     if (shape == os && call.residual_arg < 0) {
       call.residual_arg = index;
     } else if (call.bias_arg < 0 && !shape.empty() && shape.back() == os.back() &&
                all_ones(ir::Shape(shape.begin(), shape.end() - 1))) {
       call.bias_arg = index;
     } else {
-      return std::nullopt;
+      break;
     }
     prev = epi[i++];
   }
   if (i < epi.size()) {
     const Node& act = model.node(epi[i]);
-    if (act.inputs.size() != 1 || act.inputs[0] != prev || act.type.dtype != dtype) return std::nullopt;
-    if (act.op == OpKind::kRelu) {
-      call.epilogue = artifact::GemmCall::Epilogue::kRelu;
-    } else if (act.op == OpKind::kGelu && std::get_if<ir::GeluAttrs>(&act.attrs) &&
-               std::get<ir::GeluAttrs>(act.attrs).tanh_approximation) {
-      call.epilogue = artifact::GemmCall::Epilogue::kGeluTanh;
-    } else {
-      return std::nullopt;
+    if (act.inputs.size() == 1 && act.inputs[0] == prev && act.type.dtype == dtype) {
+      if (act.op == OpKind::kRelu) {
+        call.epilogue = artifact::GemmCall::Epilogue::kRelu;
+        prev = epi[i++];
+      } else if (act.op == OpKind::kGelu && std::get_if<ir::GeluAttrs>(&act.attrs) &&
+                 std::get<ir::GeluAttrs>(act.attrs).tanh_approximation) {
+        call.epilogue = artifact::GemmCall::Epilogue::kGeluTanh;
+        prev = epi[i++];
+      }
     }
-    prev = epi[i++];
   }
-  if (i != epi.size()) return std::nullopt;
+  return GemmPrefix{call, prev, std::vector<NodeId>(epi.begin() + long(i), epi.end())};
+}
 
-  // Exactly one written buffer: the chain's last value.
+// The written buffer of `model`, when there is exactly one and it holds `value`; else -1.
+int only_output(const KernelModel& model, NodeId value) {
   int out_index = -1;
   for (size_t buf = 0; buf < model.buffers.size(); ++buf) {
     if (!model.buffers[buf].written) continue;
-    if (out_index >= 0 || model.buffers[buf].value != prev) return std::nullopt;
+    if (out_index >= 0 || model.buffers[buf].value != value) return -1;
     out_index = int(buf);
   }
-  if (out_index < 0 || model.buffers[size_t(out_index)].dtype != dtype) return std::nullopt;
-  call.out_arg = uint32_t(out_index);
+  return out_index;
+}
+
+// The epilogue kernel's model for `prefix` (see gemm_call.h), with, per parameter, the index of
+// the main kernel's arg it takes; nullopt when the rest cannot run in place after the library.
+std::unique_ptr<GemmEpilogueKernel> epilogue_kernel(const KernelModel& model, const GemmPrefix& prefix) {
+  if (prefix.rest.empty()) return nullptr;
+  const Node& mm = model.node(model.anchor);
+  const ir::Shape& os = mm.type.shape;
+  const NodeId final_value = prefix.rest.back();
+  const int out_index = only_output(model, final_value);
+  // The library writes `last` (dtype and shape of the product) where the output goes.
+  if (out_index < 0 || model.buffers[size_t(out_index)].dtype != mm.type.dtype ||
+      !(model.node(final_value).type.shape == os))
+    return nullptr;
+  auto e = std::make_unique<GemmEpilogueKernel>();
+  e->kernel.name = model.kernel->name + artifact::kGemmEpilogueSuffix;
+  e->kernel.kind = ir::KernelKind::kElementwise;
+  e->kernel.nodes = prefix.rest;
+  KernelModel& m = e->model;
+  m.graph = model.graph;
+  m.kernel = &e->kernel;
+  m.plan = model.plan;
+  m.kernel_index = model.kernel_index;
+  m.entry_point = model.entry_point + artifact::kGemmEpilogueSuffix;
+  m.kind = KernelTemplate::kPointwise;
+  m.in_place = true;
+  m.space = os;
+  m.prologue = prefix.rest;
+  // Buffers: the library's result (in the output's memory), what the rest reads from memory, the
+  // output. A rest node reading a value the library computed but did not write (the bare
+  // product before its bias) cannot run here.
+  auto add = [&](NodeId value, bool written, int source) {
+    const ir::TensorType& type = model.node(value).type;
+    m.buffers.push_back({value, type.dtype, type.shape, written});
+    artifact::KernelArg arg = model.args[size_t(source)];
+    m.args.push_back(arg);
+    e->args.push_back(uint32_t(source));
+  };
+  add(prefix.last, false, out_index);
+  e->kernel.inputs.push_back(prefix.last);
+  std::set<NodeId> available(prefix.rest.begin(), prefix.rest.end());
+  available.insert(prefix.last);
+  for (NodeId n : prefix.rest) {
+    for (NodeId in : model.node(n).inputs) {
+      if (available.count(in)) continue;
+      const int index = model.buffer_index(in);
+      if (index < 0 || model.buffers[size_t(index)].written) return nullptr;
+      add(in, false, index);
+      e->kernel.inputs.push_back(in);
+      available.insert(in);
+    }
+  }
+  add(final_value, true, out_index);
+  e->kernel.outputs.push_back(final_value);
+  m.symbols = model.symbols;
+  for (size_t s = 0; s < model.symbols.size(); ++s) {
+    const size_t source = model.buffers.size() + s;
+    m.args.push_back(model.args[source]);
+    e->args.push_back(uint32_t(source));
+  }
+  m.dispatch.work_items = ir::SizeExpr::of_shape(os, 1);
+  m.dispatch.items_per_group = kPointwiseGroupSize;
+  m.dispatch.workgroup_size = kPointwiseGroupSize;
+  return e;
+}
+
+}  // namespace
+
+std::unique_ptr<GemmEpilogueKernel> gemm_epilogue_kernel(const KernelModel& model) {
+  std::optional<GemmPrefix> prefix = gemm_prefix(model, false);
+  return prefix ? epilogue_kernel(model, *prefix) : nullptr;
+}
+
+std::optional<artifact::GemmCall> match_gemm_call(const KernelModel& model, bool allow_tf32) {
+  std::optional<GemmPrefix> prefix = gemm_prefix(model, allow_tf32);
+  if (!prefix) return std::nullopt;
+  artifact::GemmCall call = prefix->call;
+  if (prefix->rest.empty()) {
+    const int out_index = only_output(model, prefix->last);
+    if (out_index < 0 || model.buffers[size_t(out_index)].dtype != call.dtype) return std::nullopt;
+    call.out_arg = uint32_t(out_index);
+    return call;
+  }
+  std::unique_ptr<GemmEpilogueKernel> e = epilogue_kernel(model, *prefix);
+  if (!e) return std::nullopt;
+  call.out_arg = e->args.front();
+  call.epilogue_args = e->args;
+  call.epilogue_dispatch = cuda_dispatch(e->model);
   return call;
 }
+
 
 }  // namespace kiln::codegen

@@ -34,6 +34,8 @@ CASES = [
     ("matmul_epilogue", "tests/backends/patterns/matmul_epilogue.graph", ["N=19"], ["N=40"], "cuBLASLt", None),
     ("norms", "tests/backends/patterns/norms.graph", None, None, None, None),
     ("matmul_16bit", "tests/backends/patterns/matmul_16bit.graph", None, None, "cuBLASLt", None),
+    ("matmul_library_epilogue", "tests/backends/patterns/matmul_library_epilogue.graph", ["N=37"], ["N=5"],
+     "cuBLASLt", None),
     ("conv_implicit_gemm", "tests/backends/patterns/conv_implicit_gemm.graph", None, None, "cuDNN", None),
     ("conv_pool", "tests/backends/patterns/conv_pool.graph", None, None, "cuDNN", None),
 ]

@@ -137,6 +137,10 @@ artifact::WriteOptions module_options() {
   gemm.b_batched = false;
   gemm.epilogue = artifact::GemmCall::Epilogue::kGeluTanh;
   gemm.allow_tf32 = true;
+  gemm.epilogue_args = {3, 2, 3, 4};  // an epilogue function finishing in place (artifact.h)
+  gemm.epilogue_dispatch.work_items = ir::SizeExpr::symbol("N") * 4;
+  gemm.epilogue_dispatch.items_per_group = 256;
+  gemm.epilogue_dispatch.workgroup_size = 256;
   k0.gemm = gemm;
   artifact::KernelBinary k1{"cuda", "reduce_sum_1", 1, "module", "k_reduce_sum_1", {}, {},
                             {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}}, {}};
@@ -161,9 +165,11 @@ artifact::WriteOptions module_options() {
   k1.conv = conv;
   // Every module holds every entry point's name (the reader checks that).
   const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n"
+                          ".visible .entry k_fused_add_mul_relu_0_epilogue()\n{ ret; }\n"
                           ".visible .entry k_reduce_sum_1()\n{ ret; }\n";
   std::vector<uint8_t> cubin(300, 0x5a);
-  const std::string symbols = std::string("k_fused_add_mul_relu_0") + '\0' + "k_reduce_sum_1";
+  const std::string symbols =
+      std::string("k_fused_add_mul_relu_0") + '\0' + "k_fused_add_mul_relu_0_epilogue" + '\0' + "k_reduce_sum_1";
   std::copy(symbols.begin(), symbols.end(), cubin.begin() + 100);
   options.kernels = {k0, k1};
   options.modules = {{"cuda", "ptx", std::vector<uint8_t>(ptx.begin(), ptx.end())}, {"cuda", "cubin:sm_80", cubin}};
@@ -240,6 +246,9 @@ TEST_CASE("artifact modules: the writer refuses inconsistent modules, GEMM and c
   o.kernels[0].gemm->dtype = ir::DType::kF16;  // allow_tf32 is f32 only
   refused(o, "allow_tf32");
   o = module_options();
+  o.kernels[0].gemm->epilogue_args.push_back(9);
+  refused(o, "epilogue argument 9 is out of range");
+  o = module_options();
   o.kernels[1].conv->residual_arg = 1;
   refused(o, "conv call: its output is also one of its operands");
   o = module_options();
@@ -277,6 +286,14 @@ TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear e
   bytes = original;
   REQUIRE(patch(bytes, "k_reduce_sum_1", "k_reduce_sum_7"));  // the kernel's entry_point string
   rejected(bytes, "is not in the 'ptx' module");
+  // A GEMM call with an epilogue function that the modules lack.
+  artifact::WriteOptions no_epilogue = module_options();
+  no_epilogue.modules.resize(1);
+  const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n"
+                          ".visible .entry k_reduce_sum_1()\n{ ret; }\n";
+  no_epilogue.modules[0].blob.assign(ptx.begin(), ptx.end());
+  rejected(write_or_fail(model.graph, model.plan, no_epilogue),
+           "its GEMM epilogue function 'k_fused_add_mul_relu_0_epilogue' is not in the 'ptx' module");
 
   // Every truncation and random flips: an error or a valid artifact, never a crash.
   for (size_t k = 0; k < 64; ++k) {

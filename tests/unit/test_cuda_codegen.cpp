@@ -146,14 +146,12 @@ TEST_CASE("gemm call: a constant scale (alpha) and a residual (cuBLASLt's C) joi
   }
 }
 
-TEST_CASE("gemm call: anything more or other than the pattern is not a GEMM call") {
+TEST_CASE("gemm call: an epilogue the library lacks runs in an epilogue kernel after it") {
   const char* graphs[] = {
-      // integer matmul
-      "graph g(a: i32[8, 16], b: i32[16, 4]) -> (y: i32[8, 4]) {\n  y = matmul(a, b)\n}\n",
       // an epilogue op cuBLASLt has no epilogue for
       "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = tanh(matmul(a, b))\n}\n",
-      // exact (erf) gelu
-      "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = gelu(matmul(a, b))\n}\n",
+      // exact (erf) gelu after the bias: BERT's feed-forward
+      "graph g(a: f16[N, 16], b: f16[16, 4], c: f16[4]) -> (y: f16[N, 4]) {\n  y = gelu(add(matmul(a, b), c))\n}\n",
       // a bias broadcast over columns, not rows
       "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[8, 1]) -> (y: f32[8, 4]) {\n  y = add(matmul(a, b), c)\n}\n",
       // relu before the bias
@@ -162,21 +160,54 @@ TEST_CASE("gemm call: anything more or other than the pattern is not a GEMM call
       "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n  y = mul(add(matmul(a, b), c), const f32[] 2.0)\n}\n",
       // a scale that is not a constant
       "graph g(a: f32[8, 16], b: f32[16, 4], s: f32[]) -> (y: f32[8, 4]) {\n  y = mul(matmul(a, b), s)\n}\n",
-      // a constant divided by the product
-      "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = div(const f32[] 2.0, matmul(a, b))\n}\n",
       // two residuals
       "graph g(a: f32[8, 16], b: f32[16, 4], r: f32[8, 4], t: f32[8, 4]) -> (y: f32[8, 4]) {\n  y = add(add(matmul(a, b), r), t)\n}\n",
+  };
+  for (const char* text : graphs) {
+    INFO(text);
+    Compiled c = compile(text);
+    codegen::KernelModel m = matmul_model(c);
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(m, true);
+    REQUIRE(call.has_value());
+    CHECK(artifact::check_gemm_call(*call, m.args).is_ok());
+    REQUIRE(call->epilogue_args.size() >= 2);
+    // The epilogue kernel reads the library's result from the output and writes the output.
+    CHECK(call->epilogue_args.front() == call->out_arg);
+    CHECK(m.args[call->out_arg].value == c.graph.find("y"));
+    std::unique_ptr<codegen::GemmEpilogueKernel> e = codegen::gemm_epilogue_kernel(m);
+    REQUIRE(e);
+    CHECK(e->args == call->epilogue_args);
+    CHECK(e->model.entry_point == m.entry_point + artifact::kGemmEpilogueSuffix);
+    CHECK(e->model.in_place);
+    Result<codegen::RenderedKernel> r = codegen::render_c_family(e->model, codegen::Dialect::kCuda);
+    REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+    CHECK(has(r->source, e->model.entry_point + "("));
+  }
+  // The library covers the whole kernel: no epilogue kernel.
+  Compiled c = compile("graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n  y = relu(add(matmul(a, b), c))\n}\n");
+  CHECK(codegen::match_gemm_call(matmul_model(c), false)->epilogue_args.empty());
+  CHECK_FALSE(codegen::gemm_epilogue_kernel(matmul_model(c)));
+}
+
+TEST_CASE("gemm call: anything other than the pattern is not a GEMM call") {
+  const char* graphs[] = {
+      // integer matmul
+      "graph g(a: i32[8, 16], b: i32[16, 4]) -> (y: i32[8, 4]) {\n  y = matmul(a, b)\n}\n",
       // a partial batch broadcast ([2,1] x [1,3])
       "graph g(a: f32[2, 1, 8, 16], b: f32[1, 3, 16, 4]) -> (y: f32[2, 3, 8, 4]) {\n  y = matmul(a, b)\n}\n",
       // a 1-D operand
       "graph g(a: f32[16], b: f32[16, 4]) -> (y: f32[4]) {\n  y = matmul(a, b)\n}\n",
-      // a cast in the epilogue changes the dtype
+      // a cast in the epilogue changes the dtype (the library's result would not fit the output)
       "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f16[8, 4]) {\n  y = cast(matmul(a, b), to=f16)\n}\n",
+      // the epilogue reads the bare product after the library added a bias to it
+      "graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n"
+      "  p = matmul(a, b)\n  y = mul(add(p, c), p)\n}\n",
   };
   for (const char* text : graphs) {
     INFO(text);
     Compiled c = compile(text);
     CHECK_FALSE(codegen::match_gemm_call(matmul_model(c), true).has_value());
+    CHECK_FALSE(codegen::gemm_epilogue_kernel(matmul_model(c)));
   }
   // Not a matmul kernel at all.
   Compiled c = compile("graph g(a: f32[8, 16]) -> (y: f32[8, 16]) {\n  y = exp(a)\n}\n");

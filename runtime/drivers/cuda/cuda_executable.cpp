@@ -153,32 +153,42 @@ Status CudaProgram::load_module(uint32_t id, LoadedModule& loaded) {
   return Status::ok();
 }
 
-Status CudaProgram::load_functions() {
+Status CudaProgram::load_function(const artifact::KernelBinary& binary, const std::string& entry, uint32_t block,
+                                  CUfunction& function, uint64_t& max_blocks) {
   const CudaApi& api = device_.api();
   const DeviceRecord& record = device_.record();
+  const LoadedModule& loaded = modules_.at(binary.module_id);
+  CUresult r = api.cuModuleGetFunction(&function, loaded.module, entry.c_str());
+  if (r != CUDA_SUCCESS)
+    return Status(ErrorCode::kCorrupt, "CUDA kernel '" + binary.kernel_name + "': module " +
+                                           std::to_string(binary.module_id) + " (" + loaded.format +
+                                           ") has no function '" + entry + "': " + cu_error_name(r));
+  int max_threads = 0;
+  r = api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function);
+  if (r != CUDA_SUCCESS) max_threads = record.max_threads_per_block;
+  if (block == 0 || int64_t(block) > int64_t(max_threads))
+    return unsupported("CUDA kernel '" + binary.kernel_name + "' needs blocks of " + std::to_string(block) +
+                       " threads, but " + device_.name() + " allows at most " + std::to_string(max_threads) +
+                       " for it");
+  int per_sm = 0;
+  r = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function, int(block), 0);
+  if (r != CUDA_SUCCESS) return cu_status(r, "CUDA kernel '" + binary.kernel_name + "': cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (per_sm <= 0)
+    return unsupported("CUDA kernel '" + binary.kernel_name + "' cannot run blocks of " + std::to_string(block) +
+                       " threads on " + device_.name() + " (its occupancy is zero)");
+  max_blocks = std::min<uint64_t>(uint64_t(per_sm) * uint64_t(record.sm_count), uint64_t(record.max_grid_x));
+  return Status::ok();
+}
+
+Status CudaProgram::load_functions() {
   for (auto& [index, kernel] : kernels_) {
     const artifact::KernelBinary& binary = *kernel.binary;
-    const LoadedModule& loaded = modules_.at(binary.module_id);
-    CUresult r = api.cuModuleGetFunction(&kernel.function, loaded.module, binary.entry_point.c_str());
-    if (r != CUDA_SUCCESS)
-      return Status(ErrorCode::kCorrupt, "CUDA kernel '" + binary.kernel_name + "': module " +
-                                             std::to_string(binary.module_id) + " (" + loaded.format +
-                                             ") has no function '" + binary.entry_point + "': " + cu_error_name(r));
-    int max_threads = 0;
-    r = api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function);
-    if (r != CUDA_SUCCESS) max_threads = record.max_threads_per_block;
-    const uint32_t block = binary.dispatch.workgroup_size;
-    if (block == 0 || int64_t(block) > int64_t(max_threads))
-      return unsupported("CUDA kernel '" + binary.kernel_name + "' needs blocks of " + std::to_string(block) +
-                         " threads, but " + device_.name() + " allows at most " + std::to_string(max_threads) +
-                         " for it");
-    int per_sm = 0;
-    r = api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel.function, int(block), 0);
-    if (r != CUDA_SUCCESS) return cu_status(r, "CUDA kernel '" + binary.kernel_name + "': cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    if (per_sm <= 0)
-      return unsupported("CUDA kernel '" + binary.kernel_name + "' cannot run blocks of " + std::to_string(block) +
-                         " threads on " + device_.name() + " (its occupancy is zero)");
-    kernel.max_blocks = std::min<uint64_t>(uint64_t(per_sm) * uint64_t(record.sm_count), uint64_t(record.max_grid_x));
+    KILN_RETURN_IF_ERROR(
+        load_function(binary, binary.entry_point, binary.dispatch.workgroup_size, kernel.function, kernel.max_blocks));
+    if (binary.gemm && !binary.gemm->epilogue_args.empty())
+      KILN_RETURN_IF_ERROR(load_function(binary, binary.entry_point + artifact::kGemmEpilogueSuffix,
+                                         binary.gemm->epilogue_dispatch.workgroup_size, kernel.epilogue_function,
+                                         kernel.epilogue_max_blocks));
   }
   return Status::ok();
 }

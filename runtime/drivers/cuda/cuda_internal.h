@@ -161,6 +161,9 @@ struct LoadedKernel {
   // At most this many blocks are launched: SMs x resident blocks per SM for the kernel's block
   // size (one full wave; kernels are grid-stride), and the device's grid limit.
   uint64_t max_blocks = 1;
+  // A GEMM call's epilogue function (<entry_point>_epilogue), when its call has one.
+  CUfunction epilogue_function = nullptr;
+  uint64_t epilogue_max_blocks = 1;
 };
 
 // The artifact's CUDA modules loaded on one device (each from the cubin for the device's
@@ -188,6 +191,9 @@ class CudaProgram {
   Status load_modules();
   Status load_module(uint32_t id, LoadedModule& loaded);
   Status load_functions();
+  // Looks up `entry` in the module of `binary` and sizes its grid for `block` threads.
+  Status load_function(const artifact::KernelBinary& binary, const std::string& entry, uint32_t block,
+                       CUfunction& function, uint64_t& max_blocks);
   Status upload_constants();
 
   CudaDevice& device_;

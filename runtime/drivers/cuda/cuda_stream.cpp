@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <tuple>
 
@@ -399,6 +400,41 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
                        " is not one of its buffer args");
       return resolve(program, args, bindings, binary.args[size_t(arg_index)].value);
     };
+    // A launch of `function` with the kernel's args at `arg_indices`, sized by `dispatch`.
+    auto kernel_op = [&](CUfunction function, uint64_t max_blocks, const std::vector<uint32_t>& arg_indices,
+                         const artifact::KernelDispatch& dispatch) -> Result<Op> {
+      Op op;
+      op.kind = Op::Kind::kKernel;
+      op.kernel_index = launch.kernel;
+      op.name = binary.kernel_name;
+      op.function = function;
+      op.params.reserve(arg_indices.size());
+      for (uint32_t index : arg_indices) {
+        if (index >= binary.args.size()) return corrupt("CUDA kernel '" + binary.kernel_name + "': argument out of range");
+        const artifact::KernelArg& arg = binary.args[index];
+        if (arg.kind == artifact::KernelArg::Kind::kSymbol) {
+          auto found = bindings.find(arg.symbol);
+          if (found == bindings.end())
+            return invalid_argument("CUDA kernel '" + binary.kernel_name + "' takes the size of symbol '" + arg.symbol +
+                                    "', which the inputs do not bind");
+          const long long value = found->second;
+          uint64_t bits = 0;
+          std::memcpy(&bits, &value, sizeof(bits));
+          op.params.push_back(bits);
+        } else {
+          KILN_ASSIGN_OR_RETURN(CUdeviceptr p, resolve(program, args, bindings, arg.value));
+          op.params.push_back(p);
+        }
+      }
+      KILN_ASSIGN_OR_RETURN(int64_t work_items, dispatch.work_items.evaluate(bindings));
+      const uint64_t per_block = std::max<uint32_t>(dispatch.items_per_group, 1);
+      const uint64_t needed = (uint64_t(std::max<int64_t>(work_items, 0)) + per_block - 1) / per_block;
+      op.grid = unsigned(std::clamp<uint64_t>(needed, 1, max_blocks));
+      op.block = dispatch.workgroup_size;
+      return op;
+    };
+    std::vector<uint32_t> all_args(binary.args.size());
+    std::iota(all_args.begin(), all_args.end(), 0u);
 
     std::string library_not_used;  // why an eligible library did not run this kernel
     if (binary.conv) {
@@ -486,38 +522,19 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
           op.bias = bias;
           ops_.push_back(std::move(op));
           op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, " (cuBLASLt)"));
+          if (!call.epilogue_args.empty()) {  // the rest of the epilogue, in place
+            KILN_ASSIGN_OR_RETURN(Op rest, kernel_op(kernel->epilogue_function, kernel->epilogue_max_blocks,
+                                                     call.epilogue_args, call.epilogue_dispatch));
+            ops_.push_back(std::move(rest));
+            op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, " (epilogue after cuBLASLt)"));
+          }
           continue;
         }
         library_not_used = lt_ ? "cuBLASLt has no algorithm for it" : lt_unavailable_;
       }
     }
 
-    Op op;
-    op.kind = Op::Kind::kKernel;
-    op.kernel_index = launch.kernel;
-    op.name = binary.kernel_name;
-    op.function = kernel->function;
-    op.params.reserve(binary.args.size());
-    for (const artifact::KernelArg& arg : binary.args) {
-      if (arg.kind == artifact::KernelArg::Kind::kSymbol) {
-        auto found = bindings.find(arg.symbol);
-        if (found == bindings.end())
-          return invalid_argument("CUDA kernel '" + binary.kernel_name + "' takes the size of symbol '" + arg.symbol +
-                                  "', which the inputs do not bind");
-        const long long value = found->second;
-        uint64_t bits = 0;
-        std::memcpy(&bits, &value, sizeof(bits));
-        op.params.push_back(bits);
-      } else {
-        KILN_ASSIGN_OR_RETURN(CUdeviceptr p, resolve(program, args, bindings, arg.value));
-        op.params.push_back(p);
-      }
-    }
-    KILN_ASSIGN_OR_RETURN(int64_t work_items, binary.dispatch.work_items.evaluate(bindings));
-    const uint64_t per_block = std::max<uint32_t>(binary.dispatch.items_per_group, 1);
-    const uint64_t needed = (uint64_t(std::max<int64_t>(work_items, 0)) + per_block - 1) / per_block;
-    op.grid = unsigned(std::clamp<uint64_t>(needed, 1, kernel->max_blocks));
-    op.block = binary.dispatch.workgroup_size;
+    KILN_ASSIGN_OR_RETURN(Op op, kernel_op(kernel->function, kernel->max_blocks, all_args, binary.dispatch));
     ops_.push_back(std::move(op));
     op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name,
                                     library_not_used.empty() ? "" : " (generated: " + library_not_used + ")"));
