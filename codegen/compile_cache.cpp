@@ -17,6 +17,7 @@
 #include <system_error>
 #include <thread>
 
+#include "support/cache_dir.h"
 #include "support/check.h"
 
 namespace kiln::codegen {
@@ -144,15 +145,7 @@ std::string CacheKey::hex() const {
 
 // ---- CompileCache: configuration ----
 
-std::string CompileCache::default_dir() {
-  if (std::string dir = getenv_or_empty("KILN_CACHE_DIR"); !dir.empty()) return dir;
-  // XDG Base Directory spec: a relative $XDG_CACHE_HOME is invalid and must be ignored.
-  if (std::string xdg = getenv_or_empty("XDG_CACHE_HOME"); !xdg.empty() && xdg.front() == '/')
-    return (fs::path(xdg) / "kiln").string();
-  if (std::string home = getenv_or_empty("HOME"); !home.empty())
-    return (fs::path(home) / ".cache" / "kiln").string();
-  return "";
-}
+std::string CompileCache::default_dir() { return kiln_cache_dir(); }
 
 Result<uint64_t> CompileCache::parse_size(std::string_view text) {
   auto bad = [&] {

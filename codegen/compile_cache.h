@@ -62,8 +62,7 @@ class CompileCache {
  public:
   // The default size bound when KILN_CACHE_MAX_SIZE is not set: 1 GiB.
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
-  // The directory: $KILN_CACHE_DIR if set and non-empty, else $XDG_CACHE_HOME/kiln (when it is
-  // an absolute path, as the XDG spec requires), else $HOME/.cache/kiln; "" when none is known.
+  // The directory: kiln_cache_dir() (support/cache_dir.h); "" when none is known.
   static std::string default_dir();
   // Size bound: $KILN_CACHE_MAX_SIZE ("500M", "2G", "1048576", K/M/G suffixes, base 1024) else
   // kDefaultMaxBytes; an empty value counts as unset. A malformed value (garbage, 0, overflow)

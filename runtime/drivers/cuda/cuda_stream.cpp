@@ -441,25 +441,23 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
       const artifact::ConvCall& call = *binary.conv;
       KILN_ASSIGN_OR_RETURN(int64_t batch, call.batch.evaluate(bindings));
       if (!convs_) convs_ = std::make_unique<CudnnConvs>(device_, stream_);
-      KILN_ASSIGN_OR_RETURN(const CudnnConvPlan* plan, convs_->plan(launch.kernel, call, batch));
       ConvOperands operands;
-      if (plan) {
-        KILN_ASSIGN_OR_RETURN(operands.x, arg_pointer(call.x_arg, "input"));
-        KILN_ASSIGN_OR_RETURN(operands.w, arg_pointer(call.w_arg, "filter"));
-        KILN_ASSIGN_OR_RETURN(operands.y, arg_pointer(call.out_arg, "output"));
-        if (call.bias_arg >= 0) {
-          KILN_ASSIGN_OR_RETURN(operands.bias, arg_pointer(call.bias_arg, "bias"));
-        }
-        if (call.residual_arg >= 0) {
-          KILN_ASSIGN_OR_RETURN(operands.residual, arg_pointer(call.residual_arg, "residual"));
-        }
-        // cuDNN reads the input while it writes the output (only the residual may share it).
-        if (operands.x == operands.y || operands.w == operands.y) {
-          plan = nullptr;
-          library_not_used = "its output shares memory with its input";
-        }
+      KILN_ASSIGN_OR_RETURN(operands.x, arg_pointer(call.x_arg, "input"));
+      KILN_ASSIGN_OR_RETURN(operands.w, arg_pointer(call.w_arg, "filter"));
+      KILN_ASSIGN_OR_RETURN(operands.y, arg_pointer(call.out_arg, "output"));
+      if (call.bias_arg >= 0) {
+        KILN_ASSIGN_OR_RETURN(operands.bias, arg_pointer(call.bias_arg, "bias"));
+      }
+      if (call.residual_arg >= 0) {
+        KILN_ASSIGN_OR_RETURN(operands.residual, arg_pointer(call.residual_arg, "residual"));
+      }
+      const CudnnConvPlan* plan = nullptr;
+      // cuDNN reads the input while it writes the output (only the residual may share it).
+      if (operands.x == operands.y || operands.w == operands.y) {
+        library_not_used = "its output shares memory with its input";
       } else {
-        library_not_used = convs_->why_not();
+        KILN_ASSIGN_OR_RETURN(plan, convs_->plan(launch.kernel, call, batch, operands));
+        if (!plan) library_not_used = convs_->why_not();
       }
       if (plan) {
         Op op;

@@ -1,8 +1,19 @@
 #include "runtime/drivers/cuda/cudnn_conv.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
 #include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <vector>
+
+#include "support/cache_dir.h"
 
 namespace kiln::runtime::cuda {
 
@@ -27,24 +38,87 @@ namespace {
 // The most workspace one convolution may take; the heuristics' faster picks need far less.
 constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
 
-// Algorithms chosen so far in this process, by device and convolution (see remember_key).
 struct Choice {
   int algo = 0;
   int math = 0;
 };
-std::mutex g_choices_mutex;
-std::map<std::string, Choice>& choices() {
-  static std::map<std::string, Choice> map;
-  return map;
-}
 
-std::string remember_key(const CudaDevice& device, const artifact::ConvCall& c, int64_t batch, bool fused) {
-  std::string key = device.name();
+// The algorithms chosen so far: in memory, and one "key<TAB>algo<TAB>math" line per choice in
+// <kiln_cache_dir()>/cudnn-algorithms.txt, read once and appended to (a line is one small
+// O_APPEND write, so processes sharing the file do not interleave within lines; a damaged or
+// foreign line is skipped).
+class AlgorithmMemory {
+ public:
+  static AlgorithmMemory& instance() {
+    static AlgorithmMemory memory;
+    return memory;
+  }
+
+  std::optional<Choice> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    load_locked();
+    auto found = choices_.find(key);
+    if (found == choices_.end()) return std::nullopt;
+    return found->second;
+  }
+
+  void remember(const std::string& key, Choice choice) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    load_locked();
+    if (!choices_.emplace(key, choice).second || path_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ignored);
+    const std::string line = key + "\t" + std::to_string(choice.algo) + "\t" + std::to_string(choice.math) + "\n";
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;  // no cache directory: the choice lasts for the process
+    (void)!::write(fd, line.data(), line.size());
+    ::close(fd);
+  }
+
+ private:
+  void load_locked() {
+    if (loaded_) return;
+    loaded_ = true;
+    const std::string dir = kiln_cache_dir();
+    if (dir.empty()) return;
+    path_ = (std::filesystem::path(dir) / "cudnn-algorithms.txt").string();
+    std::ifstream in(path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t tab1 = line.find('\t'), tab2 = line.find('\t', tab1 == std::string::npos ? tab1 : tab1 + 1);
+      if (tab1 == std::string::npos || tab2 == std::string::npos) continue;
+      Choice choice;
+      const char* algo_begin = line.data() + tab1 + 1;
+      const char* math_begin = line.data() + tab2 + 1;
+      if (std::from_chars(algo_begin, line.data() + tab2, choice.algo).ec != std::errc() ||
+          std::from_chars(math_begin, line.data() + line.size(), choice.math).ec != std::errc() || choice.algo < 0 ||
+          choice.algo > 7 || choice.math < 0 || choice.math > 3)
+        continue;
+      choices_[line.substr(0, tab1)] = choice;
+    }
+  }
+
+  std::mutex mutex_;
+  bool loaded_ = false;
+  std::string path_;
+  std::map<std::string, Choice> choices_;
+};
+
+// What a choice depends on: the device, cuDNN's version, the convolution and how it runs.
+std::string remember_key(const CudaDevice& device, size_t cudnn_version, const artifact::ConvCall& c, int64_t batch,
+                         bool fused) {
+  std::string key = device.record().info.description + ",sm" + std::to_string(device.record().sm) + ",cudnn" +
+                    std::to_string(cudnn_version);
   for (int64_t v : {int64_t(c.dtype), batch, c.channels, c.height, c.width, c.out_channels, c.kernel_h, c.kernel_w,
                     c.groups, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w,
                     int64_t(c.activation), int64_t(c.allow_tf32), int64_t(fused)})
     key += "," + std::to_string(v);
   return key;
+}
+
+bool tuning_requested() {
+  const char* tune = std::getenv("KILN_CUDNN_TUNE");
+  return tune && std::string_view(tune) == "1";
 }
 
 const char* algorithm_label(int algo) {
@@ -71,7 +145,8 @@ CudnnConvs::~CudnnConvs() {
 
 std::string CudnnConvs::algorithm_name(const CudnnConvPlan& plan) { return algorithm_label(plan.algo); }
 
-Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, CudnnConvPlan& plan) {
+Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, const ConvOperands& operands,
+                               CudnnConvPlan& plan) {
   const CudnnApi& dnn = *dnn_;
   int data_type = CUDNN_DATA_FLOAT;
   switch (call.dtype) {
@@ -129,15 +204,23 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, Cu
                                                                 CUDNN_PROPAGATE_NAN, 0.0), "activation descriptor"));
   }
 
-  // The algorithm: remembered, forced (identity activation), or the heuristics' first fit.
-  const std::string key = remember_key(device_, call, batch, plan.fused);
+  // The algorithm: forced (identity activation), remembered (a measured choice first), measured
+  // (KILN_CUDNN_TUNE=1), or the heuristics' first fit.
+  const std::string key = remember_key(device_, dnn.version, call, batch, plan.fused);
+  AlgorithmMemory& memory = AlgorithmMemory::instance();
+  const bool tune = tuning_requested();
   std::optional<Choice> choice;
-  {
-    std::lock_guard<std::mutex> lock(g_choices_mutex);
-    auto found = choices().find(key);
-    if (found != choices().end()) choice = found->second;
+  if (plan.fused && !relu) choice = Choice{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, math};
+  if (!choice) choice = memory.find(key + ",measured");
+  if (!choice && !tune) choice = memory.find(key + ",heuristic");
+  if (!choice && tune) {
+    int tuned_math = math;
+    const int algo = tuned_algorithm(call, batch, operands, plan, strict_f32, tuned_math);
+    if (algo >= 0) {
+      choice = Choice{algo, tuned_math};
+      memory.remember(key + ",measured", *choice);
+    }
   }
-  if (!choice && plan.fused && !relu) choice = Choice{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, math};
   if (!choice) {
     cudnnConvolutionFwdAlgoPerf_t results[8] = {};
     int returned = 0;
@@ -157,6 +240,7 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, Cu
       plan.why_not = "cuDNN has no algorithm for it";
       return Status::ok();
     }
+    memory.remember(key + ",heuristic", *choice);
   }
   KILN_RETURN_IF_ERROR(check(dnn.cudnnSetConvolutionMathType(plan.conv, choice->math), "math type"));
   const cudnnStatus_t s = dnn.cudnnGetConvolutionForwardWorkspaceSize(handle_, plan.x, plan.w, plan.conv, plan.y,
@@ -167,15 +251,39 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, Cu
     return Status::ok();
   }
   plan.algo = choice->algo;
-  {
-    std::lock_guard<std::mutex> lock(g_choices_mutex);
-    choices().emplace(key, *choice);
-  }
   plan.usable = true;
   return Status::ok();
 }
 
-Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch) {
+int CudnnConvs::tuned_algorithm(const artifact::ConvCall& call, int64_t batch, const ConvOperands& operands,
+                                        const CudnnConvPlan& plan, bool strict_f32, int& math) {
+  // Scratch output and workspace: the run's output may be its residual's memory (in place).
+  const size_t out_bytes = size_t(batch) * size_t(call.out_channels) * size_t(call.out_height()) *
+                           size_t(call.out_width()) * ir::dtype_size(call.dtype);
+  // Without memory to measure in, the heuristics decide.
+  Result<std::unique_ptr<CudaBuffer>> scratch = CudaBuffer::create(device_, out_bytes);
+  if (!scratch.is_ok()) return -1;
+  Result<std::unique_ptr<CudaBuffer>> workspace = CudaBuffer::create(device_, kMaxWorkspaceBytes);
+  if (!workspace.is_ok()) return -1;
+  auto ptr = [](CUdeviceptr a) { return reinterpret_cast<void*>(uintptr_t(a)); };
+  cudnnConvolutionFwdAlgoPerf_t results[8] = {};
+  int returned = 0;
+  const cudnnStatus_t s = dnn_->cudnnFindConvolutionForwardAlgorithmEx(
+      handle_, plan.x, ptr(operands.x), plan.w, ptr(operands.w), plan.conv, plan.y, ptr((*scratch)->pointer()), 8,
+      &returned, results, ptr((*workspace)->pointer()), kMaxWorkspaceBytes);
+  if (s != CUDNN_STATUS_SUCCESS) return -1;  // the heuristics decide instead
+  for (int i = 0; i < returned; ++i) {  // fastest first
+    const cudnnConvolutionFwdAlgoPerf_t& r = results[i];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
+    if (strict_f32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
+    if (!strict_f32) math = r.mathType;
+    return r.algo;
+  }
+  return -1;
+}
+
+Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch,
+                                              const ConvOperands& operands) {
   if (!checked_) {
     checked_ = true;
     Result<const CudnnApi*> loaded = cudnn_api();
@@ -197,7 +305,7 @@ Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::C
   auto found = plans_.find({kernel, batch});
   if (found == plans_.end()) {
     auto plan = std::make_unique<CudnnConvPlan>();
-    Status created = create_plan(call, batch, *plan);
+    Status created = create_plan(call, batch, operands, *plan);
     if (!created.is_ok()) {  // a descriptor call failed: keep the half-built plan for cleanup, unused
       plan->usable = false;
       plan->why_not = created.message();
