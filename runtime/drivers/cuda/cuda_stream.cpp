@@ -456,7 +456,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
       if (operands.x == operands.y || operands.w == operands.y) {
         library_not_used = "its output shares memory with its input";
       } else {
-        KILN_ASSIGN_OR_RETURN(plan, convs_->plan(launch.kernel, call, batch, operands));
+        KILN_ASSIGN_OR_RETURN(plan, convs_->plan(launch.kernel, call, batch));
         if (!plan) library_not_used = convs_->why_not();
       }
       if (plan) {

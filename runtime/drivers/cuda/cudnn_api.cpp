@@ -42,7 +42,6 @@ LoadedCudnn load_cudnn() {
   KILN_CUDNN_LOAD(cudnnSetActivationDescriptor)
   KILN_CUDNN_LOAD(cudnnDestroyActivationDescriptor)
   KILN_CUDNN_LOAD(cudnnGetConvolutionForwardAlgorithm_v7)
-  KILN_CUDNN_LOAD(cudnnFindConvolutionForwardAlgorithmEx)
   KILN_CUDNN_LOAD(cudnnGetConvolutionForwardWorkspaceSize)
   KILN_CUDNN_LOAD(cudnnConvolutionForward)
   KILN_CUDNN_LOAD(cudnnConvolutionBiasActivationForward)

@@ -94,10 +94,6 @@ struct CudnnApi {
                                                           cudnnConvolutionDescriptor_t conv,
                                                           cudnnTensorDescriptor_t y, int requested, int* returned,
                                                           cudnnConvolutionFwdAlgoPerf_t* results) = nullptr;
-  cudnnStatus_t (*cudnnFindConvolutionForwardAlgorithmEx)(
-      cudnnHandle_t handle, cudnnTensorDescriptor_t x_desc, const void* x, cudnnFilterDescriptor_t w_desc,
-      const void* w, cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y_desc, void* y, int requested,
-      int* returned, cudnnConvolutionFwdAlgoPerf_t* results, void* workspace, size_t workspace_bytes) = nullptr;
   cudnnStatus_t (*cudnnGetConvolutionForwardWorkspaceSize)(cudnnHandle_t handle, cudnnTensorDescriptor_t x,
                                                            cudnnFilterDescriptor_t w,
                                                            cudnnConvolutionDescriptor_t conv,

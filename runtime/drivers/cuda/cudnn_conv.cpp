@@ -5,12 +5,10 @@
 
 #include <charconv>
 #include <climits>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <vector>
 
 #include "support/cache_dir.h"
@@ -116,11 +114,6 @@ std::string remember_key(const CudaDevice& device, size_t cudnn_version, const a
   return key;
 }
 
-bool tuning_requested() {
-  const char* tune = std::getenv("KILN_CUDNN_TUNE");
-  return tune && std::string_view(tune) == "1";
-}
-
 const char* algorithm_label(int algo) {
   static const char* const kNames[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
                                        "FFT",           "FFT_TILING",            "WINOGRAD", "WINOGRAD_NONFUSED"};
@@ -145,8 +138,7 @@ CudnnConvs::~CudnnConvs() {
 
 std::string CudnnConvs::algorithm_name(const CudnnConvPlan& plan) { return algorithm_label(plan.algo); }
 
-Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, const ConvOperands& operands,
-                               CudnnConvPlan& plan) {
+Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, CudnnConvPlan& plan) {
   const CudnnApi& dnn = *dnn_;
   int data_type = CUDNN_DATA_FLOAT;
   switch (call.dtype) {
@@ -204,23 +196,12 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, co
                                                                 CUDNN_PROPAGATE_NAN, 0.0), "activation descriptor"));
   }
 
-  // The algorithm: forced (identity activation), remembered (a measured choice first), measured
-  // (KILN_CUDNN_TUNE=1), or the heuristics' first fit.
+  // The algorithm: forced (identity activation), remembered, or the heuristics' first fit.
   const std::string key = remember_key(device_, dnn.version, call, batch, plan.fused);
   AlgorithmMemory& memory = AlgorithmMemory::instance();
-  const bool tune = tuning_requested();
   std::optional<Choice> choice;
   if (plan.fused && !relu) choice = Choice{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, math};
-  if (!choice) choice = memory.find(key + ",measured");
-  if (!choice && !tune) choice = memory.find(key + ",heuristic");
-  if (!choice && tune) {
-    int tuned_math = math;
-    const int algo = tuned_algorithm(call, batch, operands, plan, strict_f32, tuned_math);
-    if (algo >= 0) {
-      choice = Choice{algo, tuned_math};
-      memory.remember(key + ",measured", *choice);
-    }
-  }
+  if (!choice) choice = memory.find(key);
   if (!choice) {
     cudnnConvolutionFwdAlgoPerf_t results[8] = {};
     int returned = 0;
@@ -240,7 +221,7 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, co
       plan.why_not = "cuDNN has no algorithm for it";
       return Status::ok();
     }
-    memory.remember(key + ",heuristic", *choice);
+    memory.remember(key, *choice);
   }
   KILN_RETURN_IF_ERROR(check(dnn.cudnnSetConvolutionMathType(plan.conv, choice->math), "math type"));
   const cudnnStatus_t s = dnn.cudnnGetConvolutionForwardWorkspaceSize(handle_, plan.x, plan.w, plan.conv, plan.y,
@@ -255,35 +236,7 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, co
   return Status::ok();
 }
 
-int CudnnConvs::tuned_algorithm(const artifact::ConvCall& call, int64_t batch, const ConvOperands& operands,
-                                        const CudnnConvPlan& plan, bool strict_f32, int& math) {
-  // Scratch output and workspace: the run's output may be its residual's memory (in place).
-  const size_t out_bytes = size_t(batch) * size_t(call.out_channels) * size_t(call.out_height()) *
-                           size_t(call.out_width()) * ir::dtype_size(call.dtype);
-  // Without memory to measure in, the heuristics decide.
-  Result<std::unique_ptr<CudaBuffer>> scratch = CudaBuffer::create(device_, out_bytes);
-  if (!scratch.is_ok()) return -1;
-  Result<std::unique_ptr<CudaBuffer>> workspace = CudaBuffer::create(device_, kMaxWorkspaceBytes);
-  if (!workspace.is_ok()) return -1;
-  auto ptr = [](CUdeviceptr a) { return reinterpret_cast<void*>(uintptr_t(a)); };
-  cudnnConvolutionFwdAlgoPerf_t results[8] = {};
-  int returned = 0;
-  const cudnnStatus_t s = dnn_->cudnnFindConvolutionForwardAlgorithmEx(
-      handle_, plan.x, ptr(operands.x), plan.w, ptr(operands.w), plan.conv, plan.y, ptr((*scratch)->pointer()), 8,
-      &returned, results, ptr((*workspace)->pointer()), kMaxWorkspaceBytes);
-  if (s != CUDNN_STATUS_SUCCESS) return -1;  // the heuristics decide instead
-  for (int i = 0; i < returned; ++i) {  // fastest first
-    const cudnnConvolutionFwdAlgoPerf_t& r = results[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspaceBytes) continue;
-    if (strict_f32 && r.mathType != CUDNN_FMA_MATH && r.mathType != CUDNN_DEFAULT_MATH) continue;
-    if (!strict_f32) math = r.mathType;
-    return r.algo;
-  }
-  return -1;
-}
-
-Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch,
-                                              const ConvOperands& operands) {
+Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch) {
   if (!checked_) {
     checked_ = true;
     Result<const CudnnApi*> loaded = cudnn_api();
@@ -305,7 +258,7 @@ Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::C
   auto found = plans_.find({kernel, batch});
   if (found == plans_.end()) {
     auto plan = std::make_unique<CudnnConvPlan>();
-    Status created = create_plan(call, batch, operands, *plan);
+    Status created = create_plan(call, batch, *plan);
     if (!created.is_ok()) {  // a descriptor call failed: keep the half-built plan for cleanup, unused
       plan->usable = false;
       plan->why_not = created.message();

@@ -3,12 +3,12 @@
 // chosen once when the stream prepares a run; one workspace per stream, grown to the largest
 // plan's need.
 //
-// The algorithm: cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7), or, with
-// KILN_CUDNN_TUNE=1 in the environment, the fastest that cudnnFindConvolutionForwardAlgorithmEx
-// measures on the run's own input and filter (into scratch memory). Choices are remembered per
+// The algorithm: cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7), remembered per
 // device, cuDNN version and convolution shape: in the process, and in
 // <kiln_cache_dir()>/cudnn-algorithms.txt (support/cache_dir.h) for the next process, so a load
-// after the first asks cuDNN nothing; a measured choice is preferred to a heuristic one.
+// after the first asks cuDNN nothing. (Timing the candidates with
+// cudnnFindConvolutionForwardAlgorithmEx was tried: it times the bare convolution, and its
+// picks made the fused calls of ResNet-50 f16 2.5x slower than the heuristics' on an H200.)
 //
 // What runs: cudnnConvolutionBiasActivationForward, y = act(conv(x, w) + z + bias), when the call
 // has a bias, a residual (z) or relu; cudnnConvolutionForward for a bare convolution. cuDNN
@@ -48,9 +48,7 @@ class CudnnConvs {
   // generated kernel must run (no cuDNN, or cuDNN has no algorithm for the shape: why_not()
   // says why). An error only for a failure that would also break the generated kernel (out of
   // device memory for the workspace, a CUDA error).
-  // `operands` are the run's addresses, read only when tuning (KILN_CUDNN_TUNE=1).
-  Result<const CudnnConvPlan*> plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch,
-                                    const ConvOperands& operands);
+  Result<const CudnnConvPlan*> plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch);
   // Enqueues the convolution on the stream. `plan` came from this instance.
   Status run(const CudnnConvPlan& plan, const ConvOperands& operands);
   // The cuDNN algorithm a plan uses, for profiles: "IMPLICIT_PRECOMP_GEMM".
@@ -58,13 +56,7 @@ class CudnnConvs {
   const std::string& why_not() const { return why_not_; }
 
  private:
-  Status create_plan(const artifact::ConvCall& call, int64_t batch, const ConvOperands& operands,
-                     CudnnConvPlan& plan);
-  // The fastest algorithm cuDNN measures for `plan`'s descriptors (setting `math`), or -1 when it
-  // measures none (or there is no memory to measure in).
-  int tuned_algorithm(const artifact::ConvCall& call, int64_t batch, const ConvOperands& operands,
-                              const CudnnConvPlan& plan, bool strict_f32, int& math);
-  Status ensure_bias(const CudnnConvPlan& plan);
+  Status create_plan(const artifact::ConvCall& call, int64_t batch, CudnnConvPlan& plan);
 
   CudaDevice& device_;
   CUstream stream_;
