@@ -19,7 +19,8 @@ Per model and dtype it:
   5. times torch eager and torch.compile (mode reduce-overhead by default) on the same input, each
      call followed by torch.cuda.synchronize(), as kiln-bench waits for each run;
   6. compares Kiln's output with the float32 PyTorch model's on the same input (relative L2 error),
-     and the PyTorch f16 model's with it too, for scale.
+     and, for scale, PyTorch's own at the benchmarked dtype with it: the f16 model's, and, in f32,
+     torch.compile's (another f32 implementation of the same model: the noise floor of f32).
 TF32 is off for every PyTorch baseline (torch.backends.*.allow_tf32 = False), as Kiln's f32 is.
 
 It writes DIR/results.json (rewritten after every model, so a run cut short keeps what it
@@ -213,6 +214,7 @@ def measure(args, name, dtype, work, env):
     record["kiln_declined"] = sorted({k["kind"] for k in kernels if "(generated:" in k["kind"]})[:10]
     out = np.load(os.path.join(dump, "y.npy"))
     record["kiln_error_vs_f32"] = relative_l2(out, ref32)
+    record["kiln_error_vs_torch_same_dtype"] = relative_l2(out, torch_out)
 
     with torch.no_grad():
         record["eager_ms"] = time_torch(lambda: model(x))
@@ -224,6 +226,7 @@ def measure(args, name, dtype, work, env):
                 torch.cuda.synchronize()
                 record["compile_first_call_s"] = time.perf_counter() - t0
                 record["compile_ms"] = time_torch(lambda: compiled(x))
+                record["compile_error_vs_f32"] = relative_l2(compiled(x).float().cpu().numpy(), ref32)
             except Exception as error:  # noqa: BLE001
                 record["compile_error"] = f"{type(error).__name__}: {str(error)[:1500]}"
     del model
@@ -236,7 +239,7 @@ def fmt(v, digits=3):
 
 
 def markdown(records):
-    lines = ["| model | dtype | Kiln ms | eager ms | compile ms | Kiln / compile | Kiln / eager | Kiln rel. L2 vs torch f32 | torch f16 rel. L2 | kilnc cold s | time in cuDNN / cuBLASLt / generated ms |",
+    lines = ["| model | dtype | Kiln ms | eager ms | compile ms | Kiln / compile | Kiln / eager | Kiln rel. L2 vs torch f32 | torch's own at this dtype (eager f16 / compile f32) | kilnc cold s | time in cuDNN / cuBLASLt / generated ms |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in records:
         if "error" in r:
@@ -249,7 +252,7 @@ def markdown(records):
             f"| {r['model']} | {r['dtype']} | {fmt(k)} | {fmt(e)} | {fmt(c)} | "
             f"{fmt(k / c if k and c else None, 2)} | {fmt(k / e if k and e else None, 2)} | "
             f"{r.get('kiln_error_vs_f32', float('nan')):.2e} | "
-            f"{(r.get('torch_error_vs_f32', float('nan')) if r['dtype'] == 'f16' else float('nan')):.2e} | "
+            f"{(r.get('torch_error_vs_f32') if r['dtype'] == 'f16' else r.get('compile_error_vs_f32', float('nan'))) or float('nan'):.2e} | "
             f"{fmt(r.get('kilnc_cold_s'), 2)} | {impl.get('cuDNN', 0.0):.3f} / {impl.get('cuBLASLt', 0.0):.3f} / {gen:.3f} |")
     return "\n".join(lines)
 
