@@ -59,17 +59,30 @@ Status check_call_dtype(const char* call, ir::DType dtype, bool allow_tf32) {
   return Status::ok();
 }
 
+Status check_library_epilogue(const char* call, const LibraryEpilogue& epilogue, const std::vector<KernelArg>& args) {
+  for (uint32_t index : epilogue.args)
+    if (index >= args.size())
+      return invalid_argument(std::string(call) + ": epilogue argument " + std::to_string(index) + " is out of range");
+  if (!epilogue.empty() && (epilogue.dispatch.items_per_group == 0 || epilogue.dispatch.workgroup_size == 0))
+    return invalid_argument(std::string(call) + ": its epilogue has a zero dispatch size");
+  return Status::ok();
+}
+
 }  // namespace
+
+const LibraryEpilogue* library_epilogue(const KernelBinary& binary) {
+  if (binary.gemm && !binary.gemm->in_place_epilogue.empty()) return &binary.gemm->in_place_epilogue;
+  if (binary.conv && !binary.conv->in_place_epilogue.empty()) return &binary.conv->in_place_epilogue;
+  return nullptr;
+}
 
 Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args) {
   KILN_RETURN_IF_ERROR(check_call_args(
       "GEMM call", {{call.a_arg, "a"}, {call.b_arg, "b"}}, {{call.bias_arg, "bias"}, {call.residual_arg, "residual"}},
       call.out_arg, args));
   if (!std::isfinite(call.alpha)) return invalid_argument("GEMM call: alpha is not finite");
-  for (uint32_t index : call.epilogue_args)
-    if (index >= args.size())
-      return invalid_argument("GEMM call: epilogue argument " + std::to_string(index) + " is out of range");
-  return check_call_dtype("GEMM call", call.dtype, call.allow_tf32);
+  KILN_RETURN_IF_ERROR(check_call_dtype("GEMM call", call.dtype, call.allow_tf32));
+  return check_library_epilogue("GEMM call", call.in_place_epilogue, args);
 }
 
 Status check_conv_call(const ConvCall& call, const std::vector<KernelArg>& args) {
@@ -85,7 +98,7 @@ Status check_conv_call(const ConvCall& call, const std::vector<KernelArg>& args)
   if (call.channels % call.groups != 0 || call.out_channels % call.groups != 0)
     return invalid_argument("conv call: the channels are not divisible by the groups");
   if (call.out_height() < 1 || call.out_width() < 1) return invalid_argument("conv call: the output is empty");
-  return Status::ok();
+  return check_library_epilogue("conv call", call.in_place_epilogue, args);
 }
 
 uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version) {

@@ -53,9 +53,22 @@ struct KernelDispatch {
   bool operator==(const KernelDispatch&) const = default;
 };
 
+// The rest of a kernel's elementwise epilogue after a vendor library call (GemmCall, ConvCall)
+// that covers only its start: the library computes its part into the kernel's output, then the
+// driver launches the kernel's function <entry_point><kLibraryEpilogueSuffix>, which finishes the
+// epilogue in place, with these parameters (indices into KernelBinary::args, in order) and this
+// dispatch. No args: the library's result is the kernel's.
+struct LibraryEpilogue {
+  std::vector<uint32_t> args;
+  KernelDispatch dispatch;
+  bool empty() const { return args.empty(); }
+  bool operator==(const LibraryEpilogue&) const = default;
+};
+inline constexpr const char* kLibraryEpilogueSuffix = "_epilogue";
+
 // A matmul kernel that a driver may run through a vendor GEMM library (CUDA: cuBLASLt) instead
-// of its generated code, which stays in the artifact as the fallback. Codegen records it only
-// when the whole kernel is exactly
+// of its generated code, which stays in the artifact as the fallback. Codegen records it when the
+// kernel is, or starts with (then `in_place_epilogue` finishes it),
 //   out[b] = epilogue(alpha * a[b] @ w[b] + residual[b] + bias)
 // (row-major; bias optional, broadcast over rows; residual optional, shaped as out) with one
 // dtype for a, w, bias, residual and out (f32, f16 or bf16) and f32 accumulation.
@@ -79,20 +92,13 @@ struct GemmCall {
   bool b_batched = false;    // false: one b matrix (weights) is shared by every batch entry
   Epilogue epilogue = Epilogue::kNone;
   bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
-  // When the kernel's epilogue goes on past what the library fuses (exact gelu, a cast that
-  // keeps the size, ...): the library computes the pattern above into `out`, then the driver
-  // launches the kernel's function <entry_point><kGemmEpilogueSuffix>, which finishes the
-  // epilogue in place, with these parameters (indices into KernelBinary::args, in order) and
-  // this dispatch. Empty: the library's result is the kernel's.
-  std::vector<uint32_t> epilogue_args;
-  KernelDispatch epilogue_dispatch;
+  LibraryEpilogue in_place_epilogue;  // what follows the pattern above (exact gelu, ...), if anything
   bool operator==(const GemmCall&) const = default;
 };
-inline constexpr const char* kGemmEpilogueSuffix = "_epilogue";
 
 // A 2-D convolution kernel that a driver may run through a vendor DNN library (CUDA: cuDNN)
 // instead of its generated code, which stays in the artifact as the fallback. Codegen records it
-// only when the whole kernel is exactly
+// when the kernel is, or starts with (then `in_place_epilogue` finishes it),
 //   out = activation(conv2d(x, w) + bias + residual)    (NCHW; bias and residual optional)
 // with one dtype for every tensor (f32, f16 or bf16), f32 accumulation, and symmetric padding.
 // The output's spatial size follows from the fields: (height + 2 pad_h - dilation_h (kernel_h - 1)
@@ -112,6 +118,7 @@ struct ConvCall {
   int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   Activation activation = Activation::kNone;
   bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
+  LibraryEpilogue in_place_epilogue;  // what follows the pattern above (relu6, SiLU, ...), if anything
 
   int64_t out_height() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
@@ -167,6 +174,9 @@ bool is_module_format(const std::string& format);
 // Checks a GemmCall against the args of its kernel: a, b, out (and bias unless -1) index
 // kBuffer args, a float dtype, allow_tf32 only for f32. kInvalidArgument naming the fault.
 Status check_gemm_call(const GemmCall& call, const std::vector<KernelArg>& args);
+
+// The in-place epilogue of a kernel's library call (GEMM or conv), or nullptr when it has none.
+const LibraryEpilogue* library_epilogue(const KernelBinary& binary);
 
 // Checks a ConvCall likewise: buffer args, an output distinct from the operands, a float dtype,
 // positive sizes, channels divisible by groups, a non-empty output, allow_tf32 only for f32.

@@ -397,6 +397,16 @@ Result<KernelDispatch> read_dispatch(const fb::KernelDispatch& d, const std::str
   return dispatch;
 }
 
+Result<LibraryEpilogue> read_library_epilogue(const Vector<uint32_t>* args, const fb::KernelDispatch* dispatch,
+                                              const std::string& where) {
+  LibraryEpilogue epilogue;
+  if (!args) return epilogue;
+  epilogue.args.assign(args->begin(), args->end());
+  if (!dispatch) return bad(where + ": its epilogue has no dispatch");
+  KILN_ASSIGN_OR_RETURN(epilogue.dispatch, read_dispatch(*dispatch, where + " epilogue"));
+  return epilogue;
+}
+
 Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg>& args, const std::string& where) {
   GemmCall call;
   call.a_arg = g.a_arg();
@@ -405,11 +415,8 @@ Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg
   call.bias_arg = g.bias_arg();
   call.residual_arg = g.residual_arg();
   call.alpha = g.alpha();
-  if (const auto* epilogue = g.epilogue_args()) {
-    call.epilogue_args.assign(epilogue->begin(), epilogue->end());
-    if (!g.epilogue_dispatch()) return bad(where + ": its GEMM call's epilogue has no dispatch");
-    KILN_ASSIGN_OR_RETURN(call.epilogue_dispatch, read_dispatch(*g.epilogue_dispatch(), where + " GEMM epilogue"));
-  }
+  KILN_ASSIGN_OR_RETURN(call.in_place_epilogue,
+                        read_library_epilogue(g.epilogue_args(), g.epilogue_dispatch(), where + " GEMM call"));
   std::optional<ir::DType> dtype = from_fb(g.dtype());
   if (!dtype) return bad(where + ": its GEMM call has an unknown dtype code " + std::to_string(int(g.dtype())));
   call.dtype = *dtype;
@@ -461,6 +468,8 @@ Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg
     default: return bad(where + ": its conv call has an unknown activation code " + std::to_string(int(c.activation())));
   }
   call.allow_tf32 = c.allow_tf32();
+  KILN_ASSIGN_OR_RETURN(call.in_place_epilogue,
+                        read_library_epilogue(c.epilogue_args(), c.epilogue_dispatch(), where + " conv call"));
   Status ok = check_conv_call(call, args);
   if (!ok.is_ok()) return bad(where + ": " + ok.message());
   return call;
@@ -570,11 +579,11 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         // The name must be in every format of its module (PTX text, the cubin's symbol strings):
         // a damaged name would otherwise reach the driver's loader as a missing function.
         const std::string epilogue_entry =
-            binary.gemm && !binary.gemm->epilogue_args.empty() ? binary.entry_point + kGemmEpilogueSuffix : "";
+            library_epilogue(binary) ? binary.entry_point + kLibraryEpilogueSuffix : "";
         for (const ModuleBinary& m : converted.modules)
           if (m.target == target && m.id == binary.module_id && !epilogue_entry.empty() &&
               !contains_bytes(m.blob, epilogue_entry))
-            return bad(where + ": its GEMM epilogue function '" + epilogue_entry + "' is not in the '" + m.format +
+            return bad(where + ": its library epilogue function '" + epilogue_entry + "' is not in the '" + m.format +
                        "' module");
         for (const ModuleBinary& m : converted.modules)
           if (m.target == target && m.id == binary.module_id && !contains_bytes(m.blob, binary.entry_point))

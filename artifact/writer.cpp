@@ -69,6 +69,8 @@ class Writer {
   Offset<fb::GemmCall> gemm_call(const GemmCall& call);
   Offset<fb::ConvCall> conv_call(const ConvCall& call);
   Offset<fb::KernelDispatch> dispatch(const KernelDispatch& d);
+  // A library call's in-place epilogue: its args and dispatch (null offsets when there is none).
+  std::pair<Offset<Vector<uint32_t>>, Offset<fb::KernelDispatch>> library_epilogue(const LibraryEpilogue& e);
 
   FlatBufferBuilder fbb_;
 };
@@ -258,17 +260,17 @@ Offset<fb::KernelDispatch> Writer::dispatch(const KernelDispatch& d) {
   return fb::CreateKernelDispatch(fbb_, work_items, d.items_per_group, d.workgroup_size);
 }
 
+std::pair<Offset<Vector<uint32_t>>, Offset<fb::KernelDispatch>> Writer::library_epilogue(const LibraryEpilogue& e) {
+  if (e.empty()) return {};
+  return {fbb_.CreateVector(e.args), dispatch(e.dispatch)};
+}
+
 Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
   auto batch = size_expr(call.batch);
   auto m = size_expr(call.m);
   auto n = size_expr(call.n);
   auto k = size_expr(call.k);
-  Offset<Vector<uint32_t>> epilogue_args;
-  Offset<fb::KernelDispatch> epilogue_dispatch;
-  if (!call.epilogue_args.empty()) {
-    epilogue_args = fbb_.CreateVector(call.epilogue_args);
-    epilogue_dispatch = dispatch(call.epilogue_dispatch);
-  }
+  auto [epilogue_args, epilogue_dispatch] = library_epilogue(call.in_place_epilogue);
   fb::GemmEpilogue epilogue = fb::GemmEpilogue::Identity;
   switch (call.epilogue) {
     case GemmCall::Epilogue::kNone: epilogue = fb::GemmEpilogue::Identity; break;
@@ -283,13 +285,14 @@ Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
 
 Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
   auto batch = size_expr(call.batch);
+  auto [epilogue_args, epilogue_dispatch] = library_epilogue(call.in_place_epilogue);
   const fb::ConvActivation activation =
       call.activation == ConvCall::Activation::kRelu ? fb::ConvActivation::Relu : fb::ConvActivation::Identity;
   return fb::CreateConvCall(fbb_, call.x_arg, call.w_arg, call.out_arg, call.bias_arg, call.residual_arg,
                             detail::to_fb(call.dtype), batch, call.channels, call.height, call.width,
                             call.out_channels, call.kernel_h, call.kernel_w, call.groups, call.pad_h,
                             call.pad_w, call.stride_h, call.stride_w, call.dilation_h, call.dilation_w,
-                            activation, call.allow_tf32);
+                            activation, call.allow_tf32, epilogue_args, epilogue_dispatch);
 }
 
 Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels,

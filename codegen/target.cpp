@@ -122,7 +122,7 @@ std::string replace_identifier(const std::string& text, const std::string& word,
 
 // What makes two rendered kernels the same code: every variant's tag, features and text, with the
 // kernel's own name and entry point blanked out (they appear in the header comment and the
-// function's name; also as the stem of a GEMM epilogue function's, artifact::kGemmEpilogueSuffix).
+// function's name; also as the stem of a library epilogue function's, artifact::kLibraryEpilogueSuffix).
 // Two kernels with equal keys compile to the same device code up to names.
 std::string dedup_key(const KernelVariants& kernel) {
   std::string key;
@@ -130,8 +130,8 @@ std::string dedup_key(const KernelVariants& kernel) {
     key += source.tag + '\0';
     for (const std::string& f : source.required_features) key += f + ',';
     std::string text = replace_identifier(source.text, kernel.model.entry_point, "\x01");
-    text = replace_identifier(text, kernel.model.entry_point + artifact::kGemmEpilogueSuffix, "\x02");
-    text = replace_identifier(text, kernel.model.kernel->name + artifact::kGemmEpilogueSuffix, "\x02");
+    text = replace_identifier(text, kernel.model.entry_point + artifact::kLibraryEpilogueSuffix, "\x02");
+    text = replace_identifier(text, kernel.model.kernel->name + artifact::kLibraryEpilogueSuffix, "\x02");
     key += replace_identifier(text, kernel.model.kernel->name, "\x01") + '\0';
   }
   return key;

@@ -6,6 +6,8 @@
 // chain's last value.
 #include "codegen/cuda/conv_call.h"
 
+#include "codegen/cuda/library_epilogue.h"
+
 namespace kiln::codegen {
 namespace {
 
@@ -35,9 +37,15 @@ bool static_from(const ir::Shape& s, size_t from) {
   return true;
 }
 
-}  // namespace
+// What the library computes of a conv kernel: the call (without out_arg and the in-place
+// epilogue), the last node it covers, and the epilogue nodes after it.
+struct ConvPrefix {
+  artifact::ConvCall call;
+  NodeId last = ir::kNoNode;
+  std::vector<NodeId> rest;
+};
 
-std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool allow_tf32) {
+std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32) {
   if (model.kind != KernelTemplate::kPointwise || model.anchor == ir::kNoNode || !model.prologue.empty())
     return std::nullopt;
   const Node& conv = model.node(model.anchor);
@@ -82,42 +90,51 @@ std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool
     call.bias_arg = model.buffer_index(conv.inputs[2]);
   }
 
-  // The epilogue chain: adds of a bias or a residual, then [relu].
+  // The epilogue chain: adds of a bias or a residual, then [relu]; it stops at the first node
+  // the library cannot take, and the rest is the in-place epilogue's (library_epilogue.h).
   NodeId prev = model.anchor;
-  for (NodeId id : model.epilogue) {
-    const Node& node = model.node(id);
-    if (call.activation != artifact::ConvCall::Activation::kNone) return std::nullopt;  // relu ends the chain
-    if (node.type.dtype != dtype || !(node.type.shape == ys)) return std::nullopt;
+  size_t i = 0;
+  for (; i < model.epilogue.size(); ++i) {
+    const Node& node = model.node(model.epilogue[i]);
+    if (call.activation != artifact::ConvCall::Activation::kNone) break;  // relu ends the chain
+    if (node.type.dtype != dtype || !(node.type.shape == ys)) break;
     if (node.op == OpKind::kRelu && node.inputs.size() == 1 && node.inputs[0] == prev) {
       call.activation = artifact::ConvCall::Activation::kRelu;
     } else if (node.op == OpKind::kAdd && node.inputs.size() == 2) {
       const NodeId other = node.inputs[0] == prev ? node.inputs[1] : node.inputs[1] == prev ? node.inputs[0] : ir::kNoNode;
-      if (other == ir::kNoNode || other == prev) return std::nullopt;
+      if (other == ir::kNoNode || other == prev) break;
       const Node& operand = model.node(other);
       const int index = model.buffer_index(other);
-      if (operand.type.dtype != dtype || index < 0) return std::nullopt;
+      if (operand.type.dtype != dtype || index < 0) break;
       if (operand.type.shape == ys && call.residual_arg < 0) {
         call.residual_arg = index;
       } else if (is_channel_vector(operand.type.shape, call.out_channels) && call.bias_arg < 0) {
         call.bias_arg = index;
       } else {
-        return std::nullopt;
+        break;
       }
     } else {
-      return std::nullopt;
+      break;
     }
-    prev = id;
+    prev = model.epilogue[i];
   }
+  return ConvPrefix{call, prev, std::vector<NodeId>(model.epilogue.begin() + long(i), model.epilogue.end())};
+}
 
-  // Exactly one written buffer: the chain's last value.
-  int out_index = -1;
-  for (size_t buf = 0; buf < model.buffers.size(); ++buf) {
-    if (!model.buffers[buf].written) continue;
-    if (out_index >= 0 || model.buffers[buf].value != prev) return std::nullopt;
-    out_index = int(buf);
-  }
-  if (out_index < 0) return std::nullopt;
-  call.out_arg = uint32_t(out_index);
+}  // namespace
+
+std::unique_ptr<LibraryEpilogueKernel> conv_epilogue_kernel(const KernelModel& model) {
+  std::optional<ConvPrefix> prefix = conv_prefix(model, false);
+  return prefix ? library_epilogue_kernel(model, prefix->last, prefix->rest) : nullptr;
+}
+
+std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool allow_tf32) {
+  std::optional<ConvPrefix> prefix = conv_prefix(model, allow_tf32);
+  if (!prefix) return std::nullopt;
+  artifact::ConvCall call = prefix->call;
+  const std::optional<uint32_t> out = library_output(model, prefix->last, prefix->rest, call.in_place_epilogue);
+  if (!out) return std::nullopt;
+  call.out_arg = *out;
   if (!artifact::check_conv_call(call, model.args).is_ok()) return std::nullopt;
   return call;
 }

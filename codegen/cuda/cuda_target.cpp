@@ -189,8 +189,10 @@ class CudaTarget final : public Target {
 
   Result<std::vector<KernelSource>> render(const KernelModel& model, const TargetOptions&) const override {
     KILN_ASSIGN_OR_RETURN(RenderedKernel rendered, render_c_family(model, Dialect::kCuda));
-    // A matmul that cuBLASLt runs only in part: its epilogue kernel lives in the same source.
-    if (std::unique_ptr<GemmEpilogueKernel> epilogue = gemm_epilogue_kernel(model)) {
+    // A kernel that cuBLASLt or cuDNN runs only in part: its in-place epilogue lives beside it.
+    std::unique_ptr<LibraryEpilogueKernel> epilogue = gemm_epilogue_kernel(model);
+    if (!epilogue) epilogue = conv_epilogue_kernel(model);
+    if (epilogue) {
       KILN_ASSIGN_OR_RETURN(RenderedKernel rest, render_c_family(epilogue->model, Dialect::kCuda));
       rendered.source += "\n" + rest.source;
     }

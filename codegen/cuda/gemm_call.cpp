@@ -7,9 +7,8 @@
 #include "codegen/cuda/gemm_call.h"
 
 #include <cmath>
-#include <set>
 
-#include "codegen/c_family.h"
+#include "codegen/cuda/library_epilogue.h"
 
 namespace kiln::codegen {
 namespace {
@@ -100,7 +99,7 @@ std::optional<GemmPrefix> gemm_prefix(const KernelModel& model, bool allow_tf32)
     }
   }
   // Adds and the activation: the chain stops at the first node the library cannot take; the
-  // rest is the epilogue kernel's (gemm_epilogue_kernel).
+  // rest is the in-place epilogue's (library_epilogue.h).
   while (i < epi.size() && model.node(epi[i]).op == OpKind::kAdd) {
     const Node& add = model.node(epi[i]);
     if (add.inputs.size() != 2 || add.type.dtype != dtype || !(add.type.shape == os)) break;
@@ -136,103 +135,20 @@ std::optional<GemmPrefix> gemm_prefix(const KernelModel& model, bool allow_tf32)
   return GemmPrefix{call, prev, std::vector<NodeId>(epi.begin() + long(i), epi.end())};
 }
 
-// The written buffer of `model`, when there is exactly one and it holds `value`; else -1.
-int only_output(const KernelModel& model, NodeId value) {
-  int out_index = -1;
-  for (size_t buf = 0; buf < model.buffers.size(); ++buf) {
-    if (!model.buffers[buf].written) continue;
-    if (out_index >= 0 || model.buffers[buf].value != value) return -1;
-    out_index = int(buf);
-  }
-  return out_index;
-}
-
-// The epilogue kernel's model for `prefix` (see gemm_call.h), with, per parameter, the index of
-// the main kernel's arg it takes; nullopt when the rest cannot run in place after the library.
-std::unique_ptr<GemmEpilogueKernel> epilogue_kernel(const KernelModel& model, const GemmPrefix& prefix) {
-  if (prefix.rest.empty()) return nullptr;
-  const Node& mm = model.node(model.anchor);
-  const ir::Shape& os = mm.type.shape;
-  const NodeId final_value = prefix.rest.back();
-  const int out_index = only_output(model, final_value);
-  // The library writes `last` (dtype and shape of the product) where the output goes.
-  if (out_index < 0 || model.buffers[size_t(out_index)].dtype != mm.type.dtype ||
-      !(model.node(final_value).type.shape == os))
-    return nullptr;
-  auto e = std::make_unique<GemmEpilogueKernel>();
-  e->kernel.name = model.kernel->name + artifact::kGemmEpilogueSuffix;
-  e->kernel.kind = ir::KernelKind::kElementwise;
-  e->kernel.nodes = prefix.rest;
-  KernelModel& m = e->model;
-  m.graph = model.graph;
-  m.kernel = &e->kernel;
-  m.plan = model.plan;
-  m.kernel_index = model.kernel_index;
-  m.entry_point = model.entry_point + artifact::kGemmEpilogueSuffix;
-  m.kind = KernelTemplate::kPointwise;
-  m.in_place = true;
-  m.space = os;
-  m.prologue = prefix.rest;
-  // Buffers: the library's result (in the output's memory), what the rest reads from memory, the
-  // output. A rest node reading a value the library computed but did not write (the bare
-  // product before its bias) cannot run here.
-  auto add = [&](NodeId value, bool written, int source) {
-    const ir::TensorType& type = model.node(value).type;
-    m.buffers.push_back({value, type.dtype, type.shape, written});
-    artifact::KernelArg arg = model.args[size_t(source)];
-    m.args.push_back(arg);
-    e->args.push_back(uint32_t(source));
-  };
-  add(prefix.last, false, out_index);
-  e->kernel.inputs.push_back(prefix.last);
-  std::set<NodeId> available(prefix.rest.begin(), prefix.rest.end());
-  available.insert(prefix.last);
-  for (NodeId n : prefix.rest) {
-    for (NodeId in : model.node(n).inputs) {
-      if (available.count(in)) continue;
-      const int index = model.buffer_index(in);
-      if (index < 0 || model.buffers[size_t(index)].written) return nullptr;
-      add(in, false, index);
-      e->kernel.inputs.push_back(in);
-      available.insert(in);
-    }
-  }
-  add(final_value, true, out_index);
-  e->kernel.outputs.push_back(final_value);
-  m.symbols = model.symbols;
-  for (size_t s = 0; s < model.symbols.size(); ++s) {
-    const size_t source = model.buffers.size() + s;
-    m.args.push_back(model.args[source]);
-    e->args.push_back(uint32_t(source));
-  }
-  m.dispatch.work_items = ir::SizeExpr::of_shape(os, 1);
-  m.dispatch.items_per_group = kPointwiseGroupSize;
-  m.dispatch.workgroup_size = kPointwiseGroupSize;
-  return e;
-}
-
 }  // namespace
 
-std::unique_ptr<GemmEpilogueKernel> gemm_epilogue_kernel(const KernelModel& model) {
+std::unique_ptr<LibraryEpilogueKernel> gemm_epilogue_kernel(const KernelModel& model) {
   std::optional<GemmPrefix> prefix = gemm_prefix(model, false);
-  return prefix ? epilogue_kernel(model, *prefix) : nullptr;
+  return prefix ? library_epilogue_kernel(model, prefix->last, prefix->rest) : nullptr;
 }
 
 std::optional<artifact::GemmCall> match_gemm_call(const KernelModel& model, bool allow_tf32) {
   std::optional<GemmPrefix> prefix = gemm_prefix(model, allow_tf32);
   if (!prefix) return std::nullopt;
   artifact::GemmCall call = prefix->call;
-  if (prefix->rest.empty()) {
-    const int out_index = only_output(model, prefix->last);
-    if (out_index < 0 || model.buffers[size_t(out_index)].dtype != call.dtype) return std::nullopt;
-    call.out_arg = uint32_t(out_index);
-    return call;
-  }
-  std::unique_ptr<GemmEpilogueKernel> e = epilogue_kernel(model, *prefix);
-  if (!e) return std::nullopt;
-  call.out_arg = e->args.front();
-  call.epilogue_args = e->args;
-  call.epilogue_dispatch = cuda_dispatch(e->model);
+  const std::optional<uint32_t> out = library_output(model, prefix->last, prefix->rest, call.in_place_epilogue);
+  if (!out) return std::nullopt;
+  call.out_arg = *out;
   return call;
 }
 

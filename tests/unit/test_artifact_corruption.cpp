@@ -137,10 +137,10 @@ artifact::WriteOptions module_options() {
   gemm.b_batched = false;
   gemm.epilogue = artifact::GemmCall::Epilogue::kGeluTanh;
   gemm.allow_tf32 = true;
-  gemm.epilogue_args = {3, 2, 3, 4};  // an epilogue function finishing in place (artifact.h)
-  gemm.epilogue_dispatch.work_items = ir::SizeExpr::symbol("N") * 4;
-  gemm.epilogue_dispatch.items_per_group = 256;
-  gemm.epilogue_dispatch.workgroup_size = 256;
+  gemm.in_place_epilogue.args = {3, 2, 3, 4};  // a function finishing the epilogue (artifact.h)
+  gemm.in_place_epilogue.dispatch.work_items = ir::SizeExpr::symbol("N") * 4;
+  gemm.in_place_epilogue.dispatch.items_per_group = 256;
+  gemm.in_place_epilogue.dispatch.workgroup_size = 256;
   k0.gemm = gemm;
   artifact::KernelBinary k1{"cuda", "reduce_sum_1", 1, "module", "k_reduce_sum_1", {}, {},
                             {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}}, {}};
@@ -246,7 +246,7 @@ TEST_CASE("artifact modules: the writer refuses inconsistent modules, GEMM and c
   o.kernels[0].gemm->dtype = ir::DType::kF16;  // allow_tf32 is f32 only
   refused(o, "allow_tf32");
   o = module_options();
-  o.kernels[0].gemm->epilogue_args.push_back(9);
+  o.kernels[0].gemm->in_place_epilogue.args.push_back(9);
   refused(o, "epilogue argument 9 is out of range");
   o = module_options();
   o.kernels[1].conv->residual_arg = 1;
@@ -293,7 +293,7 @@ TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear e
                           ".visible .entry k_reduce_sum_1()\n{ ret; }\n";
   no_epilogue.modules[0].blob.assign(ptx.begin(), ptx.end());
   rejected(write_or_fail(model.graph, model.plan, no_epilogue),
-           "its GEMM epilogue function 'k_fused_add_mul_relu_0_epilogue' is not in the 'ptx' module");
+           "its library epilogue function 'k_fused_add_mul_relu_0_epilogue' is not in the 'ptx' module");
 
   // Every truncation and random flips: an error or a valid artifact, never a crash.
   for (size_t k = 0; k < 64; ++k) {

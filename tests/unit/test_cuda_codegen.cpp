@@ -28,29 +28,20 @@ using Compiled = kiln::testing::PlannedGraph;
 
 Compiled compile(const std::string& text) { return kiln::testing::parse_and_plan(text, "test.graph"); }
 
-// The model of the graph's only matmul kernel.
-codegen::KernelModel matmul_model(const Compiled& c) {
+// The model of the graph's only kernel of `kind`.
+codegen::KernelModel model_of_kind(const Compiled& c, ir::KernelKind kind) {
   for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
-    if (c.graph.kernels()[k].kind != ir::KernelKind::kMatMul) continue;
+    if (c.graph.kernels()[k].kind != kind) continue;
     Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
     REQUIRE(m.is_ok());
     return std::move(m).value();
   }
-  FAIL("the graph has no matmul kernel");
+  FAIL("the graph has no kernel of kind " << ir::kernel_kind_name(kind));
   return {};
 }
 
-// The model of the graph's only conv kernel.
-codegen::KernelModel conv_model(const Compiled& c) {
-  for (uint32_t k = 0; k < c.graph.kernels().size(); ++k) {
-    if (c.graph.kernels()[k].kind != ir::KernelKind::kConv) continue;
-    Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
-    REQUIRE(m.is_ok());
-    return std::move(m).value();
-  }
-  FAIL("the graph has no conv kernel");
-  return {};
-}
+codegen::KernelModel matmul_model(const Compiled& c) { return model_of_kind(c, ir::KernelKind::kMatMul); }
+codegen::KernelModel conv_model(const Compiled& c) { return model_of_kind(c, ir::KernelKind::kConv); }
 
 std::string cuda_source(const Compiled& c, uint32_t k) {
   Result<codegen::KernelModel> m = codegen::build_kernel_model(c.graph, c.plan, k);
@@ -170,14 +161,14 @@ TEST_CASE("gemm call: an epilogue the library lacks runs in an epilogue kernel a
     std::optional<artifact::GemmCall> call = codegen::match_gemm_call(m, true);
     REQUIRE(call.has_value());
     CHECK(artifact::check_gemm_call(*call, m.args).is_ok());
-    REQUIRE(call->epilogue_args.size() >= 2);
+    REQUIRE(call->in_place_epilogue.args.size() >= 2);
     // The epilogue kernel reads the library's result from the output and writes the output.
-    CHECK(call->epilogue_args.front() == call->out_arg);
+    CHECK(call->in_place_epilogue.args.front() == call->out_arg);
     CHECK(m.args[call->out_arg].value == c.graph.find("y"));
-    std::unique_ptr<codegen::GemmEpilogueKernel> e = codegen::gemm_epilogue_kernel(m);
+    std::unique_ptr<codegen::LibraryEpilogueKernel> e = codegen::gemm_epilogue_kernel(m);
     REQUIRE(e);
-    CHECK(e->args == call->epilogue_args);
-    CHECK(e->model.entry_point == m.entry_point + artifact::kGemmEpilogueSuffix);
+    CHECK(e->call == call->in_place_epilogue);
+    CHECK(e->model.entry_point == m.entry_point + artifact::kLibraryEpilogueSuffix);
     CHECK(e->model.in_place);
     Result<codegen::RenderedKernel> r = codegen::render_c_family(e->model, codegen::Dialect::kCuda);
     REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
@@ -185,7 +176,7 @@ TEST_CASE("gemm call: an epilogue the library lacks runs in an epilogue kernel a
   }
   // The library covers the whole kernel: no epilogue kernel.
   Compiled c = compile("graph g(a: f32[8, 16], b: f32[16, 4], c: f32[4]) -> (y: f32[8, 4]) {\n  y = relu(add(matmul(a, b), c))\n}\n");
-  CHECK(codegen::match_gemm_call(matmul_model(c), false)->epilogue_args.empty());
+  CHECK(codegen::match_gemm_call(matmul_model(c), false)->in_place_epilogue.empty());
   CHECK_FALSE(codegen::gemm_epilogue_kernel(matmul_model(c)));
 }
 
@@ -267,27 +258,62 @@ TEST_CASE("conv call: a bare conv, an epilogue bias [C,1,1] and f32 with and wit
   }
 }
 
-TEST_CASE("conv call: anything more or other than the pattern is not a conv call") {
+TEST_CASE("conv call: an epilogue cuDNN lacks runs in an in-place epilogue kernel after it") {
   const char* graphs[] = {
-      // asymmetric padding (cuDNN's descriptors pad both sides alike)
-      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 7, 7]) {\n  y = conv2d(x, w, pads=[1, 1, 0, 0])\n}\n",
-      // an activation cuDNN's fused call lacks
-      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 6, 6]) {\n  y = sigmoid(conv2d(x, w))\n}\n",
+      // MobileNet's relu6 after the folded batch norm's bias
+      "graph g(x: f16[1, 3, 8, 8], w: f16[4, 3, 3, 3], b: f16[4]) -> (y: f16[1, 4, 6, 6]) {\n"
+      "  y = clamp(conv2d(x, w, b), min=0.0, max=6.0)\n}\n",
+      // EfficientNet's SiLU: x * sigmoid(x)
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 6, 6]) {\n"
+      "  c = conv2d(x, w)\n  y = mul(c, sigmoid(c))\n}\n",
       // relu before the bias
       "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n  y = add(relu(conv2d(x, w)), b)\n}\n",
-      // a per-channel scale (fold-conv-scale folds it only when it is a constant)
+      // a per-channel scale that is an input (fold-conv-affine folds only constants)
       "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], s: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n  y = mul(conv2d(x, w), s)\n}\n",
       // a bias that varies along the width, not the channels
       "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[6]) -> (y: f32[1, 4, 6, 6]) {\n  y = add(conv2d(x, w), b)\n}\n",
       // two biases
       "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4, 1, 1], d: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n  y = add(add(conv2d(x, w), b), d)\n}\n",
-      // a cast in the epilogue changes the dtype
+  };
+  for (const char* text : graphs) {
+    INFO(text);
+    Compiled c = compile(text);
+    codegen::KernelModel m = conv_model(c);
+    std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, false);
+    REQUIRE(call.has_value());
+    CHECK(artifact::check_conv_call(*call, m.args).is_ok());
+    REQUIRE(call->in_place_epilogue.args.size() >= 2);
+    CHECK(call->in_place_epilogue.args.front() == call->out_arg);
+    CHECK(m.args[call->out_arg].value == c.graph.find("y"));
+    std::unique_ptr<codegen::LibraryEpilogueKernel> e = codegen::conv_epilogue_kernel(m);
+    REQUIRE(e);
+    CHECK(e->call == call->in_place_epilogue);
+    Result<codegen::RenderedKernel> r = codegen::render_c_family(e->model, codegen::Dialect::kCuda);
+    REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  }
+  // cuDNN covers conv + bias + residual + relu whole.
+  Compiled c = compile(
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4], r: f32[1, 4, 6, 6]) -> (y: f32[1, 4, 6, 6]) {\n"
+      "  y = relu(add(conv2d(x, w, b), r))\n}\n");
+  CHECK(codegen::match_conv_call(conv_model(c), false)->in_place_epilogue.empty());
+  CHECK_FALSE(codegen::conv_epilogue_kernel(conv_model(c)));
+}
+
+TEST_CASE("conv call: anything other than the pattern is not a conv call") {
+  const char* graphs[] = {
+      // asymmetric padding (cuDNN's descriptors pad both sides alike)
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 7, 7]) {\n  y = conv2d(x, w, pads=[1, 1, 0, 0])\n}\n",
+      // a cast in the epilogue changes the dtype (cuDNN's result would not fit the output)
       "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f16[1, 4, 6, 6]) {\n  y = cast(conv2d(x, w), to=f16)\n}\n",
+      // the epilogue reads the bare convolution after the library added the bias
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4, 1, 1]) -> (y: f32[1, 4, 6, 6]) {\n"
+      "  c = conv2d(x, w)\n  y = mul(add(c, b), c)\n}\n",
   };
   for (const char* text : graphs) {
     INFO(text);
     Compiled c = compile(text);
     CHECK_FALSE(codegen::match_conv_call(conv_model(c), true).has_value());
+    CHECK_FALSE(codegen::conv_epilogue_kernel(conv_model(c)));
   }
   // Pooling is a conv-kind kernel too, but not a convolution.
   Compiled c = compile("graph g(x: f32[1, 3, 8, 8]) -> (y: f32[1, 3, 4, 4]) {\n  y = max_pool2d(x, kernel=[2, 2], strides=[2, 2])\n}\n");

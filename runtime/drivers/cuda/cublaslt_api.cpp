@@ -12,32 +12,25 @@ struct LoadedLt {
 
 LoadedLt load_lt() {
   LoadedLt loaded;
-  Result<VendorLibrary> library =
-      open_vendor_library({"libcublasLt.so.13", "libcublasLt.so.12"}, "cuBLASLt", "KILN_CUBLASLT");
-  if (!library.is_ok()) {
-    loaded.status = library.status();
-    return loaded;
-  }
-  loaded.api.library = library->name;
-  auto load = [&](const char* name, auto& entry) {
-    if (loaded.status.is_ok()) loaded.status = load_entry_point(*library, name, entry);
-  };
+  loaded.status = load_vendor_api({"libcublasLt.so.13", "libcublasLt.so.12"}, "cuBLASLt", "KILN_CUBLASLT", loaded.api,
+                                  [&](auto&& load) {
 #define KILN_LT_LOAD(name) load(#name, loaded.api.name);
-  KILN_LT_LOAD(cublasLtCreate)
-  KILN_LT_LOAD(cublasLtDestroy)
-  KILN_LT_LOAD(cublasLtGetVersion)
-  KILN_LT_LOAD(cublasLtMatmulDescCreate)
-  KILN_LT_LOAD(cublasLtMatmulDescDestroy)
-  KILN_LT_LOAD(cublasLtMatmulDescSetAttribute)
-  KILN_LT_LOAD(cublasLtMatrixLayoutCreate)
-  KILN_LT_LOAD(cublasLtMatrixLayoutDestroy)
-  KILN_LT_LOAD(cublasLtMatrixLayoutSetAttribute)
-  KILN_LT_LOAD(cublasLtMatmulPreferenceCreate)
-  KILN_LT_LOAD(cublasLtMatmulPreferenceDestroy)
-  KILN_LT_LOAD(cublasLtMatmulPreferenceSetAttribute)
-  KILN_LT_LOAD(cublasLtMatmulAlgoGetHeuristic)
-  KILN_LT_LOAD(cublasLtMatmul)
+    KILN_LT_LOAD(cublasLtCreate)
+    KILN_LT_LOAD(cublasLtDestroy)
+    KILN_LT_LOAD(cublasLtGetVersion)
+    KILN_LT_LOAD(cublasLtMatmulDescCreate)
+    KILN_LT_LOAD(cublasLtMatmulDescDestroy)
+    KILN_LT_LOAD(cublasLtMatmulDescSetAttribute)
+    KILN_LT_LOAD(cublasLtMatrixLayoutCreate)
+    KILN_LT_LOAD(cublasLtMatrixLayoutDestroy)
+    KILN_LT_LOAD(cublasLtMatrixLayoutSetAttribute)
+    KILN_LT_LOAD(cublasLtMatmulPreferenceCreate)
+    KILN_LT_LOAD(cublasLtMatmulPreferenceDestroy)
+    KILN_LT_LOAD(cublasLtMatmulPreferenceSetAttribute)
+    KILN_LT_LOAD(cublasLtMatmulAlgoGetHeuristic)
+    KILN_LT_LOAD(cublasLtMatmul)
 #undef KILN_LT_LOAD
+  });
   if (loaded.status.is_ok()) loaded.api.version = loaded.api.cublasLtGetVersion();
   return loaded;
 }

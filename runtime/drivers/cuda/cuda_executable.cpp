@@ -185,9 +185,9 @@ Status CudaProgram::load_functions() {
     const artifact::KernelBinary& binary = *kernel.binary;
     KILN_RETURN_IF_ERROR(
         load_function(binary, binary.entry_point, binary.dispatch.workgroup_size, kernel.function, kernel.max_blocks));
-    if (binary.gemm && !binary.gemm->epilogue_args.empty())
-      KILN_RETURN_IF_ERROR(load_function(binary, binary.entry_point + artifact::kGemmEpilogueSuffix,
-                                         binary.gemm->epilogue_dispatch.workgroup_size, kernel.epilogue_function,
+    if (const artifact::LibraryEpilogue* epilogue = artifact::library_epilogue(binary))
+      KILN_RETURN_IF_ERROR(load_function(binary, binary.entry_point + artifact::kLibraryEpilogueSuffix,
+                                         epilogue->dispatch.workgroup_size, kernel.epilogue_function,
                                          kernel.epilogue_max_blocks));
   }
   return Status::ok();

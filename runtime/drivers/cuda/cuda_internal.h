@@ -161,7 +161,7 @@ struct LoadedKernel {
   // At most this many blocks are launched: SMs x resident blocks per SM for the kernel's block
   // size (one full wave; kernels are grid-stride), and the device's grid limit.
   uint64_t max_blocks = 1;
-  // A GEMM call's epilogue function (<entry_point>_epilogue), when its call has one.
+  // The function finishing a library call's epilogue (<entry_point>_epilogue), when it has one.
   CUfunction epilogue_function = nullptr;
   uint64_t epilogue_max_blocks = 1;
 };

@@ -435,6 +435,15 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
     };
     std::vector<uint32_t> all_args(binary.args.size());
     std::iota(all_args.begin(), all_args.end(), 0u);
+    // After a library call that covers the kernel's start: the rest of its epilogue, in place.
+    auto push_library_epilogue = [&](const artifact::LibraryEpilogue& epilogue, const char* library) -> Status {
+      if (epilogue.empty()) return Status::ok();
+      KILN_ASSIGN_OR_RETURN(Op rest, kernel_op(kernel->epilogue_function, kernel->epilogue_max_blocks, epilogue.args,
+                                               epilogue.dispatch));
+      ops_.push_back(std::move(rest));
+      op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, std::string(" (epilogue after ") + library + ")"));
+      return Status::ok();
+    };
 
     std::string library_not_used;  // why an eligible library did not run this kernel
     if (binary.conv) {
@@ -469,6 +478,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
         ops_.push_back(std::move(op));
         op_timings_.push_back(
             timing_of(launch.kernel, binary.kernel_name, " (cuDNN " + CudnnConvs::algorithm_name(*plan) + ")"));
+        KILN_RETURN_IF_ERROR(push_library_epilogue(call.in_place_epilogue, "cuDNN"));
         continue;
       }
     }
@@ -520,12 +530,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
           op.bias = bias;
           ops_.push_back(std::move(op));
           op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, " (cuBLASLt)"));
-          if (!call.epilogue_args.empty()) {  // the rest of the epilogue, in place
-            KILN_ASSIGN_OR_RETURN(Op rest, kernel_op(kernel->epilogue_function, kernel->epilogue_max_blocks,
-                                                     call.epilogue_args, call.epilogue_dispatch));
-            ops_.push_back(std::move(rest));
-            op_timings_.push_back(timing_of(launch.kernel, binary.kernel_name, " (epilogue after cuBLASLt)"));
-          }
+          KILN_RETURN_IF_ERROR(push_library_epilogue(call.in_place_epilogue, "cuBLASLt"));
           continue;
         }
         library_not_used = lt_ ? "cuBLASLt has no algorithm for it" : lt_unavailable_;

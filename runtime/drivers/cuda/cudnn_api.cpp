@@ -12,40 +12,33 @@ struct LoadedCudnn {
 
 LoadedCudnn load_cudnn() {
   LoadedCudnn loaded;
-  Result<VendorLibrary> library = open_vendor_library({"libcudnn.so.9"}, "cuDNN", "KILN_CUDNN");
-  if (!library.is_ok()) {
-    loaded.status = library.status();
-    return loaded;
-  }
-  loaded.api.library = library->name;
-  auto load = [&](const char* name, auto& entry) {
-    if (loaded.status.is_ok()) loaded.status = load_entry_point(*library, name, entry);
-  };
+  loaded.status = load_vendor_api({"libcudnn.so.9"}, "cuDNN", "KILN_CUDNN", loaded.api, [&](auto&& load) {
 #define KILN_CUDNN_LOAD(name) load(#name, loaded.api.name);
-  KILN_CUDNN_LOAD(cudnnGetVersion)
-  KILN_CUDNN_LOAD(cudnnGetErrorString)
-  KILN_CUDNN_LOAD(cudnnCreate)
-  KILN_CUDNN_LOAD(cudnnDestroy)
-  KILN_CUDNN_LOAD(cudnnSetStream)
-  KILN_CUDNN_LOAD(cudnnCreateTensorDescriptor)
-  KILN_CUDNN_LOAD(cudnnSetTensor4dDescriptor)
-  KILN_CUDNN_LOAD(cudnnDestroyTensorDescriptor)
-  KILN_CUDNN_LOAD(cudnnCreateFilterDescriptor)
-  KILN_CUDNN_LOAD(cudnnSetFilter4dDescriptor)
-  KILN_CUDNN_LOAD(cudnnDestroyFilterDescriptor)
-  KILN_CUDNN_LOAD(cudnnCreateConvolutionDescriptor)
-  KILN_CUDNN_LOAD(cudnnSetConvolution2dDescriptor)
-  KILN_CUDNN_LOAD(cudnnSetConvolutionGroupCount)
-  KILN_CUDNN_LOAD(cudnnSetConvolutionMathType)
-  KILN_CUDNN_LOAD(cudnnDestroyConvolutionDescriptor)
-  KILN_CUDNN_LOAD(cudnnCreateActivationDescriptor)
-  KILN_CUDNN_LOAD(cudnnSetActivationDescriptor)
-  KILN_CUDNN_LOAD(cudnnDestroyActivationDescriptor)
-  KILN_CUDNN_LOAD(cudnnGetConvolutionForwardAlgorithm_v7)
-  KILN_CUDNN_LOAD(cudnnGetConvolutionForwardWorkspaceSize)
-  KILN_CUDNN_LOAD(cudnnConvolutionForward)
-  KILN_CUDNN_LOAD(cudnnConvolutionBiasActivationForward)
+    KILN_CUDNN_LOAD(cudnnGetVersion)
+    KILN_CUDNN_LOAD(cudnnGetErrorString)
+    KILN_CUDNN_LOAD(cudnnCreate)
+    KILN_CUDNN_LOAD(cudnnDestroy)
+    KILN_CUDNN_LOAD(cudnnSetStream)
+    KILN_CUDNN_LOAD(cudnnCreateTensorDescriptor)
+    KILN_CUDNN_LOAD(cudnnSetTensor4dDescriptor)
+    KILN_CUDNN_LOAD(cudnnDestroyTensorDescriptor)
+    KILN_CUDNN_LOAD(cudnnCreateFilterDescriptor)
+    KILN_CUDNN_LOAD(cudnnSetFilter4dDescriptor)
+    KILN_CUDNN_LOAD(cudnnDestroyFilterDescriptor)
+    KILN_CUDNN_LOAD(cudnnCreateConvolutionDescriptor)
+    KILN_CUDNN_LOAD(cudnnSetConvolution2dDescriptor)
+    KILN_CUDNN_LOAD(cudnnSetConvolutionGroupCount)
+    KILN_CUDNN_LOAD(cudnnSetConvolutionMathType)
+    KILN_CUDNN_LOAD(cudnnDestroyConvolutionDescriptor)
+    KILN_CUDNN_LOAD(cudnnCreateActivationDescriptor)
+    KILN_CUDNN_LOAD(cudnnSetActivationDescriptor)
+    KILN_CUDNN_LOAD(cudnnDestroyActivationDescriptor)
+    KILN_CUDNN_LOAD(cudnnGetConvolutionForwardAlgorithm_v7)
+    KILN_CUDNN_LOAD(cudnnGetConvolutionForwardWorkspaceSize)
+    KILN_CUDNN_LOAD(cudnnConvolutionForward)
+    KILN_CUDNN_LOAD(cudnnConvolutionBiasActivationForward)
 #undef KILN_CUDNN_LOAD
+  });
   if (!loaded.status.is_ok()) return loaded;
   loaded.api.version = loaded.api.cudnnGetVersion();
   if (loaded.api.version < 90000 || loaded.api.version >= 100000)

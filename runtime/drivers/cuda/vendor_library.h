@@ -33,4 +33,19 @@ Status load_entry_point(const VendorLibrary& library, const char* name, Function
   return Status::ok();
 }
 
+// Opens the first of `sonames` (as open_vendor_library) into `api.library` and fills `api`'s entry
+// points: `load_all(load)` calls load(name, api.member) for each, and the first one missing is
+// the returned error.
+template <class Api, class LoadAll>
+Status load_vendor_api(std::initializer_list<const char*> sonames, const char* what, const char* switch_variable,
+                       Api& api, LoadAll load_all) {
+  KILN_ASSIGN_OR_RETURN(VendorLibrary library, open_vendor_library(sonames, what, switch_variable));
+  api.library = library.name;
+  Status status = Status::ok();
+  load_all([&](const char* name, auto& entry) {
+    if (status.is_ok()) status = load_entry_point(library, name, entry);
+  });
+  return status;
+}
+
 }  // namespace kiln::runtime::cuda
