@@ -13,8 +13,12 @@
 //   concat of one operand, transpose with the identity perm -> x
 //   reshape(reshape x) -> reshape x ; transpose(transpose x) -> one transpose with the composed
 //   perm (dropped when that is the identity).
+//   global_avg_pool2d(x) -> reduce_mean(x, axes=[2, 3], keepdims=true): the same values, run by
+//   the row-reduction templates (warps and blocks per row) instead of one thread per channel
+//   looping over H x W, which crawls on a squeeze-and-excitation block's 112x112 maps.
 // x+0 -> x ignores the sign of zero (-0 + 0 = +0), as compilers do under default float rules
 // for this pass's purpose; x*1, x-0 and x/1 are exact.
+#include <optional>
 #include <vector>
 
 #include "ir/infer.h"
@@ -42,17 +46,20 @@ bool is_constant_filled_with(const Graph& graph, NodeId id, double value) {
   return true;
 }
 
-// Rewrites node `id` in place with new operands and attributes if inference agrees the type is
-// unchanged (it always should; checking keeps a subtle shape rule from corrupting the graph).
-bool rewrite_if_same_type(Graph& graph, NodeId id, std::vector<NodeId> inputs, ir::Attrs attrs) {
+// Rewrites node `id` in place with new operands and attributes (and op, when given) if inference
+// agrees the type is unchanged (it always should; checking keeps a subtle shape rule from
+// corrupting the graph).
+bool rewrite_if_same_type(Graph& graph, NodeId id, std::vector<NodeId> inputs, ir::Attrs attrs,
+                          std::optional<OpKind> op = std::nullopt) {
   Node candidate;
-  candidate.op = graph.node(id).op;
+  candidate.op = op.value_or(graph.node(id).op);
   candidate.name = graph.node(id).name;
   candidate.inputs = std::move(inputs);
   candidate.attrs = std::move(attrs);
   if (!ir::infer_node(graph, candidate).is_ok()) return false;
   if (candidate.type != graph.node(id).type) return false;
   Node& node = graph.node(id);
+  node.op = candidate.op;
   node.inputs = std::move(candidate.inputs);
   node.attrs = std::move(candidate.attrs);
   return true;
@@ -171,8 +178,15 @@ NodeId simplify_node(Graph& graph, NodeId id) {
     case OpKind::kGreaterEqual: case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
     case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax: case OpKind::kSoftmax:
     case OpKind::kLogSoftmax: case OpKind::kLayerNorm: case OpKind::kMatMul: case OpKind::kGather:
-    case OpKind::kConv2d: case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: case OpKind::kGlobalAvgPool2d:
+    case OpKind::kConv2d: case OpKind::kMaxPool2d: case OpKind::kAvgPool2d:
       return kNoNode;
+    case OpKind::kGlobalAvgPool2d: {
+      ir::ReduceAttrs mean;
+      mean.axes = {2, 3};
+      mean.keepdims = true;
+      rewrite_if_same_type(graph, id, node.inputs, mean, OpKind::kReduceMean);
+      return kNoNode;
+    }
   }
   return kNoNode;
 }
