@@ -185,6 +185,45 @@ Status gather_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// GatherElements: out[i] = data[i with coordinate `axis` replaced by indices[i]]. Lowered to a
+// gather from the flattened data at the linear offsets sum_d coord_d * stride_d, where coord_axis
+// is the index (negative ones count from the end) and the other coordinates are iotas over the
+// indices' shape. The data's shape must be static (its strides are constants).
+Status gather_elements_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
+  const Shape ds = im.type(data).shape, is = im.type(idx).shape;  // copies: adding nodes moves types
+  const int64_t rank = im.type(data).rank();
+  if (rank < 1 || im.type(idx).rank() != rank) return im.error("data and indices must have the same rank (at least 1)");
+  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), rank));
+  std::optional<int64_t> count = ir::static_num_elements(ds);
+  if (!count) return im.unsupported("the data's shape must be static");
+  for (int64_t d = 0; d < rank; ++d)
+    if (!is[size_t(d)].is_static()) return im.unsupported("the indices' shape must be static");
+  std::vector<int64_t> strides(size_t(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) strides[size_t(d)] = strides[size_t(d + 1)] * ds[size_t(d + 1)].size();
+  if (im.type(idx).dtype != ir::DType::kI64) {
+    KILN_ASSIGN_OR_RETURN(idx, im.add(OpKind::kCast, {idx}, ir::CastAttrs{ir::DType::kI64}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0, ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId extent, im.scalar(double(ds[size_t(axis)].size()), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId negative, im.apply(OpKind::kLess, {idx, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId wrapped, im.apply(OpKind::kAdd, {idx, extent}));
+  KILN_ASSIGN_OR_RETURN(NodeId offset, im.add(OpKind::kWhere, {negative, wrapped, idx}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId axis_stride, im.scalar(double(strides[size_t(axis)]), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kMul, {offset, axis_stride}));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis || is[size_t(d)].size() == 1) continue;
+    KILN_ASSIGN_OR_RETURN(NodeId coord, im.iota(is[size_t(d)].size(), d, rank));
+    KILN_ASSIGN_OR_RETURN(NodeId stride, im.scalar(double(strides[size_t(d)]), ir::DType::kI64));
+    KILN_ASSIGN_OR_RETURN(coord, im.apply(OpKind::kMul, {coord, stride}));
+    KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kAdd, {offset, coord}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, {Dim::of(*count)}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGather, {flat, offset}, ir::AxisAttrs{0}));
+  return im.set_output(0, y);
+}
+
 // Axes from the attribute (before `input_from_opset`) or from input 1.
 Result<std::optional<std::vector<int64_t>>> axes_of(Importer& im, int64_t input_from_opset) {
   if (im.opset >= input_from_opset) {
@@ -556,6 +595,7 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["Slice"] = slice_op;
   t["Concat"] = concat_op;
   t["Gather"] = gather_op;
+  t["GatherElements"] = gather_elements_op;
   t["Squeeze"] = squeeze_op;
   t["Unsqueeze"] = unsqueeze_op;
   t["Flatten"] = flatten_op;

@@ -184,7 +184,7 @@ TEST_CASE("onnx: opsets 18-28 import with their forms; later opsets are refused"
   CHECK(later_diags.to_string().find("opset 29 is not supported (Kiln imports opsets 7 to 28)") != std::string::npos);
 }
 
-TEST_CASE("onnx: mistakes in Split, Pad and OneHot are diagnosed at the node") {
+TEST_CASE("onnx: mistakes in Split, Pad, OneHot and GatherElements are diagnosed at the node") {
   struct Case {
     const char* op;
     std::vector<std::string> inputs;
@@ -204,6 +204,10 @@ TEST_CASE("onnx: mistakes in Split, Pad and OneHot are diagnosed at the node") {
        "node 'bad' (Pad, opset 18): pads must hold two entries per padded axis"},
       {"OneHot", {"x", "x", "x"}, [](onnx::NodeProto*) {},
        "node 'bad' (OneHot, opset 18): depth must be a constant (computed at import) of one element"},
+      {"GatherElements", {"x", "pads"}, [](onnx::NodeProto*) {},
+       "node 'bad' (GatherElements, opset 18): data and indices must have the same rank (at least 1)"},
+      {"GatherElements", {"x", "x"}, [](onnx::NodeProto* n) { set_int(n, "axis", 2); },
+       "node 'bad' (GatherElements, opset 18)"},
   };
   for (const Case& c : cases) {
     INFO(c.message);
