@@ -8,7 +8,6 @@
 namespace kiln::codegen {
 namespace {
 
-using ir::Node;
 using ir::NodeId;
 
 // The written buffer of `model`, when there is exactly one and it holds `value`; else -1.
@@ -100,6 +99,5 @@ std::optional<uint32_t> library_output(const KernelModel& model, NodeId last, co
   epilogue = e->call;
   return epilogue.args.front();
 }
-
 
 }  // namespace kiln::codegen
