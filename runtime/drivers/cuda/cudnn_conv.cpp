@@ -223,6 +223,7 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, Cu
     }
     memory.remember(key, *choice);
   }
+  if (strict_f32) choice->math = math;  // whatever the cache file says: no TF32 unless allowed
   KILN_RETURN_IF_ERROR(check(dnn.cudnnSetConvolutionMathType(plan.conv, choice->math), "math type"));
   const cudnnStatus_t s = dnn.cudnnGetConvolutionForwardWorkspaceSize(handle_, plan.x, plan.w, plan.conv, plan.y,
                                                                       choice->algo, &plan.workspace_bytes);
