@@ -33,6 +33,12 @@ Shape shape_of(const std::vector<int64_t>& sizes) {
   return shape;
 }
 
+bool is_static_from(const Shape& shape, size_t first) {
+  for (size_t d = first; d < shape.size(); ++d)
+    if (!shape[d].is_static()) return false;
+  return true;
+}
+
 std::optional<int64_t> static_num_elements(const Shape& shape) {
   int64_t product = 1;
   for (const Dim& d : shape) {

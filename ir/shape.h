@@ -48,6 +48,8 @@ using SymbolBindings = std::map<std::string, int64_t>;
 // "[N, 10]" ; "[]" for a scalar.
 std::string shape_to_string(const Shape& shape);
 bool is_static(const Shape& shape);
+// Whether every dim from index `first` on is static (e.g. all but a symbolic batch).
+bool is_static_from(const Shape& shape, size_t first);
 // Static shape -> sizes. Precondition: is_static(shape).
 std::vector<int64_t> static_sizes(const Shape& shape);
 Shape shape_of(const std::vector<int64_t>& sizes);

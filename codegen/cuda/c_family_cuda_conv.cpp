@@ -45,12 +45,6 @@ struct ConvGemmShape {
   ir::Conv2dAttrs attrs;
 };
 
-bool all_static(const ir::Shape& s, size_t from) {
-  for (size_t d = from; d < s.size(); ++d)
-    if (!s[d].is_static()) return false;
-  return true;
-}
-
 bool conv_gemm_shape(const KernelModel& m, ConvGemmShape& s) {
   if (m.kind != KernelTemplate::kPointwise || m.anchor == ir::kNoNode || !m.prologue.empty()) return false;
   const Node& a = m.node(m.anchor);
@@ -62,7 +56,7 @@ bool conv_gemm_shape(const KernelModel& m, ConvGemmShape& s) {
   const ir::Shape& ws = m.node(a.inputs[1]).type.shape;
   const ir::Shape& ys = a.type.shape;
   if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4) return false;
-  if (!all_static(xs, 1) || !all_static(ws, 0) || !all_static(ys, 1)) return false;
+  if (!ir::is_static_from(xs, 1) || !ir::is_static(ws) || !ir::is_static_from(ys, 1)) return false;
   s.attrs = std::get<ir::Conv2dAttrs>(a.attrs);
   s.batch = xs[0];
   s.c = xs[1].size(); s.h = xs[2].size(); s.w = xs[3].size();

@@ -31,12 +31,6 @@ bool is_channel_vector(const ir::Shape& shape, int64_t channels) {
   return true;
 }
 
-bool static_from(const ir::Shape& s, size_t from) {
-  for (size_t d = from; d < s.size(); ++d)
-    if (!s[d].is_static()) return false;
-  return true;
-}
-
 // What the library computes of a conv kernel: the call (without out_arg and the in-place
 // epilogue), the last node it covers, and the epilogue nodes after it.
 struct ConvPrefix {
@@ -58,7 +52,7 @@ std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32)
   const ir::Shape& ws = model.node(conv.inputs[1]).type.shape;
   const ir::Shape& ys = conv.type.shape;
   if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4) return std::nullopt;
-  if (!static_from(xs, 1) || !static_from(ws, 0) || !static_from(ys, 1)) return std::nullopt;
+  if (!ir::is_static_from(xs, 1) || !ir::is_static(ws) || !ir::is_static_from(ys, 1)) return std::nullopt;
   const auto& attrs = std::get<ir::Conv2dAttrs>(conv.attrs);
   if (attrs.pads[0] != attrs.pads[2] || attrs.pads[1] != attrs.pads[3]) return std::nullopt;
 
