@@ -182,6 +182,17 @@ Result<NodeId> Importer::iota(int64_t n, int64_t axis, int64_t rank) {
   return add_constant(std::move(t), "iota");
 }
 
+Result<NodeId> Importer::wrap_negative(NodeId indices, int64_t extent) {
+  if (type(indices).dtype != ir::DType::kI64) {
+    KILN_ASSIGN_OR_RETURN(indices, add(ir::OpKind::kCast, {indices}, ir::CastAttrs{ir::DType::kI64}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId zero, scalar(0, ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId extent_node, scalar(double(extent), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId negative, apply(ir::OpKind::kLess, {indices, zero}));
+  KILN_ASSIGN_OR_RETURN(NodeId wrapped, apply(ir::OpKind::kAdd, {indices, extent_node}));
+  return add(ir::OpKind::kWhere, {negative, wrapped, indices}, ir::NoAttrs{});
+}
+
 Result<NodeId> Importer::ints_constant(const std::vector<int64_t>& v) {
   KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, {int64_t(v.size())}));
   std::copy(v.begin(), v.end(), t.mutable_data_as<int64_t>());

@@ -68,6 +68,8 @@ class Importer {
   Result<ir::NodeId> ints_constant(const std::vector<int64_t>& v);
   // An i64 constant of shape [1, .., n, .., 1] (rank `rank`) counting 0..n-1 along `axis`.
   Result<ir::NodeId> iota(int64_t n, int64_t axis, int64_t rank);
+  // `indices` as i64 with the negative ones counted from `extent` (ONNX's index convention).
+  Result<ir::NodeId> wrap_negative(ir::NodeId indices, int64_t extent);
   const ir::TensorType& type(ir::NodeId id) const { return graph.node(id).type; }
   // The data of a constant value, or nullptr.
   const ir::Tensor* const_data(ir::NodeId id) const;

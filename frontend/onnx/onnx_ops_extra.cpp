@@ -446,14 +446,7 @@ Status one_hot(Importer& im) {
   const int64_t rank = im.type(indices).rank() + 1;
   Result<int64_t> axis = ir::normalize_axis(im.attr_int("axis", -1), rank);
   if (!axis.is_ok()) return im.error(axis.status().message());
-  if (im.type(indices).dtype != ir::DType::kI64) {
-    KILN_ASSIGN_OR_RETURN(indices, im.add(OpKind::kCast, {indices}, ir::CastAttrs{ir::DType::kI64}));
-  }
-  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0, ir::DType::kI64));
-  KILN_ASSIGN_OR_RETURN(NodeId depth_i64, im.scalar(double(depth), ir::DType::kI64));
-  KILN_ASSIGN_OR_RETURN(NodeId negative, im.apply(OpKind::kLess, {indices, zero}));
-  KILN_ASSIGN_OR_RETURN(NodeId wrapped, im.apply(OpKind::kAdd, {indices, depth_i64}));
-  KILN_ASSIGN_OR_RETURN(indices, im.add(OpKind::kWhere, {negative, wrapped, indices}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(indices, im.wrap_negative(indices, depth));
   Shape lifted = im.type(indices).shape;
   lifted.insert(lifted.begin() + *axis, Dim::of(1));
   KILN_ASSIGN_OR_RETURN(indices, im.reshape(indices, lifted));

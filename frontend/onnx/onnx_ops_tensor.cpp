@@ -202,14 +202,7 @@ Status gather_elements_op(Importer& im) {
     if (!is[size_t(d)].is_static()) return im.unsupported("the indices' shape must be static");
   std::vector<int64_t> strides(size_t(rank), 1);
   for (int64_t d = rank - 2; d >= 0; --d) strides[size_t(d)] = strides[size_t(d + 1)] * ds[size_t(d + 1)].size();
-  if (im.type(idx).dtype != ir::DType::kI64) {
-    KILN_ASSIGN_OR_RETURN(idx, im.add(OpKind::kCast, {idx}, ir::CastAttrs{ir::DType::kI64}));
-  }
-  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0, ir::DType::kI64));
-  KILN_ASSIGN_OR_RETURN(NodeId extent, im.scalar(double(ds[size_t(axis)].size()), ir::DType::kI64));
-  KILN_ASSIGN_OR_RETURN(NodeId negative, im.apply(OpKind::kLess, {idx, zero}));
-  KILN_ASSIGN_OR_RETURN(NodeId wrapped, im.apply(OpKind::kAdd, {idx, extent}));
-  KILN_ASSIGN_OR_RETURN(NodeId offset, im.add(OpKind::kWhere, {negative, wrapped, idx}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId offset, im.wrap_negative(idx, ds[size_t(axis)].size()));
   KILN_ASSIGN_OR_RETURN(NodeId axis_stride, im.scalar(double(strides[size_t(axis)]), ir::DType::kI64));
   KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kMul, {offset, axis_stride}));
   for (int64_t d = 0; d < rank; ++d) {
