@@ -166,6 +166,10 @@ class Emitter {
   void cuda_vector_load(int buffer, const std::string& offset, std::vector<Point>& points);
   void cuda_vector_store(int buffer, const std::string& offset, const std::vector<Point>& points);
   void emit_cuda_matmul(const CudaConfig& c);
+  // Both CUDA matmul templates: M, K, N, the grid-stride loop over c.bm x c.bn output tiles
+  // (left open), each tile's row0/col0 and its operands' batch offsets a_base/b_base; returns the
+  // batch coordinates.
+  std::vector<std::string> open_matmul_tiles(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).

@@ -830,6 +830,21 @@ class CudaRowsBody {
 
 void Emitter::emit_cuda_rows_body(const CudaConfig& c, uint32_t vec) { CudaRowsBody(*this, c, vec).emit(); }
 
+std::vector<std::string> Emitter::open_matmul_tiles(const CudaConfig& c, const MatmulOperands& o) {
+  auto num = [](uint32_t v) { return std::to_string(v); };
+  line("IDX M = " + o.m + ", K = " + o.k + ", N = " + o.n + ";");
+  line("IDX tiles_m = (M + TO_IDX(" + num(c.bm - 1) + ")) / TO_IDX(" + num(c.bm) + "), tiles_n = (N + TO_IDX(" +
+       num(c.bn - 1) + ")) / TO_IDX(" + num(c.bn) + ");");
+  line("IDX ntiles = " + product(o.batch) + " * tiles_m * tiles_n;");
+  open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
+  line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
+  std::vector<std::string> bc = decompose("bidx", o.batch);
+  line("IDX row0 = tm * TO_IDX(" + num(c.bm) + "), col0 = tn * TO_IDX(" + num(c.bn) + ");");
+  line("IDX a_base = " + broadcast_offset(o.a_batch, bc) + " * M * K;");
+  line("IDX b_base = " + broadcast_offset(o.b_batch, bc) + " * K * N;");
+  return bc;
+}
+
 void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   const std::optional<MatmulOperands> o = matmul_operands();
   if (!o) return;
@@ -848,17 +863,8 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   const std::string sb = shared_array(ct, "tile_b", c.bk * c.bn);
   const std::string zero = lit(kind, "0");
 
-  line("IDX M = " + o->m + ", K = " + o->k + ", N = " + o->n + ";");
-  line("IDX tiles_m = (M + TO_IDX(" + num(c.bm - 1) + ")) / TO_IDX(" + num(c.bm) + "), tiles_n = (N + TO_IDX(" +
-       num(c.bn - 1) + ")) / TO_IDX(" + num(c.bn) + ");");
-  line("IDX ntiles = " + product(o->batch) + " * tiles_m * tiles_n;");
   line("int tx = (int)lid % " + num(cols_step) + ", ty = (int)lid / " + num(cols_step) + ";");
-  open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
-  line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
-  std::vector<std::string> bc = decompose("bidx", o->batch);
-  line("IDX row0 = tm * TO_IDX(" + num(c.bm) + "), col0 = tn * TO_IDX(" + num(c.bn) + ");");
-  line("IDX a_base = " + broadcast_offset(o->a_batch, bc) + " * M * K;");
-  line("IDX b_base = " + broadcast_offset(o->b_batch, bc) + " * K * N;");
+  const std::vector<std::string> bc = open_matmul_tiles(c, *o);
   line(ct + " acc[" + num(c.tm) + "][" + num(c.tn) + "];");
   line("#pragma unroll");
   open("for (int i = 0; i < " + num(c.tm) + "; ++i)");
@@ -934,17 +940,9 @@ void Emitter::emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o)
   const std::string sa = shared_array("__align__(16) ushort", "tile_a", c.bm * kPitch);
   const std::string sb = shared_array("__align__(16) ushort", "tile_b", c.bn * kPitch);
   const std::string a_buf = "b" + std::to_string(o.a_buffer), b_buf = "b" + std::to_string(o.b_buffer);
-  line("IDX M = " + o.m + ", K = " + o.k + ", N = " + o.n + ";");
-  line("IDX tiles_m = (M + TO_IDX(63)) / TO_IDX(64), tiles_n = (N + TO_IDX(63)) / TO_IDX(64);");
-  line("IDX ntiles = " + product(o.batch) + " * tiles_m * tiles_n;");
   line("int warp = (int)lid / 32, lane = (int)lid % 32, g = lane / 4, t = lane % 4;");
   line("int wm = (warp / 2) * 32, wn = (warp % 2) * 32;");
-  open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
-  line("IDX tn = tile % tiles_n, tm = (tile / tiles_n) % tiles_m, bidx = tile / (tiles_n * tiles_m);");
-  std::vector<std::string> bc = decompose("bidx", o.batch);
-  line("IDX row0 = tm * TO_IDX(64), col0 = tn * TO_IDX(64);");
-  line("IDX a_base = " + broadcast_offset(o.a_batch, bc) + " * M * K;");
-  line("IDX b_base = " + broadcast_offset(o.b_batch, bc) + " * K * N;");
+  const std::vector<std::string> bc = open_matmul_tiles(c, o);
   line("float acc[2][4][4];");
   line("#pragma unroll");
   line("for (int i = 0; i < 2; ++i)");
