@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ import torch
 from torch import nn
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH_DIR)
+import gpu_bench  # noqa: E402  (after the path insert)
 
 
 # ---- Models -----------------------------------------------------------------------------------
@@ -115,24 +116,14 @@ def build_model(name):
 
 # ---- Measuring --------------------------------------------------------------------------------
 
-def time_torch(fn, warmup_s=1.0, reps=30, rep_s=0.05):
+# gpu_bench's timer: warm-up of at least 10 calls and 1 s, then 30 repetitions of K calls filling
+# 50 ms, each call followed by torch.cuda.synchronize() ("sync_ms"), as kiln-bench waits per run.
+TIMER = gpu_bench.TorchTimer(warmup=10, warmup_s=1.0, reps=30, rep_s=0.05)
+
+
+def time_torch(fn):
     """Median ms per call of fn() followed by torch.cuda.synchronize()."""
-    torch.cuda.synchronize()
-    start, n = time.perf_counter(), 0
-    while n < 10 or time.perf_counter() - start < warmup_s:
-        fn()
-        torch.cuda.synchronize()
-        n += 1
-    per_call = (time.perf_counter() - start) / n
-    k = max(1, min(10000, math.ceil(rep_s / max(per_call, 1e-7))))
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(k):
-            fn()
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3 / k)
-    return statistics.median(times)
+    return TIMER.time(fn)["sync_ms"]
 
 
 def relative_l2(out, ref):
