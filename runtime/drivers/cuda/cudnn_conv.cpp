@@ -64,8 +64,11 @@ class AlgorithmMemory {
     std::lock_guard<std::mutex> lock(mutex_);
     load_locked();
     if (!choices_.emplace(key, choice).second || path_.empty()) return;
-    std::error_code ignored;
-    std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ignored);
+    if (!directory_made_) {  // once per process, not per choice
+      std::error_code ignored;
+      std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ignored);
+      directory_made_ = true;
+    }
     const std::string line = key + "\t" + std::to_string(choice.algo) + "\t" + std::to_string(choice.math) + "\n";
     const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return;  // no cache directory: the choice lasts for the process
@@ -98,6 +101,7 @@ class AlgorithmMemory {
 
   std::mutex mutex_;
   bool loaded_ = false;
+  bool directory_made_ = false;
   std::string path_;
   std::map<std::string, Choice> choices_;
 };
