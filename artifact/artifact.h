@@ -99,13 +99,15 @@ struct GemmCall {
 // A 2-D convolution kernel that a driver may run through a vendor DNN library (CUDA: cuDNN)
 // instead of its generated code, which stays in the artifact as the fallback. Codegen records it
 // when the kernel is, or starts with (then `in_place_epilogue` finishes it),
-//   out = activation(conv2d(x, w) + bias + residual)    (NCHW; bias and residual optional)
+//   out = activation(conv2d(x, w) + bias + residual)    (NCHW or NHWC; bias and residual optional)
 // with one dtype for every tensor (f32, f16 or bf16), f32 accumulation, and symmetric padding.
 // The output's spatial size follows from the fields: (height + 2 pad_h - dilation_h (kernel_h - 1)
 // - 1) / stride_h + 1, and likewise for the width.
 struct ConvCall {
   enum class Activation : uint8_t { kNone = 0, kRelu = 1 };
   // Indices into KernelBinary::args (each a kBuffer arg).
+  // Shapes in NCHW; with channels_last, x, out and residual are NHWC and w is
+  // [out_channels, kernel_h, kernel_w, channels / groups].
   uint32_t x_arg = 0;        // [batch, channels, height, width]
   uint32_t w_arg = 0;        // [out_channels, channels / groups, kernel_h, kernel_w]
   uint32_t out_arg = 0;      // [batch, out_channels, out_h, out_w]
@@ -119,6 +121,7 @@ struct ConvCall {
   Activation activation = Activation::kNone;
   bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
   LibraryEpilogue in_place_epilogue;  // what follows the pattern above (relu6, SiLU, ...), if anything
+  bool channels_last = false;
 
   int64_t out_height() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }

@@ -136,6 +136,7 @@ Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
       KILN_ASSIGN_OR_RETURN(c.pads, fixed_longs<4>(a->pads(), where, "pads"));
       KILN_ASSIGN_OR_RETURN(c.dilations, fixed_longs<2>(a->dilations(), where, "dilations"));
       c.groups = a->groups();
+      c.channels_last = a->channels_last();
       return ir::Attrs(c);
     }
     case fb::Attrs::Pool2dAttrs: {
@@ -145,6 +146,7 @@ Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
       KILN_ASSIGN_OR_RETURN(p.strides, fixed_longs<2>(a->strides(), where, "strides"));
       KILN_ASSIGN_OR_RETURN(p.pads, fixed_longs<4>(a->pads(), where, "pads"));
       p.count_include_pad = a->count_include_pad();
+      p.channels_last = a->channels_last();
       return ir::Attrs(p);
     }
   }
@@ -468,6 +470,7 @@ Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg
     default: return bad(where + ": its conv call has an unknown activation code " + std::to_string(int(c.activation())));
   }
   call.allow_tf32 = c.allow_tf32();
+  call.channels_last = c.channels_last();
   KILN_ASSIGN_OR_RETURN(call.in_place_epilogue,
                         read_library_epilogue(c.epilogue_args(), c.epilogue_dispatch(), where + " conv call"));
   Status ok = check_conv_call(call, args);

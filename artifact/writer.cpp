@@ -148,13 +148,13 @@ std::pair<fb::Attrs, Offset<void>> Writer::attrs(const ir::Attrs& attrs) {
           auto pads = longs(a.pads);
           auto dilations = longs(a.dilations);
           return {fb::Attrs::Conv2dAttrs,
-                  fb::CreateConv2dAttrs(fbb_, strides, pads, dilations, a.groups).Union()};
+                  fb::CreateConv2dAttrs(fbb_, strides, pads, dilations, a.groups, a.channels_last).Union()};
         } else if constexpr (std::is_same_v<A, ir::Pool2dAttrs>) {
           auto kernel = longs(a.kernel);
           auto strides = longs(a.strides);
           auto pads = longs(a.pads);
           return {fb::Attrs::Pool2dAttrs,
-                  fb::CreatePool2dAttrs(fbb_, kernel, strides, pads, a.count_include_pad).Union()};
+                  fb::CreatePool2dAttrs(fbb_, kernel, strides, pads, a.count_include_pad, a.channels_last).Union()};
         } else {
           static_assert(sizeof(A) == 0, "attribute struct without a file encoding");
         }
@@ -292,7 +292,7 @@ Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
                             detail::to_fb(call.dtype), batch, call.channels, call.height, call.width,
                             call.out_channels, call.kernel_h, call.kernel_w, call.groups, call.pad_h,
                             call.pad_w, call.stride_h, call.stride_w, call.dilation_h, call.dilation_w,
-                            activation, call.allow_tf32, epilogue_args, epilogue_dispatch);
+                            activation, call.allow_tf32, epilogue_args, epilogue_dispatch, call.channels_last);
 }
 
 Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels,

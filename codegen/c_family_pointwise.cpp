@@ -40,6 +40,17 @@ void Emitter::emit_pointwise_loop(const std::string& start, const std::string& s
 
 namespace {
 
+// The coordinates of an image tensor's element (n, c, h, w) in its layout's axis order.
+std::vector<std::string> image_coords(const ir::ImageAxes& ax, const std::string& n, const std::string& c,
+                                      const std::string& h, const std::string& w) {
+  std::vector<std::string> coords(4);
+  coords[ax.n] = n;
+  coords[ax.c] = c;
+  coords[ax.h] = h;
+  coords[ax.w] = w;
+  return coords;
+}
+
 std::string clamp_literal(int64_t v, bool glsl) {
   const int64_t limit = glsl ? (int64_t(1) << 30) : (int64_t(1) << 62);
   return "TO_IDX(" + std::to_string(std::clamp(v, -limit, limit)) + ")";
@@ -126,27 +137,28 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
     }
     case OpKind::kConv2d: {
       const auto& c = std::get<ir::Conv2dAttrs>(a.attrs);
+      const ir::ImageAxes ax = ir::image_axes(c.channels_last);
       const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
       const ir::Shape& w = m_.node(a.inputs[1]).type.shape;
       const int bx = buffer_of(a.inputs[0]), bw = buffer_of(a.inputs[1]);
       const std::string acc = fresh("acc");
-      const std::string cg = dim(w[1]);
-      const std::string og = "(" + dim(w[0]) + " / TO_IDX(" + std::to_string(c.groups) + "))";
+      const std::string cg = dim(w[ax.c]);
+      const std::string og = "(" + dim(w[ax.n]) + " / TO_IDX(" + std::to_string(c.groups) + "))";
       line(ctype(kind) + " " + acc + " = " + lit(kind, "0") + ";");
-      const std::string n = p.coords[0], o = p.coords[1], oh = p.coords[2], ow = p.coords[3];
+      const std::string n = p.coords[ax.n], o = p.coords[ax.c], oh = p.coords[ax.h], ow = p.coords[ax.w];
       const std::string ci = fresh("ci"), kh = fresh("kh"), kw = fresh("kw"), ih = fresh("ih"), iw = fresh("iw");
       open("for (IDX " + ci + " = TO_IDX(0); " + ci + " < " + cg + "; ++" + ci + ")");
-      open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + dim(w[2]) + "; ++" + kh + ")");
+      open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + dim(w[ax.h]) + "; ++" + kh + ")");
       line("IDX " + ih + " = " + oh + " * TO_IDX(" + std::to_string(c.strides[0]) + ") - TO_IDX(" +
            std::to_string(c.pads[0]) + ") + " + kh + " * TO_IDX(" + std::to_string(c.dilations[0]) + ");");
-      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[2]) + ") continue;");
-      open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + dim(w[3]) + "; ++" + kw + ")");
+      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[ax.h]) + ") continue;");
+      open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + dim(w[ax.w]) + "; ++" + kw + ")");
       line("IDX " + iw + " = " + ow + " * TO_IDX(" + std::to_string(c.strides[1]) + ") - TO_IDX(" +
            std::to_string(c.pads[1]) + ") + " + kw + " * TO_IDX(" + std::to_string(c.dilations[1]) + ");");
-      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[3]) + ") continue;");
+      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[ax.w]) + ") continue;");
       const std::string xc = "(" + o + " / " + og + ") * " + cg + " + " + ci;
-      const std::string xv = load(bx, row_major_offset(x, {n, xc, ih, iw}));
-      const std::string wv = load(bw, row_major_offset(w, {o, ci, kh, kw}));
+      const std::string xv = load(bx, row_major_offset(x, image_coords(ax, n, xc, ih, iw)));
+      const std::string wv = load(bw, row_major_offset(w, image_coords(ax, o, ci, kh, kw)));
       if (kind == Num::kF) line(acc + " += TO_F(" + xv + ") * TO_F(" + wv + ");");
       else line(acc + " = " + int_fn("add", kind) + "(" + acc + ", " + int_fn("mul", kind) + "(" + xv + ", " + wv + "));");
       close();
@@ -164,6 +176,7 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       const int bx = buffer_of(a.inputs[0]);
       ir::Pool2dAttrs pa;
       if (const auto* attrs = std::get_if<ir::Pool2dAttrs>(&a.attrs)) pa = *attrs;
+      const ir::ImageAxes ax = ir::image_axes(pa.channels_last);
       const bool is_max = a.op == OpKind::kMaxPool2d;
       const bool global = a.op == OpKind::kGlobalAvgPool2d;
       const std::string acc = fresh("acc"), count = fresh("cnt");
@@ -179,19 +192,19 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       }
       line(ctype(kind) + " " + acc + " = " + init + ";");
       line("IDX " + count + " = TO_IDX(0);");
-      const std::string n = p.coords[0], ch = p.coords[1], oh = p.coords[2], ow = p.coords[3];
+      const std::string n = p.coords[ax.n], ch = p.coords[ax.c], oh = p.coords[ax.h], ow = p.coords[ax.w];
       const std::string kh = fresh("kh"), kw = fresh("kw"), ih = fresh("ih"), iw = fresh("iw");
-      const std::string kh_end = global ? dim(x[2]) : "TO_IDX(" + std::to_string(pa.kernel[0]) + ")";
-      const std::string kw_end = global ? dim(x[3]) : "TO_IDX(" + std::to_string(pa.kernel[1]) + ")";
+      const std::string kh_end = global ? dim(x[ax.h]) : "TO_IDX(" + std::to_string(pa.kernel[0]) + ")";
+      const std::string kw_end = global ? dim(x[ax.w]) : "TO_IDX(" + std::to_string(pa.kernel[1]) + ")";
       open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + kh_end + "; ++" + kh + ")");
       line("IDX " + ih + " = " + (global ? kh : oh + " * TO_IDX(" + std::to_string(pa.strides[0]) +
                                                 ") - TO_IDX(" + std::to_string(pa.pads[0]) + ") + " + kh) + ";");
-      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[2]) + ") continue;");
+      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[ax.h]) + ") continue;");
       open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + kw_end + "; ++" + kw + ")");
       line("IDX " + iw + " = " + (global ? kw : ow + " * TO_IDX(" + std::to_string(pa.strides[1]) +
                                                 ") - TO_IDX(" + std::to_string(pa.pads[1]) + ") + " + kw) + ";");
-      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[3]) + ") continue;");
-      const std::string xv = load(bx, row_major_offset(x, {n, ch, ih, iw}));
+      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[ax.w]) + ") continue;");
+      const std::string xv = load(bx, row_major_offset(x, image_coords(ax, n, ch, ih, iw)));
       if (is_max) {
         line(acc + " = " + (kind == Num::kF ? "k_maxf(" + acc + ", " + xv + ")"
                                             : "(" + xv + " > " + acc + " ? " + xv + " : " + acc + ")") + ";");
@@ -205,7 +218,7 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       close();
       if (is_max) return acc;
       std::string divisor = count;
-      if (global) divisor = "(" + dim(x[2]) + " * " + dim(x[3]) + ")";
+      if (global) divisor = "(" + dim(x[ax.h]) + " * " + dim(x[ax.w]) + ")";
       else if (pa.count_include_pad) divisor = "TO_IDX(" + std::to_string(pa.kernel[0] * pa.kernel[1]) + ")";
       if (kind == Num::kF) {
         if (global) return "(" + acc + " / TO_F(" + divisor + "))";

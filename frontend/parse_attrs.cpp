@@ -207,6 +207,7 @@ std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, co
     if (name == "pads") return get_fixed_list(c, a->pads);
     if (name == "dilations") return get_fixed_list(c, a->dilations);
     if (name == "groups") return get_int(c, a->groups);
+    if (name == "channels_last") return get_bool(c, a->channels_last);
     return unknown(c);
   }
   if (auto* a = std::get_if<ir::Pool2dAttrs>(&attrs)) {
@@ -214,6 +215,7 @@ std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, co
     if (name == "strides") return get_fixed_list(c, a->strides);
     if (name == "pads") return get_fixed_list(c, a->pads);
     if (name == "count_include_pad" && kind == ir::OpKind::kAvgPool2d) return get_bool(c, a->count_include_pad);
+    if (name == "channels_last") return get_bool(c, a->channels_last);
     return unknown(c);
   }
   // NoAttrs (and the source kinds, which are never called by name).

@@ -343,29 +343,33 @@ Result<TensorType> infer_conv2d(OpKind, const Operands& in, Attrs& node_attrs) {
   auto& attrs = std::get<Conv2dAttrs>(node_attrs);
   const TensorType& x = in[0];
   const TensorType& w = in[1];
-  if (x.rank() != 4) return invalid_argument("conv2d needs an NCHW input of rank 4, got " + x.to_string());
+  const ImageAxes ax = image_axes(attrs.channels_last);
+  const char* layout = attrs.channels_last ? "NHWC" : "NCHW";
+  if (x.rank() != 4) return invalid_argument(std::string("conv2d needs an ") + layout + " input of rank 4, got " + x.to_string());
   if (!is_float(x.dtype)) {
     return invalid_argument("conv2d needs a floating-point input, got " + x.to_string() + " (use cast)");
   }
   KILN_RETURN_IF_ERROR(require_same_dtype("conv2d", x, w));
   if (w.rank() != 4 || !is_static(w.shape)) {
-    return invalid_argument("conv2d weight must be a static [Cout, Cin/groups, kH, kW], got " + w.to_string());
+    return invalid_argument(std::string("conv2d weight must be a static ") +
+                            (attrs.channels_last ? "[Cout, kH, kW, Cin/groups]" : "[Cout, Cin/groups, kH, kW]") +
+                            ", got " + w.to_string());
   }
   KILN_RETURN_IF_ERROR(check_positive("conv2d", "strides", attrs.strides.data(), 2, 1));
   KILN_RETURN_IF_ERROR(check_positive("conv2d", "dilations", attrs.dilations.data(), 2, 1));
   KILN_RETURN_IF_ERROR(check_positive("conv2d", "pads", attrs.pads.data(), 4, 0));
   KILN_RETURN_IF_ERROR(check_positive("conv2d", "groups", &attrs.groups, 1, 1));
-  const int64_t out_channels = w.shape[0].size();
-  const int64_t in_per_group = w.shape[1].size();
-  const int64_t kh = w.shape[2].size();
-  const int64_t kw = w.shape[3].size();
+  const int64_t out_channels = w.shape[ax.n].size();
+  const int64_t in_per_group = w.shape[ax.c].size();
+  const int64_t kh = w.shape[ax.h].size();
+  const int64_t kw = w.shape[ax.w].size();
   if (kh == 0 || kw == 0 || in_per_group == 0) {
     return invalid_argument("conv2d weight " + w.to_string() + " has an empty kernel");
   }
   if (kh > (int64_t(1) << 32) || kw > (int64_t(1) << 32)) {
     return invalid_argument("conv2d weight " + w.to_string() + " has an absurd kernel size");
   }
-  const Dim& channels = x.shape[1];
+  const Dim& channels = x.shape[ax.c];
   if (channels.is_symbolic()) {
     return invalid_argument("conv2d needs a static channel count, got " + x.to_string());
   }
@@ -377,7 +381,10 @@ Result<TensorType> infer_conv2d(OpKind, const Operands& in, Attrs& node_attrs) {
   if (channels.size() != expected_channels) {
     return invalid_argument("conv2d weight " + w.to_string() + " with groups=" + std::to_string(attrs.groups) +
                             " expects " + std::to_string(expected_channels) +
-                            " input channels, but the input is " + x.to_string());
+                            " input channels, but the input is " + x.to_string() +
+                            (attrs.channels_last ? " (with channels_last=true, the input is NHWC and the weight "
+                                                   "[Cout, kH, kW, Cin/groups])"
+                                                 : ""));
   }
   if (out_channels % attrs.groups != 0) {
     return invalid_argument("conv2d output channels " + std::to_string(out_channels) +
@@ -389,18 +396,27 @@ Result<TensorType> infer_conv2d(OpKind, const Operands& in, Attrs& node_attrs) {
       return invalid_argument("conv2d bias must be " + expected.to_string() + ", got " + in[2].to_string());
     }
   }
-  KILN_ASSIGN_OR_RETURN(Dim oh, window_output("conv2d", "height", x, x.shape[2], kh, attrs.strides[0],
+  KILN_ASSIGN_OR_RETURN(Dim oh, window_output("conv2d", "height", x, x.shape[ax.h], kh, attrs.strides[0],
                                               attrs.dilations[0], attrs.pads[0], attrs.pads[2]));
-  KILN_ASSIGN_OR_RETURN(Dim ow, window_output("conv2d", "width", x, x.shape[3], kw, attrs.strides[1],
+  KILN_ASSIGN_OR_RETURN(Dim ow, window_output("conv2d", "width", x, x.shape[ax.w], kw, attrs.strides[1],
                                               attrs.dilations[1], attrs.pads[1], attrs.pads[3]));
-  return TensorType{x.dtype, {x.shape[0], Dim::of(out_channels), oh, ow}};
+  Shape out(4);
+  out[ax.n] = x.shape[ax.n];
+  out[ax.c] = Dim::of(out_channels);
+  out[ax.h] = oh;
+  out[ax.w] = ow;
+  return TensorType{x.dtype, std::move(out)};
 }
 
 Result<TensorType> infer_pool2d(OpKind op, const Operands& in, Attrs& node_attrs) {
   auto& attrs = std::get<Pool2dAttrs>(node_attrs);
   const std::string name(op_name(op));
   const TensorType& x = in[0];
-  if (x.rank() != 4) return invalid_argument(name + " needs an NCHW input of rank 4, got " + x.to_string());
+  const ImageAxes ax = image_axes(attrs.channels_last);
+  if (x.rank() != 4) {
+    return invalid_argument(name + " needs an " + (attrs.channels_last ? "NHWC" : "NCHW") + " input of rank 4, got " +
+                            x.to_string());
+  }
   if (op == OpKind::kAvgPool2d ? !is_float(x.dtype) : !is_numeric(x.dtype)) {
     return invalid_argument(name + " needs a " + (op == OpKind::kAvgPool2d ? "floating-point" : "numeric") +
                             " input, got " + x.to_string());
@@ -416,11 +432,14 @@ Result<TensorType> infer_pool2d(OpKind op, const Operands& in, Attrs& node_attrs
                               ints_to_string({attrs.kernel.begin(), attrs.kernel.end()}));
     }
   }
-  KILN_ASSIGN_OR_RETURN(Dim oh, window_output(name, "height", x, x.shape[2], attrs.kernel[0], attrs.strides[0],
+  KILN_ASSIGN_OR_RETURN(Dim oh, window_output(name, "height", x, x.shape[ax.h], attrs.kernel[0], attrs.strides[0],
                                               1, attrs.pads[0], attrs.pads[2]));
-  KILN_ASSIGN_OR_RETURN(Dim ow, window_output(name, "width", x, x.shape[3], attrs.kernel[1], attrs.strides[1],
+  KILN_ASSIGN_OR_RETURN(Dim ow, window_output(name, "width", x, x.shape[ax.w], attrs.kernel[1], attrs.strides[1],
                                               1, attrs.pads[1], attrs.pads[3]));
-  return TensorType{x.dtype, {x.shape[0], x.shape[1], oh, ow}};
+  Shape out = x.shape;
+  out[ax.h] = oh;
+  out[ax.w] = ow;
+  return TensorType{x.dtype, std::move(out)};
 }
 
 Result<TensorType> infer_global_avg_pool2d(OpKind, const Operands& in, Attrs&) {

@@ -1,6 +1,7 @@
-// Reference evaluation of NCHW convolution and pooling.
+// Reference evaluation of convolution and pooling, NCHW or NHWC (channels_last, ImageAxes).
 //
-// conv2d: x [N, C, H, W], w [O, C/groups, KH, KW], optional bias [O]; pads are
+// conv2d: x [N, C, H, W], w [O, C/groups, KH, KW] (NHWC: [N, H, W, C], [O, KH, KW, C/groups]),
+// optional bias [O]; pads are
 // [top, left, bottom, right]; out = floor((H + top + bottom - dil*(KH-1) - 1) / stride) + 1.
 // Accumulates in double (floats) or exactly in int64 (integers).
 // max_pool2d: padding never wins (it is -inf); a window entirely in padding yields -inf (or the
@@ -16,15 +17,34 @@
 namespace kiln::ir::interp {
 namespace {
 
+// The logical sizes of a 4-D image tensor and the element strides of each logical axis in its
+// layout; at(n, c, h, w) is the element's offset.
 struct Dims4 {
   int64_t n, c, h, w;
+  int64_t sn, sc, sh, sw;
+  int64_t at(int64_t in, int64_t ic, int64_t ih, int64_t iw) const { return in * sn + ic * sc + ih * sh + iw * sw; }
 };
 
-Result<Dims4> nchw(const EvalContext& ctx, const Tensor& t, const char* what) {
+Dims4 image_dims(const std::vector<int64_t>& shape, bool channels_last) {
+  const ImageAxes ax = image_axes(channels_last);
+  int64_t stride[4];
+  stride[3] = 1;
+  for (int d = 2; d >= 0; --d) stride[d] = stride[d + 1] * shape[size_t(d + 1)];
+  return Dims4{shape[ax.n], shape[ax.c], shape[ax.h], shape[ax.w],
+               stride[ax.n], stride[ax.c], stride[ax.h], stride[ax.w]};
+}
+
+// The shape of an image tensor of logical sizes (n, c, h, w) in the layout.
+std::vector<int64_t> image_shape(int64_t n, int64_t c, int64_t h, int64_t w, bool channels_last) {
+  return channels_last ? std::vector<int64_t>{n, h, w, c} : std::vector<int64_t>{n, c, h, w};
+}
+
+Result<Dims4> image(const EvalContext& ctx, const Tensor& t, const char* what, bool channels_last) {
   if (t.rank() != 4) {
-    return node_error(ctx, std::string(what) + " must be 4-D (NCHW), got " + sizes_to_string(t.shape()));
+    return node_error(ctx, std::string(what) + " must be 4-D (" + (channels_last ? "NHWC" : "NCHW") + "), got " +
+                               sizes_to_string(t.shape()));
   }
-  return Dims4{t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]};
+  return image_dims(t.shape(), channels_last);
 }
 
 Result<int64_t> output_extent(const EvalContext& ctx, int64_t in, int64_t pad_begin, int64_t pad_end,
@@ -46,6 +66,7 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
                       const Dims4& xd, const Dims4& wd, int64_t groups, int64_t oh, int64_t ow,
                       const Conv2dAttrs& a) {
   std::vector<T> out(size_t(xd.n * wd.n * oh * ow), T(0));
+  const Dims4 od = image_dims(image_shape(xd.n, wd.n, oh, ow, a.channels_last), a.channels_last);
   const int64_t out_per_group = wd.n / groups;
   const int64_t in_per_group = wd.c;
   for (int64_t n = 0; n < xd.n; ++n) {
@@ -62,8 +83,8 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
               for (int64_t kx = 0; kx < wd.w; ++kx) {
                 const int64_t ix = xo * a.strides[1] - a.pads[1] + kx * a.dilations[1];
                 if (ix < 0 || ix >= xd.w) continue;
-                const T xv = x[((n * xd.c + c) * xd.h + iy) * xd.w + ix];
-                const T wv = w[((o * wd.c + ci) * wd.h + ky) * wd.w + kx];
+                const T xv = x[size_t(xd.at(n, c, iy, ix))];
+                const T wv = w[size_t(wd.at(o, ci, ky, kx))];
                 if constexpr (std::is_same_v<T, int64_t>) {
                   acc = int64_t(uint64_t(acc) + uint64_t(xv) * uint64_t(wv));
                 } else {
@@ -72,7 +93,7 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
               }
             }
           }
-          out[((n * wd.n + o) * oh + y) * ow + xo] = acc;
+          out[size_t(od.at(n, o, y, xo))] = acc;
         }
       }
     }
@@ -88,8 +109,8 @@ Result<Tensor> eval_conv2d(const EvalContext& ctx) {
   const Tensor& x = *ctx.inputs[0];
   const Tensor& w = *ctx.inputs[1];
   const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-  KILN_ASSIGN_OR_RETURN(Dims4 xd, nchw(ctx, x, "input"));
-  KILN_ASSIGN_OR_RETURN(Dims4 wd, nchw(ctx, w, "weight"));
+  KILN_ASSIGN_OR_RETURN(Dims4 xd, image(ctx, x, "input", attrs->channels_last));
+  KILN_ASSIGN_OR_RETURN(Dims4 wd, image(ctx, w, "weight", attrs->channels_last));
   const int64_t groups = attrs->groups;
   if (groups <= 0 || xd.c % groups != 0 || wd.n % groups != 0 || wd.c * groups != xd.c) {
     return node_error(ctx, "weight " + sizes_to_string(w.shape()) + " and groups=" + std::to_string(groups) +
@@ -102,7 +123,7 @@ Result<Tensor> eval_conv2d(const EvalContext& ctx) {
                                                   attrs->strides[0], attrs->dilations[0]));
   KILN_ASSIGN_OR_RETURN(int64_t ow, output_extent(ctx, xd.w, attrs->pads[1], attrs->pads[3], wd.w,
                                                   attrs->strides[1], attrs->dilations[1]));
-  const std::vector<int64_t> out_shape = {xd.n, wd.n, oh, ow};
+  const std::vector<int64_t> out_shape = image_shape(xd.n, wd.n, oh, ow, attrs->channels_last);
   if (is_float(x.dtype())) {
     std::vector<double> b;
     if (bias) b = load_doubles(*bias);
@@ -121,14 +142,15 @@ Result<Tensor> eval_pool2d(const EvalContext& ctx) {
   const auto* attrs = std::get_if<Pool2dAttrs>(&ctx.node.attrs);
   if (attrs == nullptr) return node_error(ctx, "missing pooling attributes");
   const Tensor& x = *ctx.inputs[0];
-  KILN_ASSIGN_OR_RETURN(Dims4 xd, nchw(ctx, x, "input"));
+  KILN_ASSIGN_OR_RETURN(Dims4 xd, image(ctx, x, "input", attrs->channels_last));
   const bool is_max = ctx.node.op == OpKind::kMaxPool2d;
   const int64_t kh = attrs->kernel[0], kw = attrs->kernel[1];
   KILN_ASSIGN_OR_RETURN(int64_t oh, output_extent(ctx, xd.h, attrs->pads[0], attrs->pads[2], kh,
                                                   attrs->strides[0], 1));
   KILN_ASSIGN_OR_RETURN(int64_t ow, output_extent(ctx, xd.w, attrs->pads[1], attrs->pads[3], kw,
                                                   attrs->strides[1], 1));
-  const std::vector<int64_t> out_shape = {xd.n, xd.c, oh, ow};
+  const std::vector<int64_t> out_shape = image_shape(xd.n, xd.c, oh, ow, attrs->channels_last);
+  const Dims4 od = image_dims(out_shape, attrs->channels_last);
   const bool floating = is_float(x.dtype());
   std::vector<double> xf;
   std::vector<int64_t> xi;
@@ -137,10 +159,11 @@ Result<Tensor> eval_pool2d(const EvalContext& ctx) {
   std::vector<int64_t> outi;
   if (floating) outf.resize(size_t(num_elements_of(out_shape)));
   else outi.resize(size_t(num_elements_of(out_shape)));
-  int64_t pos = 0;
   for (int64_t plane = 0; plane < xd.n * xd.c; ++plane) {
+    const int64_t n = plane / std::max<int64_t>(xd.c, 1), c = plane % std::max<int64_t>(xd.c, 1);
     for (int64_t y = 0; y < oh; ++y) {
-      for (int64_t xo = 0; xo < ow; ++xo, ++pos) {
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        const size_t pos = size_t(od.at(n, c, y, xo));
         double best_f = -std::numeric_limits<double>::infinity(), sum_f = 0;
         int64_t best_i = std::numeric_limits<int64_t>::min(), sum_i = 0, valid = 0;
         for (int64_t ky = 0; ky < kh; ++ky) {
@@ -149,7 +172,7 @@ Result<Tensor> eval_pool2d(const EvalContext& ctx) {
           for (int64_t kx = 0; kx < kw; ++kx) {
             const int64_t ix = xo * attrs->strides[1] - attrs->pads[1] + kx;
             if (ix < 0 || ix >= xd.w) continue;
-            const int64_t at = (plane * xd.h + iy) * xd.w + ix;
+            const size_t at = size_t(xd.at(n, c, iy, ix));
             ++valid;
             if (floating) {
               const double v = xf[at];
@@ -177,7 +200,7 @@ Result<Tensor> eval_pool2d(const EvalContext& ctx) {
 
 Result<Tensor> eval_global_avg_pool2d(const EvalContext& ctx) {
   const Tensor& x = *ctx.inputs[0];
-  KILN_ASSIGN_OR_RETURN(Dims4 xd, nchw(ctx, x, "input"));
+  KILN_ASSIGN_OR_RETURN(Dims4 xd, image(ctx, x, "input", false));
   const std::vector<int64_t> out_shape = {xd.n, xd.c, 1, 1};
   const int64_t area = xd.h * xd.w;
   if (is_float(x.dtype())) {

@@ -41,7 +41,7 @@ namespace kiln::ir {
   X(MatMul)                                                                                   \
   /* layout */                                                                                \
   X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather)                         \
-  /* convolution and pooling (NCHW) */                                                        \
+  /* convolution and pooling (NCHW, or NHWC with channels_last) */                                                        \
   X(Conv2d) X(MaxPool2d) X(AvgPool2d) X(GlobalAvgPool2d)
 
 enum class OpKind : uint8_t {
@@ -148,11 +148,23 @@ struct SliceAttrs {
   bool operator==(const SliceAttrs&) const = default;
 };
 
+// The axes of a 4-D image tensor: NCHW (the format's default) or NHWC (channels_last=true,
+// which the channels-last pass introduces for tensor-core convolutions). A conv2d's weights
+// follow its layout with (out channels, in channels per group) in the (n, c) roles:
+// [O, C/groups, KH, KW] in NCHW, [O, KH, KW, C/groups] in NHWC.
+struct ImageAxes {
+  size_t n, c, h, w;
+};
+constexpr ImageAxes image_axes(bool channels_last) {
+  return channels_last ? ImageAxes{0, 3, 1, 2} : ImageAxes{0, 1, 2, 3};
+}
+
 struct Conv2dAttrs {
   std::array<int64_t, 2> strides = {1, 1};
   std::array<int64_t, 4> pads = {0, 0, 0, 0};  // top, left, bottom, right
   std::array<int64_t, 2> dilations = {1, 1};
   int64_t groups = 1;
+  bool channels_last = false;  // NHWC input, output and weights (ImageAxes)
   bool operator==(const Conv2dAttrs&) const = default;
 };
 
@@ -163,6 +175,7 @@ struct Pool2dAttrs {
   std::array<int64_t, 2> strides = {1, 1};
   std::array<int64_t, 4> pads = {0, 0, 0, 0};  // top, left, bottom, right
   bool count_include_pad = false;
+  bool channels_last = false;  // NHWC input and output (ImageAxes)
   bool operator==(const Pool2dAttrs&) const = default;
 };
 

@@ -193,11 +193,13 @@ std::vector<std::string> attribute_strings(const Node& node) {
           if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
           if (a.dilations != d.dilations) out.push_back("dilations=" + ints(a.dilations));
           if (a.groups != d.groups) out.push_back("groups=" + std::to_string(a.groups));
+          if (a.channels_last) out.push_back("channels_last=true");
         } else if constexpr (std::is_same_v<A, Pool2dAttrs>) {
           out.push_back("kernel=" + ints(a.kernel));
           if (a.strides != d.strides) out.push_back("strides=" + ints(a.strides));
           if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
           if (node.op == OpKind::kAvgPool2d && a.count_include_pad) out.push_back("count_include_pad=true");
+          if (a.channels_last) out.push_back("channels_last=true");
         } else {
           static_assert(std::is_same_v<A, NoAttrs> || std::is_same_v<A, InputAttrs> ||
                             std::is_same_v<A, ConstantAttrs>,

@@ -26,14 +26,15 @@ using ir::Node;
 using ir::NodeId;
 using ir::OpKind;
 
-// True when a tensor of shape `operand` broadcast against the conv output `out` ([N, C, H, W])
-// varies along axis 1 at most.
-bool per_channel(const ir::Shape& operand, const ir::Shape& out) {
+// True when a tensor of shape `operand` broadcast against the conv output `out` ([N, C, H, W],
+// or [N, H, W, C] with channels_last) varies along the channel axis at most.
+bool per_channel(const ir::Shape& operand, const ir::Shape& out, bool channels_last) {
   if (out.size() != 4 || operand.size() > out.size()) return false;
   const size_t offset = out.size() - operand.size();
+  const size_t c_axis = ir::image_axes(channels_last).c;
   for (size_t d = 0; d < operand.size(); ++d) {
     if (operand[d].is_one()) continue;
-    if (d + offset != 1 || !(operand[d] == out[1])) return false;
+    if (d + offset != c_axis || !(operand[d] == out[c_axis])) return false;
   }
   return true;
 }
@@ -63,13 +64,15 @@ class ConvAffineFolder {
 
  private:
   bool is_constant(NodeId id) const { return graph_.node(id).op == OpKind::kConstant; }
+  bool channels_last(NodeId conv) const { return std::get<ir::Conv2dAttrs>(graph_.node(conv).attrs).channels_last; }
+  size_t channel_axis(NodeId conv) const { return ir::image_axes(channels_last(conv)).c; }
 
   // True when `id` is a conv2d whose shift or scale can be folded: its only use is the node at
   // hand, its weights (and bias) are constants, and its channel count is static.
   bool foldable_conv(NodeId id) const {
     const Node& conv = graph_.node(id);
     if (conv.op != OpKind::kConv2d || uses_[id] != 1 || conv.type.shape.size() != 4 ||
-        !conv.type.shape[1].is_static())
+        !conv.type.shape[channel_axis(id)].is_static())
       return false;
     for (size_t i = 1; i < conv.inputs.size(); ++i)
       if (!is_constant(conv.inputs[i])) return false;
@@ -83,9 +86,9 @@ class ConvAffineFolder {
     for (int side = 0; side < 2; ++side) {
       const NodeId conv = node.inputs[size_t(side)], operand = node.inputs[size_t(1 - side)];
       if (!foldable_conv(conv) || !is_constant(operand) || graph_.node(conv).type != node.type ||
-          !per_channel(graph_.node(operand).type.shape, node.type.shape))
+          !per_channel(graph_.node(operand).type.shape, node.type.shape, channels_last(conv)))
         continue;
-      const int64_t channels = node.type.shape[1].size();
+      const int64_t channels = node.type.shape[channel_axis(conv)].size();
       if (is_add) {
         // The new bias: the old one (or zeros) plus the shift, as [C].
         std::vector<NodeId> terms = {operand};

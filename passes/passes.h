@@ -29,6 +29,10 @@ Status cse_pass(ir::Graph& graph, const PassContext& context);
 // into the bias and weights of the convolution before them.
 Status fold_conv_affine_pass(ir::Graph& graph, const PassContext& context);
 
+// channels_last.cpp: runs convolutions (per PipelineOptions::channels_last) and what follows
+// them in NHWC, with layout changes only where an NCHW value is needed.
+Status channels_last_pass(ir::Graph& graph, const PassContext& context);
+
 // dce.cpp: removes nodes no graph output depends on (graph inputs always stay).
 Status dce_pass(ir::Graph& graph, const PassContext& context);
 

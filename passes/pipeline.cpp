@@ -2,9 +2,9 @@
 //
 //   -O0:            infer-shapes, topo-sort, one-kernel-per-op, plan-memory
 //   -O1, -fno-fuse: infer-shapes, topo-sort, fold-constants, simplify, cse, fold-conv-affine,
-//                   dce, one-kernel-per-op, plan-memory
+//                   channels-last, dce, one-kernel-per-op, plan-memory
 //   -O2 (default):  infer-shapes, topo-sort, fold-constants, simplify, cse, fold-conv-affine,
-//                   dce, fuse, plan-memory
+//                   channels-last, dce, fuse, plan-memory
 #include <vector>
 
 #include "passes/pass_manager.h"
@@ -29,6 +29,9 @@ const Pass kCse{"cse", "merge identical ops and equal constants", cse_pass};
 const Pass kFoldConvAffine{"fold-conv-affine",
                           "fold per-channel constant shifts and scales (batch norm) into convolution bias and weights",
                           fold_conv_affine_pass};
+const Pass kChannelsLast{"channels-last",
+                         "run convolutions and what follows them in NHWC (f16/bf16 ones when targeting cuda)",
+                         channels_last_pass};
 const Pass kDce{"dce", "remove values no output depends on", dce_pass};
 const Pass kFuse{"fuse",
                  "fuse elementwise chains, reduction/normalization prologues and epilogues, "
@@ -41,16 +44,16 @@ const Pass kPlanMemory{"plan-memory",
                        plan_memory_pass};
 
 const std::vector<Pass>& all_passes() {
-  static const std::vector<Pass> passes = {kInferShapes, kTopoSort,     kFoldConstants, kSimplify,
-                                           kCse,         kFoldConvAffine, kDce,        kFuse,
-                                           kOneKernelPerOp, kPlanMemory};
+  static const std::vector<Pass> passes = {kInferShapes,    kTopoSort,     kFoldConstants, kSimplify,
+                                           kCse,            kFoldConvAffine, kChannelsLast, kDce,
+                                           kFuse,           kOneKernelPerOp, kPlanMemory};
   return passes;
 }
 
 std::vector<Pass> build_pipeline(const PipelineOptions& options) {
   std::vector<Pass> pipeline = {kInferShapes, kTopoSort};
   if (options.opt_level >= 1) {
-    pipeline.insert(pipeline.end(), {kFoldConstants, kSimplify, kCse, kFoldConvAffine, kDce});
+    pipeline.insert(pipeline.end(), {kFoldConstants, kSimplify, kCse, kFoldConvAffine, kChannelsLast, kDce});
   }
   bool fuse = options.opt_level >= 2 && options.fuse;
   pipeline.push_back(fuse ? kFuse : kOneKernelPerOp);

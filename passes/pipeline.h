@@ -18,6 +18,10 @@ namespace kiln::passes {
 struct PipelineOptions {
   int opt_level = 2;           // 0: no simplification or fusion (one kernel per op); 1, 2
   bool fuse = true;            // -fno-fuse turns fusion off, keeping other optimizations
+  // Which convolutions the channels-last pass runs in NHWC (-O1 and up). kilnc: k16Bit when the
+  // cuda target is selected (tensor cores want NHWC), else kNone; -f[no-]channels-last.
+  enum class ChannelsLast : uint8_t { kNone, k16Bit, kAll };
+  ChannelsLast channels_last = ChannelsLast::kNone;
   bool verify_each = true;     // run the verifier after every pass
   bool print_after_all = false;
   std::vector<std::string> print_after;  // pass names

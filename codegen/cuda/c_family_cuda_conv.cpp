@@ -5,6 +5,9 @@
 //   k  = (ci, kh, kw)      K = (C/groups)*KH*KW,
 //   A[m][k] = x[n, g*C/groups + ci, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw] (0 in the padding),
 //   B[k][oc] = w[g*OC/groups + oc, ci, kh, kw] (the filter is already [OC][K] row-major).
+// In NHWC (channels_last) k = (kh, kw, ci) instead, which is again the filter's [OC][K] order
+// ([OC, KH, KW, C/groups]); the gather then reads along the channels, neighbouring threads'
+// pixels C apart (this template is the fallback there: cuDNN runs NHWC convs where it loads).
 // A is never materialized: each k step gathers its bm x bk tile of A from the input into shared
 // memory, and a bk x bn tile of B from the filter; the product runs on register tiles as in the
 // matmul template (c_family_cuda.cpp), with f32 accumulation. The bias and the elementwise
@@ -58,10 +61,11 @@ bool conv_gemm_shape(const KernelModel& m, ConvGemmShape& s) {
   if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4) return false;
   if (!ir::is_static_from(xs, 1) || !ir::is_static(ws) || !ir::is_static_from(ys, 1)) return false;
   s.attrs = std::get<ir::Conv2dAttrs>(a.attrs);
-  s.batch = xs[0];
-  s.c = xs[1].size(); s.h = xs[2].size(); s.w = xs[3].size();
-  s.oc = ws[0].size(); s.cg = ws[1].size(); s.kh = ws[2].size(); s.kw = ws[3].size();
-  s.oh = ys[2].size(); s.ow = ys[3].size();
+  const ir::ImageAxes ax = ir::image_axes(s.attrs.channels_last);
+  s.batch = xs[ax.n];
+  s.c = xs[ax.c].size(); s.h = xs[ax.h].size(); s.w = xs[ax.w].size();
+  s.oc = ws[ax.n].size(); s.cg = ws[ax.c].size(); s.kh = ws[ax.h].size(); s.kw = ws[ax.w].size();
+  s.oh = ys[ax.h].size(); s.ow = ys[ax.w].size();
   s.groups = s.attrs.groups;
   if (s.groups < 1 || s.oc % s.groups != 0) return false;
   s.ocg = s.oc / s.groups;
@@ -153,7 +157,8 @@ void Emitter::emit_cuda_conv_gemm(const CudaConfig& c) {
   line("int pix = (int)(gr - img * " + idx(pixels) + ");");
   line("int ih0 = (pix / " + num(s.ow) + ") * " + num(at.strides[0]) + " - " + num(at.pads[0]) + ";");
   line("int iw0 = (pix % " + num(s.ow) + ") * " + num(at.strides[1]) + " - " + num(at.pads[1]) + ";");
-  line("IDX xbase = img * " + idx(s.c * s.h * s.w) + " + TO_IDX(grp) * " + idx(s.cg * s.h * s.w) + ";");
+  const bool nhwc = at.channels_last;
+  line("IDX xbase = img * " + idx(s.c * s.h * s.w) + " + TO_IDX(grp) * " + idx(nhwc ? s.cg : s.cg * s.h * s.w) + ";");
   line("int wbase = grp * " + num(s.ocg * s.k) + ";");
   line("float acc[" + num(c.tm) + "][" + num(c.tn) + "];");
   line("#pragma unroll");
@@ -171,11 +176,17 @@ void Emitter::emit_cuda_conv_gemm(const CudaConfig& c) {
   line("int ak = ak0 + l * " + num(threads / c.bm) + ", gk = k0 + ak;");
   line("float v = 0.0f;");
   open("if (row_ok && gk < " + num(s.k) + ")");
-  line("int ci = gk / " + num(s.kh * s.kw) + ", r = gk % " + num(s.kh * s.kw) + ";");
+  if (nhwc) {
+    line("int ci = gk % " + num(s.cg) + ", r = gk / " + num(s.cg) + ";");
+  } else {
+    line("int ci = gk / " + num(s.kh * s.kw) + ", r = gk % " + num(s.kh * s.kw) + ";");
+  }
   line("int ih = ih0 + (r / " + num(s.kw) + ") * " + num(at.dilations[0]) + ";");
   line("int iw = iw0 + (r % " + num(s.kw) + ") * " + num(at.dilations[1]) + ";");
+  const std::string x_offset = nhwc ? "(ih * " + num(s.w) + " + iw) * " + num(s.c) + " + ci"
+                                    : "ci * " + num(s.h * s.w) + " + ih * " + num(s.w) + " + iw";
   line("if ((unsigned)ih < " + num(s.h) + "u && (unsigned)iw < " + num(s.w) + "u) v = TO_F(" +
-       load(bx, "xbase + TO_IDX(ci * " + num(s.h * s.w) + " + ih * " + num(s.w) + " + iw)") + ");");
+       load(bx, "xbase + TO_IDX(" + x_offset + ")") + ");");
   close();
   line(sa + "[ak * " + num(c.bm) + " + am] = v;");
   close();
@@ -222,7 +233,7 @@ void Emitter::emit_cuda_conv_gemm(const CudaConfig& c) {
   if (bb >= 0) line("y += TO_F(" + load(bb, "oc") + ");");
   Point p;
   p.space = m_.space;
-  p.coords = {"on", "oc", "ooh", "oow"};
+  p.coords = nhwc ? std::vector<std::string>{"on", "ooh", "oow", "oc"} : std::vector<std::string>{"on", "oc", "ooh", "oow"};
   finish_anchor(p, "float", convert("y", Num::kF, a.type.dtype));
   close();
   close();

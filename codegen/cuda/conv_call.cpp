@@ -15,12 +15,13 @@ using ir::Node;
 using ir::NodeId;
 using ir::OpKind;
 
-// True when `shape` holds `channels` values along axis 1 of a rank-4 NCHW tensor and nothing
-// else: [C], [C,1,1], [1,C,1,1] (trailing-aligned broadcasting puts a [C] bias on the width
-// axis, so it is accepted only as the conv's own bias input, not here).
-bool is_channel_vector(const ir::Shape& shape, int64_t channels) {
-  if (shape.size() < 3 || shape.size() > 4) return false;
-  const size_t c_axis = shape.size() - 3;
+// True when `shape`, broadcast trailing-aligned against a rank-4 image tensor, holds `channels`
+// values along its channel axis and nothing else: NCHW [C,1,1], [1,C,1,1] (a [C] would land on
+// the width axis, so it is accepted only as the conv's own bias input, not here); NHWC [C],
+// [1,C], [1,1,C], [1,1,1,C].
+bool is_channel_vector(const ir::Shape& shape, int64_t channels, const ir::ImageAxes& ax) {
+  if (shape.empty() || shape.size() > 4 || shape.size() + ax.c < 4) return false;
+  const size_t c_axis = ax.c - (4 - shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
     if (d == c_axis) {
       if (!shape[d].is_static() || shape[d].size() != channels) return false;
@@ -55,18 +56,20 @@ std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32)
   if (!ir::is_static_from(xs, 1) || !ir::is_static(ws) || !ir::is_static_from(ys, 1)) return std::nullopt;
   const auto& attrs = std::get<ir::Conv2dAttrs>(conv.attrs);
   if (attrs.pads[0] != attrs.pads[2] || attrs.pads[1] != attrs.pads[3]) return std::nullopt;
+  const ir::ImageAxes ax = ir::image_axes(attrs.channels_last);
 
   artifact::ConvCall call;
   call.x_arg = uint32_t(model.buffer_index(conv.inputs[0]));
   call.w_arg = uint32_t(model.buffer_index(conv.inputs[1]));
   call.dtype = dtype;
   call.batch = ir::SizeExpr::of_shape({xs[0]}, 1);
-  call.channels = xs[1].size();
-  call.height = xs[2].size();
-  call.width = xs[3].size();
-  call.out_channels = ws[0].size();
-  call.kernel_h = ws[2].size();
-  call.kernel_w = ws[3].size();
+  call.channels_last = attrs.channels_last;
+  call.channels = xs[ax.c].size();
+  call.height = xs[ax.h].size();
+  call.width = xs[ax.w].size();
+  call.out_channels = ws[ax.n].size();
+  call.kernel_h = ws[ax.h].size();
+  call.kernel_w = ws[ax.w].size();
   call.groups = attrs.groups;
   call.pad_h = attrs.pads[0];
   call.pad_w = attrs.pads[1];
@@ -75,8 +78,9 @@ std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32)
   call.dilation_h = attrs.dilations[0];
   call.dilation_w = attrs.dilations[1];
   call.allow_tf32 = allow_tf32 && dtype == ir::DType::kF32;
-  if (call.groups < 1 || call.channels % call.groups != 0 || ws[1].size() * call.groups != call.channels ||
-      ys[1].size() != call.out_channels || ys[2].size() != call.out_height() || ys[3].size() != call.out_width())
+  if (call.groups < 1 || call.channels % call.groups != 0 || ws[ax.c].size() * call.groups != call.channels ||
+      ys[ax.c].size() != call.out_channels || ys[ax.h].size() != call.out_height() ||
+      ys[ax.w].size() != call.out_width())
     return std::nullopt;
   if (conv.inputs.size() == 3) {
     const ir::Shape& bs = model.node(conv.inputs[2]).type.shape;
@@ -102,7 +106,7 @@ std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32)
       if (operand.type.dtype != dtype || index < 0) break;
       if (operand.type.shape == ys && call.residual_arg < 0) {
         call.residual_arg = index;
-      } else if (is_channel_vector(operand.type.shape, call.out_channels) && call.bias_arg < 0) {
+      } else if (is_channel_vector(operand.type.shape, call.out_channels, ax) && call.bias_arg < 0) {
         call.bias_arg = index;
       } else {
         break;

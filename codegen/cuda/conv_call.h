@@ -1,7 +1,7 @@
 // Recognizes a conv2d kernel that a vendor DNN library can run whole (artifact::ConvCall):
 // conv2d (its own bias input or not), then optionally + a per-output-channel bias, + a residual
 // shaped as the output (in either order), then optionally relu, with one float dtype
-// throughout, NCHW and symmetric padding. The CUDA target records the match beside the
+// throughout, NCHW or NHWC, and symmetric padding. The CUDA target records the match beside the
 // generated kernel; the CUDA driver runs it through cuDNN when that library loads and accepts the
 // shape, else the generated kernel. An epilogue that goes on past that (relu6, SiLU, ...) is
 // finished by an in-place epilogue kernel after cuDNN (library_epilogue.h).

@@ -76,33 +76,37 @@ def interp_cases(work, everything):
             op = m.group(1) if m else name
             per_op[op] = per_op.get(op, 0) + 1
             if everything or per_op[op] <= 2 or "sym" in name:
-                cases.append((name, graph, inputs))
+                cases.append((name, graph, inputs, []))
     return cases
 
 
 def pattern_cases():
-    """Fused patterns: each file says `# dims: N=5 S=3` for its symbols (random inputs)."""
+    """Fused patterns: each file says `# dims: N=5 S=3` for its symbols (random inputs), and
+    may say `# kilnc: FLAGS` for flags of its compile (e.g. -fchannels-last)."""
     cases = []
     pdir = os.path.join(HERE, "patterns")
     for fn in sorted(os.listdir(pdir)):
         if not fn.endswith(".graph"):
             continue
         path = os.path.join(pdir, fn)
-        args = []
+        args, flags = [], []
         with open(path) as f:
             for line in f:
                 m = re.match(r"#\s*dims:\s*(.*)", line)
                 if m:
                     for binding in m.group(1).split():
                         args.append(("--dim", binding))
-        cases.append(("pattern_" + fn[:-6], path, args))
+                m = re.match(r"#\s*kilnc:\s*(.*)", line)
+                if m:
+                    flags += m.group(1).split()
+        cases.append(("pattern_" + fn[:-6], path, args, flags))
     return cases
 
 
 def check_case(case, targets, devices, kilnc, kiln_run, work):
-    name, graph, inputs = case
+    name, graph, inputs, flags = case
     art = os.path.join(work, "artifacts", name + ".kiln")
-    rc, out = run([kilnc, graph, "--target=" + ",".join(targets), "-o", art])
+    rc, out = run([kilnc, graph, "--target=" + ",".join(targets), "-o", art] + flags)
     if rc != 0:
         return [(name, d, False, "kilnc failed (exit %d):\n%s" % (rc, out)) for d in devices]
     results = []

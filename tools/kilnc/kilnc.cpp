@@ -42,6 +42,9 @@ options:
                            build has
   -O0 | -O1 | -O2          -O0: no simplification or fusion (one kernel per op); default -O2
   -fno-fuse                keep the other optimizations, fuse nothing
+  -fchannels-last          run every float convolution network in NHWC (-O1 and up); by
+                           default only f16/bf16 ones, and only when targeting cuda
+  -fno-channels-last       keep every convolution in NCHW
   -S                       write kernel sources / assembly instead of an artifact: one file
                            per kernel and target, <BASE>.<kernel>.<suffix> (.cl for opencl,
                            .comp and .spvasm for vulkan), and <BASE>.cu and <BASE>.ptx for
@@ -82,6 +85,7 @@ struct Options {
   std::optional<std::vector<std::string>> targets;
   std::vector<std::string> gpu_archs;
   bool allow_tf32 = false;
+  std::optional<bool> channels_last;  // -f[no-]channels-last; unset: 16-bit convs when targeting cuda
   int jobs = 0;  // 0: every core
   bool use_cache = true;
   kiln::passes::PipelineOptions pipeline;
@@ -157,6 +161,8 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       opts.pipeline.fuse = false;
     } else if (arg == "-ffuse") {
       opts.pipeline.fuse = true;
+    } else if (arg == "-fchannels-last" || arg == "-fno-channels-last") {
+      opts.channels_last = arg == "-fchannels-last";
     } else if (arg == "-S") {
       opts.emit_sources = true;
     } else if (auto v = value_of("--emit=")) {
@@ -499,6 +505,12 @@ int run(int argc, char** argv) {
   }
   Staged<std::vector<std::string>> targets = select_targets(opts);
   if (!targets.value) return targets.exit_code;
+  using ChannelsLast = kiln::passes::PipelineOptions::ChannelsLast;
+  if (opts.channels_last) {
+    opts.pipeline.channels_last = *opts.channels_last ? ChannelsLast::kAll : ChannelsLast::kNone;
+  } else if (contains(*targets.value, std::string(kiln::artifact::kCudaTarget))) {
+    opts.pipeline.channels_last = ChannelsLast::k16Bit;
+  }
 
   std::ostream& log = std::cerr;
   opts.pipeline.log = &log;

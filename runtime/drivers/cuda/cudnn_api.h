@@ -54,6 +54,7 @@ inline constexpr int CUDNN_FMA_MATH = 3;
 inline constexpr int CUDNN_PROPAGATE_NAN = 1;
 // cudnn_graph.h cudnnTensorFormat_t
 inline constexpr int CUDNN_TENSOR_NCHW = 0;
+inline constexpr int CUDNN_TENSOR_NHWC = 1;
 // cudnn_graph.h cudnnActivationMode_t
 inline constexpr int CUDNN_ACTIVATION_RELU = 1;
 inline constexpr int CUDNN_ACTIVATION_IDENTITY = 5;

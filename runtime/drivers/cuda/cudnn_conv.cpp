@@ -113,7 +113,7 @@ std::string remember_key(const CudaDevice& device, size_t cudnn_version, const a
                     std::to_string(cudnn_version);
   for (int64_t v : {int64_t(c.dtype), batch, c.channels, c.height, c.width, c.out_channels, c.kernel_h, c.kernel_w,
                     c.groups, c.pad_h, c.pad_w, c.stride_h, c.stride_w, c.dilation_h, c.dilation_w,
-                    int64_t(c.activation), int64_t(c.allow_tf32), int64_t(fused)})
+                    int64_t(c.activation), int64_t(c.allow_tf32), int64_t(fused), int64_t(c.channels_last)})
     key += "," + std::to_string(v);
   return key;
 }
@@ -162,15 +162,17 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, Cu
     return internal_error(std::string("cuDNN ") + what + ": " + cudnn_status_name(s));
   };
   const int n = int(batch);
+  // The sizes are given in NCHW order whatever the format; NHWC filters are [K][R][S][C].
+  const int format = call.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   KILN_RETURN_IF_ERROR(check(dnn.cudnnCreateTensorDescriptor(&plan.x), "cudnnCreateTensorDescriptor"));
-  KILN_RETURN_IF_ERROR(check(dnn.cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, data_type, n, int(call.channels),
+  KILN_RETURN_IF_ERROR(check(dnn.cudnnSetTensor4dDescriptor(plan.x, format, data_type, n, int(call.channels),
                                                             int(call.height), int(call.width)), "input descriptor"));
   KILN_RETURN_IF_ERROR(check(dnn.cudnnCreateTensorDescriptor(&plan.y), "cudnnCreateTensorDescriptor"));
-  KILN_RETURN_IF_ERROR(check(dnn.cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, data_type, n,
+  KILN_RETURN_IF_ERROR(check(dnn.cudnnSetTensor4dDescriptor(plan.y, format, data_type, n,
                                                             int(call.out_channels), int(call.out_height()),
                                                             int(call.out_width())), "output descriptor"));
   KILN_RETURN_IF_ERROR(check(dnn.cudnnCreateFilterDescriptor(&plan.w), "cudnnCreateFilterDescriptor"));
-  KILN_RETURN_IF_ERROR(check(dnn.cudnnSetFilter4dDescriptor(plan.w, data_type, CUDNN_TENSOR_NCHW, int(call.out_channels),
+  KILN_RETURN_IF_ERROR(check(dnn.cudnnSetFilter4dDescriptor(plan.w, data_type, format, int(call.out_channels),
                                                             int(call.channels / call.groups), int(call.kernel_h),
                                                             int(call.kernel_w)), "filter descriptor"));
   KILN_RETURN_IF_ERROR(check(dnn.cudnnCreateConvolutionDescriptor(&plan.conv), "cudnnCreateConvolutionDescriptor"));

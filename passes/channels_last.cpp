@@ -1,0 +1,334 @@
+// Pass channels-last: runs convolution networks in NHWC, the layout tensor-core convolutions
+// want (cuDNN's NCHW half-precision kernels transpose internally; PyTorch's channels_last and
+// TensorRT do the same), with layout changes only where an NCHW value is really needed.
+//
+// Which convolutions convert is PipelineOptions::channels_last: none, the f16/bf16 ones (kilnc's
+// default when the cuda target is selected), or every float one. In node order:
+//   conv2d(x, w[, b])      -> conv2d(nhwc(x), w permuted to [O, KH, KW, C/g][, b], channels_last)
+//   max/avg_pool2d(x)      -> the same op on nhwc(x), channels_last    (only when x has an NHWC form)
+//   elementwise(a, b, ...) -> the same op on NHWC operands             (when one operand has one)
+//   reduce_*(x), softmax / log_softmax(x), concat(xs)   -> the same op on nhwc(x), axes remapped
+//   transpose(x)           -> one transpose of nhwc(x) with the composed permutation
+// Each converted node keeps its name and type and becomes an NCHW view of its NHWC twin
+// (transpose(twin, [0, 3, 1, 2]); a reshape when only unit dims move, as for the [N, 1, 1, C]
+// of a global average pool), so that every consumer that is not converted still reads NCHW.
+// Chains of converted nodes read each other's twins directly, which leaves the views unused
+// (dce removes them): a ResNet keeps one transpose at its input and none inside.
+//
+// An elementwise operand without an NHWC form converts when that is free: a constant (its data
+// is permuted here), or a value whose permutation only moves unit dims (a reshape). Otherwise
+// the node stays NCHW (reading views) rather than adding a transpose of a big operand.
+// Weights are permuted into new constants (the originals go when nothing else uses them).
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "ir/infer.h"
+#include "ir/interpreter.h"
+#include "passes/graph_edit.h"
+#include "passes/passes.h"
+
+namespace kiln::passes {
+namespace {
+
+using ir::Graph;
+using ir::kNoNode;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+// out[i] = in[perm[i]]: NCHW -> NHWC and back.
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+
+ir::Shape permuted(const ir::Shape& shape, const std::vector<int64_t>& perm) {
+  ir::Shape out;
+  for (int64_t p : perm) out.push_back(shape[size_t(p)]);
+  return out;
+}
+
+// True when permuting `shape` by `perm` keeps the relative order of every dim that is not a
+// static 1: the permuted tensor then has the same elements in the same order (a reshape).
+bool moves_only_unit_dims(const ir::Shape& shape, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (shape[size_t(p)].is_one()) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i)) return false;
+  return true;
+}
+
+class ChannelsLast {
+ public:
+  ChannelsLast(Graph& graph, PipelineOptions::ChannelsLast policy)
+      : graph_(graph), policy_(policy), remap_(graph.num_nodes()), nhwc_(graph.num_nodes(), kNoNode) {}
+
+  Status run() {
+    const NodeId original = NodeId(graph_.num_nodes());
+    for (NodeId id = 0; id < original; ++id) {
+      if (graph_.node(id).erased || is_source(graph_.node(id).op)) continue;
+      remap_.rewrite_operands(graph_.node(id));
+      KILN_RETURN_IF_ERROR(convert(id));
+    }
+    if (!changed_) return Status::ok();
+    remap_.finish(graph_);
+    return reorder_topologically(graph_);  // the NHWC nodes were appended
+  }
+
+ private:
+  NodeId twin(NodeId id) const { return id < nhwc_.size() ? nhwc_[id] : kNoNode; }
+  const Node& node(NodeId id) const { return graph_.node(id); }
+
+  bool converts_conv(const Node& conv) const {
+    const ir::DType dtype = conv.type.dtype;
+    switch (policy_) {
+      case PipelineOptions::ChannelsLast::kNone: return false;
+      case PipelineOptions::ChannelsLast::k16Bit: return dtype == ir::DType::kF16 || dtype == ir::DType::kBF16;
+      case PipelineOptions::ChannelsLast::kAll: return true;
+    }
+    return false;
+  }
+
+  Status convert(NodeId id) {
+    const Node& n = node(id);
+    if (n.type.shape.size() != 4 && !ir::is_reduction(n.op) && n.op != OpKind::kTranspose &&
+        n.op != OpKind::kReshape)
+      return Status::ok();
+    switch (n.op) {
+      case OpKind::kConv2d: {
+        if (std::get<ir::Conv2dAttrs>(n.attrs).channels_last || !converts_conv(n)) return Status::ok();
+        auto attrs = std::get<ir::Conv2dAttrs>(n.attrs);
+        attrs.channels_last = true;
+        std::vector<NodeId> inputs = n.inputs;
+        KILN_ASSIGN_OR_RETURN(inputs[0], to_nhwc(inputs[0]));
+        KILN_ASSIGN_OR_RETURN(inputs[1], to_nhwc(inputs[1]));
+        return replace_by_view(id, OpKind::kConv2d, std::move(inputs), attrs);
+      }
+      case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: {
+        auto attrs = std::get<ir::Pool2dAttrs>(n.attrs);
+        if (attrs.channels_last || twin(n.inputs[0]) == kNoNode) return Status::ok();
+        attrs.channels_last = true;
+        return replace_by_view(id, n.op, {twin(n.inputs[0])}, attrs);
+      }
+      case OpKind::kSoftmax: case OpKind::kLogSoftmax: {
+        if (twin(n.inputs[0]) == kNoNode) return Status::ok();
+        auto attrs = std::get<ir::AxisAttrs>(n.attrs);
+        attrs.axis = nhwc_axis(attrs.axis);
+        return replace_by_view(id, n.op, {twin(n.inputs[0])}, attrs);
+      }
+      case OpKind::kConcat: {
+        std::vector<NodeId> inputs;
+        for (NodeId in : n.inputs) {
+          if (twin(in) == kNoNode) return Status::ok();
+          inputs.push_back(twin(in));
+        }
+        auto attrs = std::get<ir::AxisAttrs>(n.attrs);
+        attrs.axis = nhwc_axis(attrs.axis);
+        return replace_by_view(id, n.op, std::move(inputs), attrs);
+      }
+      case OpKind::kTranspose: return compose_transpose(id);
+      case OpKind::kReshape: {
+        // reshape(view of u) == reshape(u) when the view only moves unit dims.
+        const NodeId u = twin(n.inputs[0]);
+        if (u == kNoNode || !moves_only_unit_dims(node(u).type.shape, kToNchw)) return Status::ok();
+        graph_.node(id).inputs[0] = u;
+        changed_ = true;
+        return Status::ok();
+      }
+      default:
+        if (ir::is_reduction(n.op) && n.op != OpKind::kArgMax) return convert_reduction(id);
+        if (ir::is_elementwise(n.op)) return convert_elementwise(id);
+        return Status::ok();
+    }
+  }
+
+  // The NHWC axis of NCHW axis `axis` (negative counts from the end).
+  static int64_t nhwc_axis(int64_t axis) { return kToNchw[size_t(axis < 0 ? axis + 4 : axis)]; }
+
+  // Operands that broadcast one value (every dim 1, scalars) stay as they are.
+  Status convert_elementwise(NodeId id) {
+    const OpKind op = node(id).op;
+    const ir::Attrs attrs = node(id).attrs;
+    std::vector<NodeId> inputs = node(id).inputs;  // copied: to_nhwc appends nodes
+    bool any_twin = false;
+    for (NodeId in : inputs) {
+      any_twin |= twin(in) != kNoNode;
+      if (twin(in) == kNoNode && !node_is_free_to_convert(in)) return Status::ok();
+    }
+    if (!any_twin) return Status::ok();
+    for (NodeId& in : inputs) {
+      if (twin(in) == kNoNode && ir::static_num_elements(node(in).type.shape) == 1) continue;
+      KILN_ASSIGN_OR_RETURN(in, to_nhwc(in));
+    }
+    return replace_by_view(id, op, std::move(inputs), attrs);
+  }
+
+  // An operand of a rank-4 elementwise op that needs no kernel to be NHWC: a constant (rank
+  // below 4 is aligned to the right as broadcasting does) or a permutation of unit dims.
+  bool node_is_free_to_convert(NodeId id) const {
+    const Node& n = node(id);
+    if (n.type.shape.size() > 4) return false;
+    if (n.op == OpKind::kConstant) return ir::is_static(n.type.shape);
+    return moves_only_unit_dims(aligned(n.type.shape), kToNhwc);
+  }
+
+  static ir::Shape aligned(const ir::Shape& shape) {
+    ir::Shape out(4 - shape.size(), ir::Dim::of(1));
+    out.insert(out.end(), shape.begin(), shape.end());
+    return out;
+  }
+
+  // reduce(view of u, axes) -> reduce(u, remapped axes); with keepdims the result is NHWC (a
+  // twin), else its remaining dims come in u's order, put back in the old order if it differs.
+  Status convert_reduction(NodeId id) {
+    const Node& n = node(id);
+    const NodeId u = twin(n.inputs[0]);
+    if (u == kNoNode) return Status::ok();
+    auto attrs = std::get<ir::ReduceAttrs>(n.attrs);
+    std::vector<int64_t> axes;
+    for (int64_t a : attrs.axes) axes.push_back(nhwc_axis(a));
+    std::sort(axes.begin(), axes.end());
+    const std::vector<int64_t> old_axes = attrs.axes;
+    attrs.axes = axes;
+    attrs.all_axes = false;
+    if (attrs.keepdims) return replace_by_view(id, n.op, {u}, attrs);
+    KILN_ASSIGN_OR_RETURN(NodeId reduced, add_node(n.op, {u}, attrs, n));
+    // The kept NCHW axes, and where each sits among the kept NHWC axes.
+    std::vector<int64_t> kept_nhwc;
+    for (int64_t d = 0; d < 4; ++d)
+      if (!std::binary_search(axes.begin(), axes.end(), d)) kept_nhwc.push_back(d);
+    std::vector<int64_t> order;
+    for (int64_t d = 0; d < 4; ++d) {
+      if (std::find(old_axes.begin(), old_axes.end(), d) != old_axes.end()) continue;
+      order.push_back(std::find(kept_nhwc.begin(), kept_nhwc.end(), kToNchw[size_t(d)]) - kept_nhwc.begin());
+    }
+    become_view(id, reduced, order);
+    return Status::ok();
+  }
+
+  // transpose(view of u, p) == transpose(u, q) with q[i] = kToNchw[p[i]]; u itself for q = id.
+  Status compose_transpose(NodeId id) {
+    const Node& n = node(id);
+    const NodeId u = twin(n.inputs[0]);
+    if (u == kNoNode) return Status::ok();
+    std::vector<int64_t> perm = std::get<ir::TransposeAttrs>(n.attrs).perm;
+    if (perm.empty())
+      for (int64_t d = 3; d >= 0; --d) perm.push_back(d);
+    std::vector<int64_t> composed;
+    for (int64_t p : perm) composed.push_back(kToNchw[size_t(p)]);
+    if (is_identity(composed)) {
+      remap_.replace(id, u);
+      graph_.node(id).erased = true;
+    } else {
+      become_view(id, u, composed);
+    }
+    changed_ = true;
+    return Status::ok();
+  }
+
+  // Adds the NHWC form of node `id` (op on `inputs`), then turns `id` into its NCHW view.
+  Status replace_by_view(NodeId id, OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs) {
+    KILN_ASSIGN_OR_RETURN(NodeId converted, add_node(op, std::move(inputs), std::move(attrs), node(id)));
+    become_view(id, converted, kToNchw);
+    set_twin(id, converted);
+    return Status::ok();
+  }
+
+  // Node `id` keeps its name and type and now reads transpose(source, perm), or a reshape of it
+  // when that moves unit dims only (a view that costs nothing).
+  void become_view(NodeId id, NodeId source, const std::vector<int64_t>& perm) {
+    Node& n = graph_.node(id);
+    n.inputs = {source};
+    if (moves_only_unit_dims(node(source).type.shape, perm)) {
+      n.op = OpKind::kReshape;
+      n.attrs = ir::ReshapeAttrs{n.type.shape};
+    } else {
+      n.op = OpKind::kTranspose;
+      n.attrs = ir::TransposeAttrs{perm};
+    }
+    changed_ = true;
+  }
+
+  void set_twin(NodeId id, NodeId nhwc) {
+    if (nhwc_.size() <= id) nhwc_.resize(id + 1, kNoNode);
+    nhwc_[id] = nhwc;
+  }
+
+  // The NHWC form of a rank-4 (or broadcast, lower-rank) NCHW value: its twin, a permuted
+  // constant, a reshape, or a transpose; made once per value.
+  Result<NodeId> to_nhwc(NodeId id) {
+    if (twin(id) != kNoNode) return twin(id);
+    const Node& n = node(id);
+    const ir::Shape shape = aligned(n.type.shape);
+    NodeId result = kNoNode;
+    if (n.op == OpKind::kConstant && ir::is_static(n.type.shape)) {
+      KILN_ASSIGN_OR_RETURN(result, permuted_constant(id));
+    } else if (moves_only_unit_dims(shape, kToNhwc)) {
+      KILN_ASSIGN_OR_RETURN(result, add_node(OpKind::kReshape, {id}, ir::ReshapeAttrs{permuted(shape, kToNhwc)}, n));
+    } else {
+      KILN_ASSIGN_OR_RETURN(result, add_node(OpKind::kTranspose, {id}, ir::TransposeAttrs{kToNhwc}, n));
+    }
+    set_twin(id, result);
+    return result;
+  }
+
+  // A new constant holding constant `id` (aligned to rank 4) permuted to NHWC, computed by the
+  // reference interpreter's transpose so that it is exactly what the op would give.
+  Result<NodeId> permuted_constant(NodeId id) {
+    const Node& n = node(id);
+    const ir::Tensor& data = graph_.constant_of(id);
+    const ir::Tensor reshaped = ir::Tensor::view(data.dtype(), ir::static_sizes(aligned(n.type.shape)), data.data(), nullptr);
+    Node transpose;
+    transpose.op = OpKind::kTranspose;
+    transpose.name = n.name;
+    transpose.attrs = ir::TransposeAttrs{kToNhwc};
+    transpose.type = ir::TensorType{n.type.dtype, permuted(aligned(n.type.shape), kToNhwc)};
+    const std::vector<const ir::Tensor*> operands = {&reshaped};
+    KILN_ASSIGN_OR_RETURN(ir::Tensor value, ir::evaluate_node(graph_, transpose, operands, ir::SymbolBindings{}));
+    Node constant;
+    constant.op = OpKind::kConstant;
+    constant.name = graph_.unique_name(n.name + ".nhwc");
+    constant.type = transpose.type;
+    constant.loc = n.loc;
+    constant.attrs = ir::ConstantAttrs{graph_.add_constant(std::move(value)), ""};
+    return graph_.add_node(std::move(constant));
+  }
+
+  // Appends a node computing `op` on `inputs`, named after `like`, its type inferred.
+  Result<NodeId> add_node(OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs, const Node& like) {
+    Node added;
+    added.op = op;
+    added.name = graph_.unique_name(like.name + ".nhwc");
+    added.loc = like.loc;
+    added.inputs = std::move(inputs);
+    added.attrs = std::move(attrs);
+    Status inferred = ir::infer_node(graph_, added);
+    if (!inferred.is_ok()) {
+      return internal_error("channels-last: '" + added.name + "' (" + std::string(ir::op_name(op)) +
+                            "): " + inferred.message());
+    }
+    return graph_.add_node(std::move(added));
+  }
+
+  Graph& graph_;
+  PipelineOptions::ChannelsLast policy_;
+  ValueRemap remap_;
+  std::vector<NodeId> nhwc_;  // nhwc_[v]: the node holding NCHW value v in NHWC, or kNoNode
+  bool changed_ = false;
+};
+
+}  // namespace
+
+Status channels_last_pass(Graph& graph, const PassContext& context) {
+  if (context.options.channels_last == PipelineOptions::ChannelsLast::kNone) return Status::ok();
+  return ChannelsLast(graph, context.options.channels_last).run();
+}
+
+}  // namespace kiln::passes
