@@ -8,6 +8,7 @@
 //   max/avg_pool2d(x)      -> the same op on nhwc(x), channels_last    (only when x has an NHWC form)
 //   elementwise(a, b, ...) -> the same op on NHWC operands             (when one operand has one)
 //   reduce_*(x), softmax / log_softmax(x), concat(xs)   -> the same op on nhwc(x), axes remapped
+//                                                          (reductions: see reduces_well)
 //   transpose(x)           -> one transpose of nhwc(x) with the composed permutation
 // Each converted node keeps its name and type and becomes an NCHW view of its NHWC twin
 // (transpose(twin, [0, 3, 1, 2]); a reshape when only unit dims move, as for the [N, 1, 1, C]
@@ -121,6 +122,7 @@ class ChannelsLast {
         if (twin(n.inputs[0]) == kNoNode) return Status::ok();
         auto attrs = std::get<ir::AxisAttrs>(n.attrs);
         attrs.axis = nhwc_axis(attrs.axis);
+        if (!reduces_well(twin(n.inputs[0]), {attrs.axis})) return Status::ok();
         return replace_by_view(id, n.op, {twin(n.inputs[0])}, attrs);
       }
       case OpKind::kConcat: {
@@ -147,6 +149,23 @@ class ChannelsLast {
         if (ir::is_elementwise(n.op)) return convert_elementwise(id);
         return Status::ok();
     }
+  }
+
+  // Whether reducing NHWC value `u` over `axes` is as good as reducing its NCHW form: reductions
+  // that keep the innermost axis give each thread a row of channels (coalesced) but walk the
+  // reduced elements serially, so they convert only for short rows (kMaxColumnRow: a ResNet's
+  // 7x7 global mean); a squeeze-and-excitation mean over 112x112 stays NCHW (it reads a view,
+  // i.e. a transpose, then reduces contiguous rows), which is an order of magnitude faster.
+  static constexpr int64_t kMaxColumnRow = 64;
+  bool reduces_well(NodeId u, const std::vector<int64_t>& axes) const {
+    if (std::find(axes.begin(), axes.end(), 3) != axes.end()) return true;
+    const ir::Shape& shape = node(u).type.shape;
+    int64_t k = 1;
+    for (int64_t a : axes) {
+      if (!shape[size_t(a)].is_static()) return false;
+      k *= shape[size_t(a)].size();
+    }
+    return k <= kMaxColumnRow;
   }
 
   // The NHWC axis of NCHW axis `axis` (negative counts from the end).
@@ -195,6 +214,7 @@ class ChannelsLast {
     std::vector<int64_t> axes;
     for (int64_t a : attrs.axes) axes.push_back(nhwc_axis(a));
     std::sort(axes.begin(), axes.end());
+    if (!reduces_well(u, axes)) return Status::ok();
     const std::vector<int64_t> old_axes = attrs.axes;
     attrs.axes = axes;
     attrs.all_axes = false;
