@@ -340,5 +340,31 @@ TEST_CASE("passes: channels-last runs a conv block in NHWC with transposes only 
   }
 }
 
+// A mean over a large H x W after an NHWC conv would walk 256 elements per thread with the
+// channels innermost: it reads the NCHW view (a transpose) and reduces contiguous rows instead,
+// while the elementwise op after the conv still runs in NHWC.
+TEST_CASE("passes: channels-last leaves long spatial reductions on the NCHW view") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "1, 3, 16, 16", ir::DType::kF16);
+  NodeId c = b.op(OpKind::kConv2d, "c", {x, b.constant("w", {8, 3, 1, 1}, {0.5}, ir::DType::kF16)});
+  NodeId s = b.op(OpKind::kSigmoid, "s", {c});
+  ir::ReduceAttrs mean;
+  mean.axes = {2, 3};
+  mean.keepdims = true;
+  b.output(b.op(OpKind::kReduceMean, "m", {s}, mean));
+  ir::Graph original = b.graph.clone();
+  PipelineOptions options = options_at(1);
+  options.channels_last = PipelineOptions::ChannelsLast::kAll;
+  compile(b.graph, options);
+  const ir::Node& m = testing::output_node(b.graph, 0);
+  REQUIRE(m.op == OpKind::kReduceMean);
+  CHECK(std::get<ir::ReduceAttrs>(m.attrs).axes == std::vector<int64_t>{2, 3});
+  const ir::Node& view = b.graph.node(m.inputs[0]);
+  CHECK(view.op == OpKind::kTranspose);
+  CHECK(b.graph.node(view.inputs[0]).op == OpKind::kSigmoid);
+  CHECK(b.graph.node(view.inputs[0]).type.shape == ir::Shape{ir::Dim::of(1), ir::Dim::of(16), ir::Dim::of(16), ir::Dim::of(8)});
+  testing::check_same_results(original, b.graph, 1e-12);
+}
+
 }  // namespace
 }  // namespace kiln::passes
