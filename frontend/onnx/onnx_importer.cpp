@@ -57,6 +57,7 @@ const std::map<std::string, Converter>& converters() {
     register_norm_ops(t);
     register_loss_ops(t);
     register_attention_ops(t);
+    register_resize_ops(t);
     return t;
   }();
   return table;

@@ -123,6 +123,7 @@ void register_nn_ops(std::map<std::string, Converter>& table);
 void register_extra_ops(std::map<std::string, Converter>& table);
 void register_norm_ops(std::map<std::string, Converter>& table);
 void register_loss_ops(std::map<std::string, Converter>& table);
+void register_resize_ops(std::map<std::string, Converter>& table);
 void register_attention_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

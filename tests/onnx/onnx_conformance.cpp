@@ -228,8 +228,9 @@ TestResult run_test(const fs::path& dir, const std::string& device, const std::s
   if (Result<std::vector<uint8_t>> bytes = compile(dir, {}, target, error); bytes.is_ok()) {
     plain = std::move(bytes).value();
   }
-  // Shapes, axes and slice bounds fed as data must be known at compile time: such a model is
-  // compiled once per data set with its integer inputs frozen to that set's values.
+  // Shapes, axes, slice bounds and Resize's scales and roi fed as data must be known at compile
+  // time: such a model is compiled once per data set with its integer and 1-D (or scalar)
+  // inputs frozen to that set's values; tensors of higher rank stay run-time inputs.
   const bool freeze = !plain && error.text.find("must be a constant") != std::string::npos &&
                       error.text.find("training") == std::string::npos;
   if (!plain && !freeze) {
@@ -253,7 +254,7 @@ TestResult run_test(const fs::path& dir, const std::string& device, const std::s
       onnx_import::ImportOptions options;
       for (size_t i = 0; i < inputs.size(); ++i) {
         const ir::DType d = inputs[i].dtype();
-        if (d == ir::DType::kI64 || d == ir::DType::kI32 || inputs[i].rank() == 0) {
+        if (d == ir::DType::kI64 || d == ir::DType::kI32 || inputs[i].rank() <= 1) {
           options.frozen_inputs[i] = inputs[i];
         } else {
           runtime_inputs.push_back(inputs[i]);

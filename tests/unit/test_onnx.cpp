@@ -184,7 +184,7 @@ TEST_CASE("onnx: opsets 18-28 import with their forms; later opsets are refused"
   CHECK(later_diags.to_string().find("opset 29 is not supported (Kiln imports opsets 7 to 28)") != std::string::npos);
 }
 
-TEST_CASE("onnx: mistakes in Split, Pad, OneHot and GatherElements are diagnosed at the node") {
+TEST_CASE("onnx: mistakes in Split, Pad, OneHot, GatherElements and Resize are diagnosed at the node") {
   struct Case {
     const char* op;
     std::vector<std::string> inputs;
@@ -208,6 +208,16 @@ TEST_CASE("onnx: mistakes in Split, Pad, OneHot and GatherElements are diagnosed
        "node 'bad' (GatherElements, opset 18): data and indices must have the same rank (at least 1)"},
       {"GatherElements", {"x", "x"}, [](onnx::NodeProto* n) { set_int(n, "axis", 2); },
        "node 'bad' (GatherElements, opset 18)"},
+      {"Resize", {"x"}, [](onnx::NodeProto*) {},
+       "node 'bad' (Resize, opset 18): exactly one of scales and sizes must be given"},
+      {"Resize", {"x", "", "", "pads"}, [](onnx::NodeProto*) {},
+       "node 'bad' (Resize, opset 18): sizes must hold one value per resized axis"},
+      {"Resize", {"x", "", "", "short_pads"}, [](onnx::NodeProto* n) {
+         auto* a = n->add_attribute();
+         a->set_name("mode");
+         a->set_type(onnx::AttributeProto::STRING);
+         a->set_s("area");
+       }, "node 'bad' (Resize, opset 18): mode='area' is not supported"},
   };
   for (const Case& c : cases) {
     INFO(c.message);
