@@ -1,5 +1,5 @@
-// Converters for ONNX neural-network operators: Conv, MaxPool, AveragePool (2-D, and 1-D as 2-D
-// with a unit height), the global pools, BatchNormalization (inference) and LayerNormalization.
+// Converters for ONNX neural-network operators: Conv, ConvTranspose, MaxPool, AveragePool (2-D,
+// and 1-D as 2-D with a unit height), the global pools, BatchNormalization (inference) and LayerNormalization.
 // auto_pad and ceil_mode are resolved here into Kiln's explicit (possibly asymmetric) pads.
 #include <algorithm>
 #include <cmath>
@@ -124,6 +124,132 @@ Status conv_op(Importer& im) {
   }
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConv2d, inputs, attrs));
   if (one_d) {
+    Shape ys = im.type(y).shape;
+    ys.erase(ys.begin() + 2);
+    KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
+  }
+  return im.set_output(0, y);
+}
+
+// ConvTranspose (1-D and 2-D) as the convolution it is the gradient of: the input with
+// stride - 1 zeros after each element along H and W, convolved (stride 1, the same dilations)
+// with the weights swapped to [out, in/group] per group and flipped in space, padded by
+// dilation * (kernel - 1) less the transposed conv's own pads (plus output_padding at the end).
+// Negative paddings become a slice of the result. The weights' transform is foldable, so
+// constant weights stay one constant. This spends stride^2 times the useful multiply-adds on
+// the zeros (a library's transposed convolution would not).
+Status conv_transpose_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId w, im.input(1));
+  Shape xs = im.type(x).shape;
+  Shape ws = im.type(w).shape;
+  if (xs.size() != 3 && xs.size() != 4) return im.unsupported("only 1-D and 2-D transposed convolutions are supported");
+  if (ws.size() != xs.size() || !ir::is_static(ws)) return im.error("the weight must be static with the input's rank");
+  const size_t n = ws.size() - 2;  // spatial axes
+  std::vector<int64_t> strides = im.attr_ints("strides").value_or(std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dilations = im.attr_ints("dilations").value_or(std::vector<int64_t>(n, 1));
+  std::vector<int64_t> output_padding = im.attr_ints("output_padding").value_or(std::vector<int64_t>(n, 0));
+  const std::vector<int64_t> pads = im.attr_ints("pads").value_or(std::vector<int64_t>(2 * n, 0));
+  const std::optional<std::vector<int64_t>> output_shape = im.attr_ints("output_shape");
+  if (strides.size() != n || dilations.size() != n || output_padding.size() != n || pads.size() != 2 * n ||
+      (output_shape && output_shape->size() < n)) {
+    return im.error("strides, dilations, output_padding, pads and output_shape must match the weight's spatial dims");
+  }
+  const int64_t group = im.attr_int("group", 1);
+  const int64_t in_channels = ws[0].size(), out_per_group = ws[1].size();
+  if (group < 1 || in_channels % group != 0 || !xs[1].is_static() || xs[1].size() != in_channels) {
+    return im.error("the weight's first dim must be the input's channels, divisible by group");
+  }
+  const std::string auto_pad = im.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
+    return im.error("unknown auto_pad '" + auto_pad + "'");
+  }
+  std::vector<int64_t> begin(n), end(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Dim& d = xs[2 + i];
+    const int64_t k = ws[2 + i].size();
+    if (strides[i] < 1 || dilations[i] < 1 || output_padding[i] < 0 ||
+        output_padding[i] >= std::max(strides[i], dilations[i])) {
+      return im.error("strides and dilations must be positive and output_padding below the stride or dilation");
+    }
+    std::optional<int64_t> target;  // the output size that decides the pads
+    if (output_shape) target = (*output_shape)[output_shape->size() - n + i];
+    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") target = d.is_static() ? d.size() * strides[i] : -1;
+    if (target) {
+      if (d.is_symbolic()) return im.unsupported("output_shape or auto_pad over a dynamic spatial dim");
+      const int64_t total = strides[i] * (d.size() - 1) + output_padding[i] + (k - 1) * dilations[i] + 1 - *target;
+      // Python's floor division, as ONNX's reference: a negative total (output_shape larger
+      // than the natural size) grows the end.
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      begin[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      end[i] = total - begin[i];
+    } else if (auto_pad == "NOTSET") {
+      begin[i] = pads[i];
+      end[i] = pads[i + n];
+    }
+  }
+  if (n == 1) {  // as 2-D with a unit height
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+    output_padding.insert(output_padding.begin(), 0);
+    begin.insert(begin.begin(), 0);
+    end.insert(end.begin(), 0);
+    xs = with_unit_height(xs);
+    ws = with_unit_height(ws);
+    KILN_ASSIGN_OR_RETURN(x, im.reshape(x, xs));
+    KILN_ASSIGN_OR_RETURN(w, im.reshape(w, ws));
+  }
+  // The weights as a convolution's: [g, C/g, M/g, kH, kW] -> [g, M/g, C/g, kH, kW] -> [M, C/g, kH, kW], flipped.
+  const int64_t kh = ws[2].size(), kw = ws[3].size(), in_per_group = in_channels / group;
+  KILN_ASSIGN_OR_RETURN(NodeId wg, im.reshape(w, {Dim::of(group), Dim::of(in_per_group), Dim::of(out_per_group), Dim::of(kh), Dim::of(kw)}));
+  KILN_ASSIGN_OR_RETURN(wg, im.add(OpKind::kTranspose, {wg}, ir::TransposeAttrs{{0, 2, 1, 3, 4}}));
+  KILN_ASSIGN_OR_RETURN(wg, im.reshape(wg, {Dim::of(group * out_per_group), Dim::of(in_per_group), Dim::of(kh), Dim::of(kw)}));
+  KILN_ASSIGN_OR_RETURN(wg, im.add(OpKind::kSlice, {wg}, ir::SliceAttrs{{kh - 1, kw - 1}, {-kh - 1, -kw - 1}, {2, 3}, {-1, -1}}));
+  // stride - 1 zeros after every element along each strided axis.
+  for (size_t i = 0; i < 2; ++i) {
+    if (strides[i] == 1) continue;
+    const size_t axis = 2 + i;
+    Shape split = im.type(x).shape;
+    split.insert(split.begin() + long(axis) + 1, Dim::of(1));
+    KILN_ASSIGN_OR_RETURN(NodeId lifted, im.reshape(x, split));
+    Shape zeros_shape = split;
+    zeros_shape[axis + 1] = Dim::of(strides[i] - 1);
+    KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, im.type(x).dtype));
+    KILN_ASSIGN_OR_RETURN(NodeId zeros, im.add(OpKind::kBroadcastTo, {zero}, ir::BroadcastToAttrs{zeros_shape}));
+    KILN_ASSIGN_OR_RETURN(NodeId spread, im.add(OpKind::kConcat, {lifted, zeros}, ir::AxisAttrs{int64_t(axis) + 1}));
+    Shape merged = im.type(x).shape;
+    if (merged[axis].is_symbolic()) return im.unsupported("a strided ConvTranspose over a dynamic spatial dim");
+    merged[axis] = Dim::of(merged[axis].size() * strides[i]);
+    KILN_ASSIGN_OR_RETURN(x, im.reshape(spread, merged));
+  }
+  ir::Conv2dAttrs attrs;
+  attrs.dilations = {dilations[0], dilations[1]};
+  attrs.groups = group;
+  std::array<int64_t, 2> crop_begin{}, crop_end{};
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t span = dilations[i] * (ws[2 + i].size() - 1);
+    const int64_t b = span - begin[i], e = span - end[i] + output_padding[i] - (strides[i] - 1);
+    attrs.pads[i] = std::max<int64_t>(b, 0);
+    attrs.pads[i + 2] = std::max<int64_t>(e, 0);
+    crop_begin[i] = std::max<int64_t>(-b, 0);
+    crop_end[i] = std::max<int64_t>(-e, 0);
+  }
+  std::vector<NodeId> inputs = {x, wg};
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(NodeId b, im.input(2));
+    inputs.push_back(b);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConv2d, inputs, attrs));
+  if (crop_begin != std::array<int64_t, 2>{} || crop_end != std::array<int64_t, 2>{}) {
+    const Shape ys = im.type(y).shape;
+    std::vector<int64_t> starts, ends;
+    for (size_t i = 0; i < 2; ++i) {
+      starts.push_back(crop_begin[i]);
+      ends.push_back(ys[2 + i].size() - crop_end[i]);
+    }
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kSlice, {y}, ir::SliceAttrs{starts, ends, {2, 3}, {1, 1}}));
+  }
+  if (n == 1) {
     Shape ys = im.type(y).shape;
     ys.erase(ys.begin() + 2);
     KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
@@ -264,6 +390,7 @@ Status layer_norm(Importer& im) {
 
 void register_nn_ops(std::map<std::string, Converter>& t) {
   t["Conv"] = conv_op;
+  t["ConvTranspose"] = conv_transpose_op;
   t["MaxPool"] = pool(OpKind::kMaxPool2d);
   t["AveragePool"] = pool(OpKind::kAvgPool2d);
   t["GlobalAveragePool"] = global_pool(false);
