@@ -231,7 +231,7 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
     case OpKind::kInput: case OpKind::kConstant: case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp:
     case OpKind::kLog: case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kTanh:
     case OpKind::kSigmoid: case OpKind::kRelu: case OpKind::kSilu: case OpKind::kErf: case OpKind::kSin:
-    case OpKind::kCos: case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
+    case OpKind::kCos: case OpKind::kAtan: case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
     case OpKind::kGelu: case OpKind::kNot: case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul:
     case OpKind::kDiv: case OpKind::kPow: case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kFmod:
     case OpKind::kEqual:

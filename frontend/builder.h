@@ -63,6 +63,7 @@ class GraphBuilder {
   Value erf(Value x) { return op(ir::OpKind::kErf, {x}); }
   Value sin(Value x) { return op(ir::OpKind::kSin, {x}); }
   Value cos(Value x) { return op(ir::OpKind::kCos, {x}); }
+  Value atan(Value x) { return op(ir::OpKind::kAtan, {x}); }
   Value floor(Value x) { return op(ir::OpKind::kFloor, {x}); }
   Value ceil(Value x) { return op(ir::OpKind::kCeil, {x}); }
   Value round(Value x) { return op(ir::OpKind::kRound, {x}); }

@@ -173,6 +173,9 @@ constexpr OpInfo kOpTable[] = {
           {.unary_f = [](double x, const Attrs&) { return std::sin(x); }}, {.float_form = "sin({0})"}),
     unary(K::kCos, "cos", X::kElementwise, D::kFloat,
           {.unary_f = [](double x, const Attrs&) { return std::cos(x); }}, {.float_form = "cos({0})"}),
+    // The arctangent (radians, in (-pi/2, pi/2)); ONNX's Asin and Acos are built on it.
+    unary(K::kAtan, "atan", X::kElementwise, D::kFloat,
+          {.unary_f = [](double x, const Attrs&) { return std::atan(x); }}, {.float_form = "atan({0})"}),
     unary(K::kFloor, "floor", X::kCheap, D::kFloat,
           {.unary_f = [](double x, const Attrs&) { return std::floor(x); }, .unary_i = [](int64_t x) { return x; }},
           {.float_form = "floor({0})", .int_form = "{0}"}),

@@ -26,7 +26,7 @@ namespace kiln::ir {
   X(Input) X(Constant)                                                                        \
   /* unary */                                                                                 \
   X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Tanh) X(Sigmoid) X(Relu)       \
-  X(Silu) X(Erf) X(Sin) X(Cos) X(Floor) X(Ceil) X(Round) X(Sign) X(Gelu) X(Not)               \
+  X(Silu) X(Erf) X(Sin) X(Cos) X(Atan) X(Floor) X(Ceil) X(Round) X(Sign) X(Gelu) X(Not)      \
   /* binary arithmetic */                                                                     \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Fmod)                            \
   /* compare and logic (result bool) */                                                       \

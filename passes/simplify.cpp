@@ -172,7 +172,7 @@ NodeId simplify_node(Graph& graph, NodeId id) {
     // No algebraic rule for these ops (yet): a new op lands here by name, not by a default.
     case OpKind::kInput: case OpKind::kConstant: case OpKind::kExp: case OpKind::kLog: case OpKind::kSqrt:
     case OpKind::kRsqrt: case OpKind::kReciprocal: case OpKind::kTanh: case OpKind::kSigmoid: case OpKind::kSilu:
-    case OpKind::kErf: case OpKind::kSin: case OpKind::kCos: case OpKind::kFloor: case OpKind::kCeil:
+    case OpKind::kErf: case OpKind::kSin: case OpKind::kCos: case OpKind::kAtan: case OpKind::kFloor: case OpKind::kCeil:
     case OpKind::kRound: case OpKind::kSign: case OpKind::kGelu: case OpKind::kXor: case OpKind::kEqual:
     case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual: case OpKind::kGreater:
     case OpKind::kGreaterEqual: case OpKind::kFmod: case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:

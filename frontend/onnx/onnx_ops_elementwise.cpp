@@ -310,7 +310,7 @@ void register_elementwise_ops(std::map<std::string, Converter>& t) {
       {"Abs", OpKind::kAbs}, {"Neg", OpKind::kNeg}, {"Exp", OpKind::kExp}, {"Log", OpKind::kLog},
       {"Sqrt", OpKind::kSqrt}, {"Reciprocal", OpKind::kReciprocal}, {"Tanh", OpKind::kTanh},
       {"Sigmoid", OpKind::kSigmoid}, {"Relu", OpKind::kRelu}, {"Erf", OpKind::kErf}, {"Sin", OpKind::kSin},
-      {"Cos", OpKind::kCos}, {"Floor", OpKind::kFloor}, {"Ceil", OpKind::kCeil}, {"Round", OpKind::kRound},
+      {"Cos", OpKind::kCos}, {"Atan", OpKind::kAtan}, {"Floor", OpKind::kFloor}, {"Ceil", OpKind::kCeil}, {"Round", OpKind::kRound},
       {"Sign", OpKind::kSign}, {"Not", OpKind::kNot}};
   for (const auto& [name, op] : unaries) t[name] = unary(op);
   const std::pair<const char*, OpKind> binaries[] = {

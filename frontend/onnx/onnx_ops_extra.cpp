@@ -1,5 +1,5 @@
 // Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
-// trigonometric functions, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
+// trigonometric functions (Asin, Acos through atan), IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
 // DepthToSpace/SpaceToDepth, CastLike, Pad, CenterCropPad and OneHot. Masks and index patterns are built as
 // constants at import, so these need static shapes where noted.
 #include <cmath>
@@ -21,6 +21,32 @@ Status tan_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId c, im.apply(OpKind::kCos, {x}));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kDiv, {s, c}));
   return im.set_output(0, y);
+}
+
+// asin(x) = atan(x / sqrt(1 - x^2)) (+-1 give +-inf, so +-pi/2); acos(x) = 2 atan(sqrt((1 - x) /
+// (1 + x))), accurate near 1 where pi/2 - asin(x) would cancel. |x| > 1 gives NaN, as ONNX's.
+Converter inverse_sine(bool is_acos) {
+  return [is_acos](Importer& im) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar_like(x, 1.0));
+    NodeId y = ir::kNoNode;
+    if (is_acos) {
+      KILN_ASSIGN_OR_RETURN(NodeId num, im.apply(OpKind::kSub, {one, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId den, im.apply(OpKind::kAdd, {one, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId ratio, im.apply(OpKind::kDiv, {num, den}));
+      KILN_ASSIGN_OR_RETURN(NodeId root, im.apply(OpKind::kSqrt, {ratio}));
+      KILN_ASSIGN_OR_RETURN(NodeId half, im.apply(OpKind::kAtan, {root}));
+      KILN_ASSIGN_OR_RETURN(NodeId two, im.scalar_like(x, 2.0));
+      KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {half, two}));
+    } else {
+      KILN_ASSIGN_OR_RETURN(NodeId square, im.apply(OpKind::kMul, {x, x}));
+      KILN_ASSIGN_OR_RETURN(NodeId rest, im.apply(OpKind::kSub, {one, square}));
+      KILN_ASSIGN_OR_RETURN(NodeId root, im.apply(OpKind::kSqrt, {rest}));
+      KILN_ASSIGN_OR_RETURN(NodeId ratio, im.apply(OpKind::kDiv, {x, root}));
+      KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kAtan, {ratio}));
+    }
+    return im.set_output(0, y);
+  };
 }
 
 // (exp(x) -/+ exp(-x)) / 2
@@ -474,6 +500,8 @@ Status cast_like(Importer& im) {
 
 void register_extra_ops(std::map<std::string, Converter>& t) {
   t["Tan"] = tan_op;
+  t["Asin"] = inverse_sine(false);
+  t["Acos"] = inverse_sine(true);
   t["Sinh"] = hyperbolic(false);
   t["Cosh"] = hyperbolic(true);
   t["Asinh"] = inverse_hyperbolic(0);

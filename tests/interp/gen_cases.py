@@ -98,7 +98,7 @@ def gen_unary():
         "log": (np.log, (0.05, 5.0)), "sqrt": (np.sqrt, (0.0, 9.0)), "rsqrt": (lambda x: 1 / np.sqrt(x), (0.1, 9.0)),
         "reciprocal": (lambda x: 1 / x, (0.2, 4.0)), "tanh": (np.tanh, None), "sigmoid": (sigmoid, (-8, 8)),
         "relu": (lambda x: np.maximum(x, 0), None), "silu": (lambda x: x * sigmoid(x), None), "erf": (erf, None),
-        "sin": (np.sin, (-6, 6)), "cos": (np.cos, (-6, 6)), "floor": (np.floor, None), "ceil": (np.ceil, None),
+        "sin": (np.sin, (-6, 6)), "cos": (np.cos, (-6, 6)), "atan": (np.arctan, (-20, 20)), "floor": (np.floor, None), "ceil": (np.ceil, None),
         "round": (np.round, None), "sign": (np.sign, None),
     }
     for op, (ref, rng) in float_ops.items():
