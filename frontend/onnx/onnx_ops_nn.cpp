@@ -1,5 +1,5 @@
-// Converters for ONNX neural-network operators: Conv, ConvTranspose, MaxPool, AveragePool (2-D,
-// and 1-D as 2-D with a unit height), the global pools, BatchNormalization (inference) and LayerNormalization.
+// Converters for ONNX neural-network operators: Conv, ConvTranspose, MaxPool, AveragePool, LpPool
+// (2-D, and 1-D as 2-D with a unit height), the global pools, BatchNormalization (inference) and LayerNormalization.
 // auto_pad and ceil_mode are resolved here into Kiln's explicit (possibly asymmetric) pads.
 #include <algorithm>
 #include <cmath>
@@ -257,8 +257,10 @@ Status conv_transpose_op(Importer& im) {
   return im.set_output(0, y);
 }
 
-Converter pool(OpKind op) {
-  return [op](Importer& im) -> Status {
+// MaxPool and AveragePool; with `lp`, LpPool: (sum over the window of |x|^p)^(1/p), as an
+// average pool counting the padding (which adds 0) times the window's area.
+Converter pool(OpKind op, bool lp = false) {
+  return [op, lp](Importer& im) -> Status {
     KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
     const Shape xs = im.type(x).shape;
@@ -270,9 +272,19 @@ Converter pool(OpKind op) {
     for (int64_t d : win.dilations) {
       if (d != 1) return im.unsupported("pooling dilations other than 1 are not supported");
     }
-    const bool count_include_pad = im.attr_int("count_include_pad", 0) != 0;
-    if (count_include_pad && im.attr_int("ceil_mode", 0) != 0) {
+    const bool count_include_pad = lp || im.attr_int("count_include_pad", 0) != 0;
+    if (!lp && count_include_pad && im.attr_int("ceil_mode", 0) != 0) {
       return im.unsupported("ceil_mode=1 with count_include_pad=1 is not supported");
+    }
+    const int64_t p = lp ? im.attr_int("p", 2) : 0;
+    if (lp) {
+      if (p < 1) return im.error("p must be at least 1");
+      KILN_ASSIGN_OR_RETURN(NodeId magnitude, im.apply(OpKind::kAbs, {x}));
+      if (p > 1) {
+        KILN_ASSIGN_OR_RETURN(NodeId exponent, im.scalar_like(x, double(p)));
+        KILN_ASSIGN_OR_RETURN(magnitude, im.apply(OpKind::kPow, {magnitude, exponent}));
+      }
+      x = magnitude;
     }
     const bool one_d = xs.size() == 3;
     if (one_d) {
@@ -285,6 +297,14 @@ Converter pool(OpKind op) {
     attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
     attrs.count_include_pad = count_include_pad;
     KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {x}, attrs));
+    if (lp) {
+      KILN_ASSIGN_OR_RETURN(NodeId area, im.scalar_like(y, double(win.kernel[0] * win.kernel[1])));
+      KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {y, area}));
+      if (p > 1) {
+        KILN_ASSIGN_OR_RETURN(NodeId root, im.scalar_like(y, 1.0 / double(p)));
+        KILN_ASSIGN_OR_RETURN(y, p == 2 ? im.apply(OpKind::kSqrt, {y}) : im.apply(OpKind::kPow, {y, root}));
+      }
+    }
     if (one_d) {
       Shape ys = im.type(y).shape;
       ys.erase(ys.begin() + 2);
@@ -393,6 +413,7 @@ void register_nn_ops(std::map<std::string, Converter>& t) {
   t["ConvTranspose"] = conv_transpose_op;
   t["MaxPool"] = pool(OpKind::kMaxPool2d);
   t["AveragePool"] = pool(OpKind::kAvgPool2d);
+  t["LpPool"] = pool(OpKind::kAvgPool2d, /*lp=*/true);
   t["GlobalAveragePool"] = global_pool(false);
   t["GlobalMaxPool"] = global_pool(true);
   t["BatchNormalization"] = batch_norm;
