@@ -217,6 +217,63 @@ Status gather_elements_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// GatherND: each index tuple (the indices' last dim, k long) picks a slice of the data after its
+// first batch_dims dims. Lowered like GatherElements: the data as [B * P, rest...] (B: the
+// batch dims, P: the k indexed dims), each tuple's row there as a linear offset (its batch's
+// iota times P plus the tuple's components, negatives wrapped, times their strides), and one
+// gather along axis 0. The data's indexed dims and the indices' shape must be static.
+Status gather_nd_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
+  const Shape ds = im.type(data).shape, is = im.type(idx).shape;  // copies: adding nodes moves types
+  const int64_t rank = int64_t(ds.size()), irank = int64_t(is.size());
+  const int64_t b = im.attr_int("batch_dims", 0);
+  if (irank < 1 || !is.back().is_static()) return im.error("indices need a static last dim");
+  const int64_t k = is.back().size();
+  if (b < 0 || b >= std::min(rank, irank) || k < 1 || b + k > rank) {
+    return im.error("batch_dims and the index length do not fit the data's rank");
+  }
+  for (const Dim& d : is)
+    if (!d.is_static()) return im.unsupported("the indices' shape must be static");
+  for (int64_t d = 0; d < b + k; ++d) {
+    if (!ds[size_t(d)].is_static()) return im.unsupported("the data's batch and indexed dims must be static");
+    if (d < b && ds[size_t(d)].size() != is[size_t(d)].size()) return im.error("data and indices differ in a batch dim");
+  }
+  int64_t rows = 1;  // B * P
+  for (int64_t d = 0; d < b + k; ++d) rows *= ds[size_t(d)].size();
+  // The linear row of each tuple, shaped as the indices without their last dim.
+  Shape tuple_shape(is.begin(), is.end() - 1);
+  NodeId offset = ir::kNoNode;
+  auto accumulate = [&](NodeId term, int64_t stride) -> Status {
+    KILN_ASSIGN_OR_RETURN(NodeId s, im.scalar(double(stride), ir::DType::kI64));
+    KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, s}));
+    if (offset == ir::kNoNode) {
+      offset = term;
+    } else {
+      KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kAdd, {offset, term}));
+    }
+    return Status::ok();
+  };
+  int64_t stride = rows;
+  for (int64_t d = 0; d < b + k; ++d) {
+    stride /= ds[size_t(d)].size();
+    NodeId term = ir::kNoNode;
+    if (d < b) {
+      KILN_ASSIGN_OR_RETURN(term, im.iota(ds[size_t(d)].size(), d, irank - 1));
+    } else {
+      KILN_ASSIGN_OR_RETURN(term, im.add(OpKind::kSlice, {idx}, ir::SliceAttrs{{d - b}, {d - b + 1}, {irank - 1}, {1}}));
+      KILN_ASSIGN_OR_RETURN(term, im.reshape(term, tuple_shape));
+      KILN_ASSIGN_OR_RETURN(term, im.wrap_negative(term, ds[size_t(d)].size()));
+    }
+    KILN_RETURN_IF_ERROR(accumulate(term, stride));
+  }
+  Shape flat_shape = {Dim::of(rows)};
+  flat_shape.insert(flat_shape.end(), ds.begin() + (b + k), ds.end());
+  KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, flat_shape));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGather, {flat, offset}, ir::AxisAttrs{0}));
+  return im.set_output(0, y);
+}
+
 // Axes from the attribute (before `input_from_opset`) or from input 1.
 Result<std::optional<std::vector<int64_t>>> axes_of(Importer& im, int64_t input_from_opset) {
   if (im.opset >= input_from_opset) {
@@ -589,6 +646,7 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["Concat"] = concat_op;
   t["Gather"] = gather_op;
   t["GatherElements"] = gather_elements_op;
+  t["GatherND"] = gather_nd_op;
   t["Squeeze"] = squeeze_op;
   t["Unsqueeze"] = unsqueeze_op;
   t["Flatten"] = flatten_op;

@@ -184,7 +184,7 @@ TEST_CASE("onnx: opsets 18-28 import with their forms; later opsets are refused"
   CHECK(later_diags.to_string().find("opset 29 is not supported (Kiln imports opsets 7 to 28)") != std::string::npos);
 }
 
-TEST_CASE("onnx: mistakes in Split, Pad, OneHot, GatherElements, Resize and ConvTranspose are diagnosed at the node") {
+TEST_CASE("onnx: mistakes in Split, Pad, OneHot, GatherElements, GatherND, Resize and ConvTranspose are diagnosed at the node") {
   struct Case {
     const char* op;
     std::vector<std::string> inputs;
@@ -218,6 +218,8 @@ TEST_CASE("onnx: mistakes in Split, Pad, OneHot, GatherElements, Resize and Conv
          a->set_type(onnx::AttributeProto::STRING);
          a->set_s("area");
        }, "node 'bad' (Resize, opset 18): mode='area' is not supported"},
+      {"GatherND", {"x", "pads"}, [](onnx::NodeProto*) {},
+       "node 'bad' (GatherND, opset 18): batch_dims and the index length do not fit the data's rank"},
       {"ConvTranspose", {"x", "x"}, [](onnx::NodeProto*) {},
        "node 'bad' (ConvTranspose, opset 18): only 1-D and 2-D transposed convolutions are supported"},
   };
