@@ -97,58 +97,60 @@ class ChannelsLast {
     return false;
   }
 
+  // Converts node `id` when its rule applies (the file comment), else leaves it reading views.
   Status convert(NodeId id) {
     const Node& n = node(id);
-    if (n.type.shape.size() != 4 && !ir::is_reduction(n.op) && n.op != OpKind::kTranspose &&
-        n.op != OpKind::kReshape)
-      return Status::ok();
-    switch (n.op) {
-      case OpKind::kConv2d: {
-        if (std::get<ir::Conv2dAttrs>(n.attrs).channels_last || !converts_conv(n)) return Status::ok();
-        auto attrs = std::get<ir::Conv2dAttrs>(n.attrs);
-        attrs.channels_last = true;
-        std::vector<NodeId> inputs = n.inputs;
-        KILN_ASSIGN_OR_RETURN(inputs[0], to_nhwc(inputs[0]));
-        KILN_ASSIGN_OR_RETURN(inputs[1], to_nhwc(inputs[1]));
-        return replace_by_view(id, OpKind::kConv2d, std::move(inputs), attrs);
-      }
-      case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: {
-        auto attrs = std::get<ir::Pool2dAttrs>(n.attrs);
-        if (attrs.channels_last || twin(n.inputs[0]) == kNoNode) return Status::ok();
-        attrs.channels_last = true;
-        return replace_by_view(id, n.op, {twin(n.inputs[0])}, attrs);
-      }
-      case OpKind::kSoftmax: case OpKind::kLogSoftmax: {
-        if (twin(n.inputs[0]) == kNoNode) return Status::ok();
-        auto attrs = std::get<ir::AxisAttrs>(n.attrs);
-        attrs.axis = nhwc_axis(attrs.axis);
-        if (!reduces_well(twin(n.inputs[0]), {attrs.axis})) return Status::ok();
-        return replace_by_view(id, n.op, {twin(n.inputs[0])}, attrs);
-      }
-      case OpKind::kConcat: {
-        std::vector<NodeId> inputs;
-        for (NodeId in : n.inputs) {
-          if (twin(in) == kNoNode) return Status::ok();
-          inputs.push_back(twin(in));
-        }
-        auto attrs = std::get<ir::AxisAttrs>(n.attrs);
-        attrs.axis = nhwc_axis(attrs.axis);
-        return replace_by_view(id, n.op, std::move(inputs), attrs);
-      }
-      case OpKind::kTranspose: return compose_transpose(id);
-      case OpKind::kReshape: {
-        // reshape(view of u) == reshape(u) when the view only moves unit dims.
-        const NodeId u = twin(n.inputs[0]);
-        if (u == kNoNode || !moves_only_unit_dims(node(u).type.shape, kToNchw)) return Status::ok();
-        graph_.node(id).inputs[0] = u;
-        changed_ = true;
-        return Status::ok();
-      }
-      default:
-        if (ir::is_reduction(n.op) && n.op != OpKind::kArgMax) return convert_reduction(id);
-        if (ir::is_elementwise(n.op)) return convert_elementwise(id);
-        return Status::ok();
+    const OpKind op = n.op;
+    if (op == OpKind::kTranspose) return compose_transpose(id);
+    if (op == OpKind::kReshape) return forward_reshape(id);
+    if (ir::is_reduction(op) && op != OpKind::kArgMax) return convert_reduction(id);
+    if (n.type.shape.size() != 4) return Status::ok();
+    if (op == OpKind::kConv2d) return convert_conv(id);
+    if (ir::is_elementwise(op)) return convert_elementwise(id);
+    const NodeId u = twin(n.inputs[0]);
+    if (op == OpKind::kMaxPool2d || op == OpKind::kAvgPool2d) {
+      auto attrs = std::get<ir::Pool2dAttrs>(n.attrs);
+      if (attrs.channels_last || u == kNoNode) return Status::ok();
+      attrs.channels_last = true;
+      return replace_by_view(id, op, {u}, attrs);
     }
+    if (op == OpKind::kSoftmax || op == OpKind::kLogSoftmax) {
+      auto attrs = std::get<ir::AxisAttrs>(n.attrs);
+      attrs.axis = nhwc_axis(attrs.axis);
+      if (u == kNoNode || !reduces_well(u, {attrs.axis})) return Status::ok();
+      return replace_by_view(id, op, {u}, attrs);
+    }
+    if (op == OpKind::kConcat) {
+      std::vector<NodeId> inputs;
+      for (NodeId in : n.inputs) {
+        if (twin(in) == kNoNode) return Status::ok();
+        inputs.push_back(twin(in));
+      }
+      auto attrs = std::get<ir::AxisAttrs>(n.attrs);
+      attrs.axis = nhwc_axis(attrs.axis);
+      return replace_by_view(id, op, std::move(inputs), attrs);
+    }
+    return Status::ok();
+  }
+
+  Status convert_conv(NodeId id) {
+    const Node& n = node(id);
+    if (std::get<ir::Conv2dAttrs>(n.attrs).channels_last || !converts_conv(n)) return Status::ok();
+    auto attrs = std::get<ir::Conv2dAttrs>(n.attrs);
+    attrs.channels_last = true;
+    std::vector<NodeId> inputs = n.inputs;  // copied: to_nhwc appends nodes
+    KILN_ASSIGN_OR_RETURN(inputs[0], to_nhwc(inputs[0]));
+    KILN_ASSIGN_OR_RETURN(inputs[1], to_nhwc(inputs[1]));
+    return replace_by_view(id, OpKind::kConv2d, std::move(inputs), attrs);
+  }
+
+  // reshape(view of u) == reshape(u) when the view only moves unit dims.
+  Status forward_reshape(NodeId id) {
+    const NodeId u = twin(node(id).inputs[0]);
+    if (u == kNoNode || !moves_only_unit_dims(node(u).type.shape, kToNchw)) return Status::ok();
+    graph_.node(id).inputs[0] = u;
+    changed_ = true;
+    return Status::ok();
   }
 
   // Whether reducing NHWC value `u` over `axes` is as good as reducing its NCHW form: reductions

@@ -105,6 +105,11 @@ class Importer {
   }
   // A scalar constant of x's dtype.
   Result<ir::NodeId> scalar_like(ir::NodeId x, double v) { return scalar(v, type(x).dtype); }
+  // sum + term, or term itself when sum is kNoNode (the first of a sum built term by term).
+  Result<ir::NodeId> add_term(ir::NodeId sum, ir::NodeId term) {
+    if (sum == ir::kNoNode) return term;
+    return apply(ir::OpKind::kAdd, {sum, term});
+  }
 };
 
 // Constants the importer builds itself (masks, ConstantOfShape, Range, zero biases, ...) larger

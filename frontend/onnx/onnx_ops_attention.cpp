@@ -178,22 +178,14 @@ Status attention(Importer& im) {
     KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kSub, {nonpad, q_len_node}));
   }
   NodeId bias = ir::kNoNode;
-  auto add_bias = [&](NodeId term) -> Status {
-    if (bias == ir::kNoNode) {
-      bias = term;
-      return Status::ok();
-    }
-    KILN_ASSIGN_OR_RETURN(bias, im.apply(OpKind::kAdd, {bias, term}));
-    return Status::ok();
-  };
   if (im.has_input(3)) {
     KILN_ASSIGN_OR_RETURN(NodeId mask, im.input(3));
     KILN_ASSIGN_OR_RETURN(NodeId mask_term, mask_bias(im, mask, kv_len, dtype));
-    KILN_RETURN_IF_ERROR(add_bias(mask_term));
+    KILN_ASSIGN_OR_RETURN(bias, im.add_term(bias, mask_term));
   }
   if (causal || left >= 0 || right >= 0) {
     KILN_ASSIGN_OR_RETURN(NodeId positions, position_bias(im, q_len, kv_len, offset, causal, left, right, dtype));
-    KILN_RETURN_IF_ERROR(add_bias(positions));
+    KILN_ASSIGN_OR_RETURN(bias, im.add_term(bias, positions));
   }
   if (nonpad != ir::kNoNode) {
     KILN_ASSIGN_OR_RETURN(NodeId keys, im.iota(kv_len, 3, 4));
@@ -201,7 +193,7 @@ Status attention(Importer& im) {
     KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, dtype));
     KILN_ASSIGN_OR_RETURN(NodeId neg_inf, im.scalar(kNegInf, dtype));
     KILN_ASSIGN_OR_RETURN(NodeId padding, im.add(OpKind::kWhere, {valid, zero, neg_inf}, ir::NoAttrs{}));
-    KILN_RETURN_IF_ERROR(add_bias(padding));
+    KILN_ASSIGN_OR_RETURN(bias, im.add_term(bias, padding));
   }
   NodeId biased = scores;
   if (bias != ir::kNoNode) {

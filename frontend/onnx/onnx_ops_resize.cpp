@@ -176,14 +176,6 @@ Result<NodeId> resize_axis(Importer& im, NodeId x, int64_t axis, const AxisTaps&
   const ir::DType dtype = im.type(x).dtype;
   const int64_t rank = im.type(x).rank();
   NodeId sum = ir::kNoNode;
-  auto accumulate = [&](NodeId term) -> Status {
-    if (sum == ir::kNoNode) {
-      sum = term;
-      return Status::ok();
-    }
-    KILN_ASSIGN_OR_RETURN(sum, im.apply(OpKind::kAdd, {sum, term}));
-    return Status::ok();
-  };
   for (size_t t = 0; t < taps.index.size(); ++t) {
     const std::vector<double>& w = taps.weight[t];
     const bool all_zero = std::all_of(w.begin(), w.end(), [](double v) { return v == 0; });
@@ -195,12 +187,12 @@ Result<NodeId> resize_axis(Importer& im, NodeId x, int64_t axis, const AxisTaps&
       KILN_ASSIGN_OR_RETURN(NodeId weight, along_axis(im, w, dtype, axis, rank));
       KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, weight}));
     }
-    KILN_RETURN_IF_ERROR(accumulate(term));
+    KILN_ASSIGN_OR_RETURN(sum, im.add_term(sum, term));
   }
   if (taps.extrapolates) {
     if (!ir::is_float(dtype)) return im.unsupported("tf_crop_and_resize extrapolation on an integer tensor");
     KILN_ASSIGN_OR_RETURN(NodeId constant, along_axis(im, taps.constant, dtype, axis, rank));
-    KILN_RETURN_IF_ERROR(accumulate(constant));
+    KILN_ASSIGN_OR_RETURN(sum, im.add_term(sum, constant));
   }
   return sum;
 }

@@ -244,16 +244,6 @@ Status gather_nd_op(Importer& im) {
   // The linear row of each tuple, shaped as the indices without their last dim.
   Shape tuple_shape(is.begin(), is.end() - 1);
   NodeId offset = ir::kNoNode;
-  auto accumulate = [&](NodeId term, int64_t stride) -> Status {
-    KILN_ASSIGN_OR_RETURN(NodeId s, im.scalar(double(stride), ir::DType::kI64));
-    KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, s}));
-    if (offset == ir::kNoNode) {
-      offset = term;
-    } else {
-      KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kAdd, {offset, term}));
-    }
-    return Status::ok();
-  };
   int64_t stride = rows;
   for (int64_t d = 0; d < b + k; ++d) {
     stride /= ds[size_t(d)].size();
@@ -265,7 +255,9 @@ Status gather_nd_op(Importer& im) {
       KILN_ASSIGN_OR_RETURN(term, im.reshape(term, tuple_shape));
       KILN_ASSIGN_OR_RETURN(term, im.wrap_negative(term, ds[size_t(d)].size()));
     }
-    KILN_RETURN_IF_ERROR(accumulate(term, stride));
+    KILN_ASSIGN_OR_RETURN(NodeId scale, im.scalar(double(stride), ir::DType::kI64));
+    KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, scale}));
+    KILN_ASSIGN_OR_RETURN(offset, im.add_term(offset, term));
   }
   Shape flat_shape = {Dim::of(rows)};
   flat_shape.insert(flat_shape.end(), ds.begin() + (b + k), ds.end());
