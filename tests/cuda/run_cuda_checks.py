@@ -39,6 +39,7 @@ CASES = [
     ("conv_implicit_gemm", "tests/backends/patterns/conv_implicit_gemm.graph", None, None, "cuDNN", None),
     ("conv_pool", "tests/backends/patterns/conv_pool.graph", None, None, "cuDNN", None),
     ("conv_library_epilogue", "tests/backends/patterns/conv_library_epilogue.graph", None, None, "cuDNN", None),
+    ("conv_nhwc", "tests/backends/patterns/conv_nhwc.graph", None, None, "cuDNN", None),
 ]
 # Per library: the switch that turns it off, and the variable saying it must run here.
 LIBRARIES = {"cuBLASLt": ("KILN_CUBLASLT", "KILN_EXPECT_CUBLASLT"), "cuDNN": ("KILN_CUDNN", "KILN_EXPECT_CUDNN")}
