@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "runtime/drivers/cuda/cublaslt_api.h"
-#include "runtime/drivers/cuda/cudnn_conv.h"
+#include "runtime/drivers/cuda/cudnn_api.h"
 #include "runtime/drivers/cuda/cuda_internal.h"
 
 namespace kiln::runtime::cuda {
@@ -71,8 +71,7 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
       return unsupported("the artifact's CUDA kernels do not include graph kernel " + std::to_string(launch.kernel) +
                          " that its plan launches");
   // The vendor libraries (hundreds of MB) load on another thread while the modules load and the
-  // constants upload, when a kernel may run through them (cuDNN is also warmed up there:
-  // warm_up_cudnn); the first run waits for them there.
+  // constants upload, when a kernel may run through them; the first run waits for them there.
   bool gemm = false, conv = false;
   for (const auto& [index, kernel] : program->kernels_) {
     gemm = gemm || kernel.binary->gemm.has_value();
@@ -80,9 +79,9 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
   }
   if (gemm || conv) {
     try {
-      program->vendor_libraries_ = std::async(std::launch::async, [gemm, conv, &device] {
+      program->vendor_libraries_ = std::async(std::launch::async, [gemm, conv] {
         if (gemm) (void)cublaslt_api();
-        if (conv) warm_up_cudnn(device);
+        if (conv) (void)cudnn_api();
       });
     } catch (const std::system_error&) {
       // No thread to spare: the first run loads the libraries itself.

@@ -243,41 +243,6 @@ Status CudnnConvs::create_plan(const artifact::ConvCall& call, int64_t batch, Cu
   return Status::ok();
 }
 
-void warm_up_cudnn(CudaDevice& device) {
-  Result<const CudnnApi*> loaded = cudnn_api();
-  if (!loaded.is_ok()) return;
-  const CudnnApi& dnn = **loaded;
-  ScopedContext current(device.api(), device.context());
-  if (!current.status().is_ok()) return;
-  cudnnHandle_t handle = nullptr;
-  if (dnn.cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) return;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  // A 3x3 f16 NHWC convolution of 8 channels on an 8x8 image: the heuristics load the engines.
-  const bool described =
-      dnn.cudnnCreateTensorDescriptor(&x) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnCreateTensorDescriptor(&y) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnCreateFilterDescriptor(&w) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnCreateConvolutionDescriptor(&conv) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 1, 8, 8, 8) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, 1, 8, 8, 8) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnSetFilter4dDescriptor(w, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, 8, 8, 3, 3) == CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
-          CUDNN_STATUS_SUCCESS &&
-      dnn.cudnnSetConvolutionMathType(conv, CUDNN_TENSOR_OP_MATH) == CUDNN_STATUS_SUCCESS;
-  if (described) {
-    cudnnConvolutionFwdAlgoPerf_t result = {};
-    int returned = 0;
-    (void)dnn.cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, 1, &returned, &result);
-  }
-  if (conv) dnn.cudnnDestroyConvolutionDescriptor(conv);
-  if (w) dnn.cudnnDestroyFilterDescriptor(w);
-  for (cudnnTensorDescriptor_t t : {x, y})
-    if (t) dnn.cudnnDestroyTensorDescriptor(t);
-  dnn.cudnnDestroy(handle);
-}
-
 Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::ConvCall& call, int64_t batch) {
   if (!checked_) {
     checked_ = true;

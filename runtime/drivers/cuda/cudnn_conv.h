@@ -37,13 +37,6 @@ struct ConvOperands {
   CUdeviceptr x = 0, w = 0, y = 0, bias = 0, residual = 0;
 };
 
-// Loads cuDNN and warms it up on the calling thread for `device`: creates a handle and asks the
-// heuristics about a small convolution, which makes cuDNN load the sub-libraries holding its
-// kernels (the bulk of its start-up) that the first run would otherwise wait for. Failures are
-// ignored here; the run reports them. The CUDA driver calls it on its vendor-library thread while
-// an artifact's modules load and its constants upload.
-void warm_up_cudnn(CudaDevice& device);
-
 class CudnnConvs {
  public:
   CudnnConvs(CudaDevice& device, CUstream stream);
