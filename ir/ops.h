@@ -128,6 +128,8 @@ struct ReshapeAttrs {
   bool operator==(const ReshapeAttrs&) const = default;
 };
 
+// transpose(x, perm=[..]); after shape inference `perm` is complete (the reversed axes when
+// omitted) and non-negative.
 struct TransposeAttrs {
   std::vector<int64_t> perm;
   bool operator==(const TransposeAttrs&) const = default;

@@ -60,12 +60,6 @@ bool moves_only_unit_dims(const ir::Shape& shape, const std::vector<int64_t>& pe
   return true;
 }
 
-bool is_identity(const std::vector<int64_t>& perm) {
-  for (size_t i = 0; i < perm.size(); ++i)
-    if (perm[i] != int64_t(i)) return false;
-  return true;
-}
-
 class ChannelsLast {
  public:
   ChannelsLast(Graph& graph, PipelineOptions::ChannelsLast policy)
@@ -240,12 +234,9 @@ class ChannelsLast {
     const Node& n = node(id);
     const NodeId u = twin(n.inputs[0]);
     if (u == kNoNode) return Status::ok();
-    std::vector<int64_t> perm = std::get<ir::TransposeAttrs>(n.attrs).perm;
-    if (perm.empty())
-      for (int64_t d = 3; d >= 0; --d) perm.push_back(d);
-    std::vector<int64_t> composed;
-    for (int64_t p : perm) composed.push_back(kToNchw[size_t(p)]);
-    if (is_identity(composed)) {
+    std::vector<int64_t> composed;  // the perm is complete and non-negative after inference
+    for (int64_t p : std::get<ir::TransposeAttrs>(n.attrs).perm) composed.push_back(kToNchw[size_t(p)]);
+    if (is_identity_perm(composed)) {
       remap_.replace(id, u);
       graph_.node(id).erased = true;
     } else {

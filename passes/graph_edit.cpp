@@ -10,6 +10,13 @@
 
 namespace kiln::passes {
 
+bool is_identity_perm(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != int64_t(i)) return false;
+  }
+  return true;
+}
+
 using ir::Graph;
 using ir::Kernel;
 using ir::KernelKind;

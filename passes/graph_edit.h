@@ -16,6 +16,9 @@ inline bool is_source(ir::OpKind op) {
   return op == ir::OpKind::kInput || op == ir::OpKind::kConstant;
 }
 
+// True when `perm` (a transpose's, normalized: non-negative) maps every axis to itself.
+bool is_identity_perm(const std::vector<int64_t>& perm);
+
 // The kernel kind that runs a single op of this kind.
 ir::KernelKind kernel_kind_for(ir::OpKind op);
 

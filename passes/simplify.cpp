@@ -74,13 +74,6 @@ std::vector<int64_t> normalized_perm(const std::vector<int64_t>& perm) {
   return result;
 }
 
-bool is_identity_perm(const std::vector<int64_t>& perm) {
-  for (size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] != int64_t(i)) return false;
-  }
-  return true;
-}
-
 // Returns the value that replaces node `id`, or kNoNode to keep it (possibly rewritten).
 NodeId simplify_node(Graph& graph, NodeId id) {
   const Node& node = graph.node(id);

@@ -132,6 +132,15 @@ Status shrink_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// A constant bool [rows, cols] mask holding keep(i, j) at (i, j).
+template <class Keep>
+Result<NodeId> pair_mask(Importer& im, int64_t rows, int64_t cols, Keep keep, std::string_view name) {
+  KILN_ASSIGN_OR_RETURN(ir::Tensor mask, ir::Tensor::zeros(ir::DType::kBool, {rows, cols}));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask.set_element_from_double(i * cols + j, keep(i, j) ? 1.0 : 0.0);
+  return im.add_constant(std::move(mask), name);
+}
+
 Status trilu_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const Shape& s = im.type(x).shape;
@@ -147,13 +156,8 @@ Status trilu_op(Importer& im) {
   const bool upper = im.attr_int("upper", 1) != 0;
   KILN_RETURN_IF_ERROR(check_import_size(im, Shape(s.end() - 2, s.end()), "the Trilu mask"));
   const int64_t rows = s[s.size() - 2].size(), cols = s.back().size();
-  KILN_ASSIGN_OR_RETURN(ir::Tensor mask, ir::Tensor::zeros(ir::DType::kBool, {rows, cols}));
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) {
-      mask.set_element_from_double(i * cols + j, (upper ? j - i >= k : j - i <= k) ? 1.0 : 0.0);
-    }
-  }
-  const NodeId m = im.add_constant(std::move(mask), "mask");
+  KILN_ASSIGN_OR_RETURN(NodeId m, pair_mask(im, rows, cols, [&](int64_t i, int64_t j) { return upper ? j - i >= k : j - i <= k; },
+                                             "mask"));
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kWhere, {m, x, zero}));
   return im.set_output(0, y);
@@ -192,14 +196,9 @@ Status cumsum_op(Importer& im) {
   Shape lifted = im.type(moved).shape;
   lifted.insert(lifted.end() - 1, Dim::of(1));
   KILN_ASSIGN_OR_RETURN(NodeId row, im.reshape(moved, lifted));
-  KILN_ASSIGN_OR_RETURN(ir::Tensor mask, ir::Tensor::zeros(ir::DType::kBool, {n, n}));
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      const bool counts = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
-      mask.set_element_from_double(i * n + j, counts ? 1.0 : 0.0);
-    }
-  }
-  const NodeId m = im.add_constant(std::move(mask), "cumsum_mask");
+  KILN_ASSIGN_OR_RETURN(NodeId m, pair_mask(im, n, n, [&](int64_t i, int64_t j) {
+    return reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+  }, "cumsum_mask"));
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
   KILN_ASSIGN_OR_RETURN(NodeId picked, im.apply(OpKind::kWhere, {m, row, zero}));
   ir::ReduceAttrs sum;

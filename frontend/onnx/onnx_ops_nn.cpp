@@ -172,11 +172,14 @@ Status conv_transpose_op(Importer& im) {
         output_padding[i] >= std::max(strides[i], dilations[i])) {
       return im.error("strides and dilations must be positive and output_padding below the stride or dilation");
     }
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if ((output_shape || same) && d.is_symbolic()) {
+      return im.unsupported("output_shape or auto_pad over a dynamic spatial dim");
+    }
     std::optional<int64_t> target;  // the output size that decides the pads
     if (output_shape) target = (*output_shape)[output_shape->size() - n + i];
-    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") target = d.is_static() ? d.size() * strides[i] : -1;
+    else if (same) target = d.size() * strides[i];
     if (target) {
-      if (d.is_symbolic()) return im.unsupported("output_shape or auto_pad over a dynamic spatial dim");
       const int64_t total = strides[i] * (d.size() - 1) + output_padding[i] + (k - 1) * dilations[i] + 1 - *target;
       // Python's floor division, as ONNX's reference: a negative total (output_shape larger
       // than the natural size) grows the end.
