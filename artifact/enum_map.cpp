@@ -89,6 +89,7 @@ fb::KernelKind to_fb(ir::KernelKind v) {
     case ir::KernelKind::kMatMul: return fb::KernelKind::MatMul;
     case ir::KernelKind::kLayout: return fb::KernelKind::Layout;
     case ir::KernelKind::kConv: return fb::KernelKind::Conv;
+    case ir::KernelKind::kAttention: return fb::KernelKind::Attention;
   }
   KILN_CHECK(false, "unknown ir::KernelKind");
   return fb::KernelKind::Elementwise;
@@ -102,6 +103,7 @@ std::optional<ir::KernelKind> from_fb(fb::KernelKind v) {
     case fb::KernelKind::MatMul: return ir::KernelKind::kMatMul;
     case fb::KernelKind::Layout: return ir::KernelKind::kLayout;
     case fb::KernelKind::Conv: return ir::KernelKind::kConv;
+    case fb::KernelKind::Attention: return ir::KernelKind::kAttention;
   }
   return std::nullopt;  // a value this build does not know
 }

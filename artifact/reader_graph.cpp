@@ -149,6 +149,14 @@ Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
       p.channels_last = a->channels_last();
       return ir::Attrs(p);
     }
+    case fb::Attrs::AttentionAttrs: {
+      const auto* a = node.attrs_as_AttentionAttrs();
+      ir::AttentionAttrs t;
+      if (a->scale()) t.scale = *a->scale();
+      t.causal = a->causal();
+      t.seq_major = a->seq_major();
+      return ir::Attrs(t);
+    }
   }
   return bad(where + ": unknown attribute table code " + std::to_string(int(node.attrs_type())));
 }

@@ -155,6 +155,12 @@ std::pair<fb::Attrs, Offset<void>> Writer::attrs(const ir::Attrs& attrs) {
           auto pads = longs(a.pads);
           return {fb::Attrs::Pool2dAttrs,
                   fb::CreatePool2dAttrs(fbb_, kernel, strides, pads, a.count_include_pad, a.channels_last).Union()};
+        } else if constexpr (std::is_same_v<A, ir::AttentionAttrs>) {
+          fb::AttentionAttrsBuilder b(fbb_);
+          if (a.scale) b.add_scale(*a.scale);
+          b.add_causal(a.causal);
+          b.add_seq_major(a.seq_major);
+          return {fb::Attrs::AttentionAttrs, b.Finish().Union()};
         } else {
           static_assert(sizeof(A) == 0, "attribute struct without a file encoding");
         }

@@ -280,7 +280,7 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
       return x;
     }
     case ir::OpFamily::kSource: case ir::OpFamily::kReduce: case ir::OpFamily::kNormalize:
-    case ir::OpFamily::kLinalg: case ir::OpFamily::kLayout: case ir::OpFamily::kConv:
+    case ir::OpFamily::kLinalg: case ir::OpFamily::kAttention: case ir::OpFamily::kLayout: case ir::OpFamily::kConv:
       break;
   }
   fail(unsupported("kernel '" + m_.kernel->name + "': op '" + std::string(ir::op_name(op)) +
@@ -366,6 +366,7 @@ Result<RenderedKernel> Emitter::render() {
     case KernelTemplate::kPointwise: emit_pointwise(); break;
     case KernelTemplate::kRowReduce: emit_rows(); break;
     case KernelTemplate::kMatMul: emit_matmul(); break;
+    case KernelTemplate::kAttention: emit_attention(m_.dispatch.workgroup_size); break;
   }
   if (!error_.is_ok()) return error_;
 

@@ -3,6 +3,7 @@
 //   c_family_prelude.cpp  the helper functions every kernel starts with
 //   c_family_pointwise.cpp  the pointwise template and its anchors (layout, conv, pooling)
 //   c_family_rows.cpp     the row-reduction template (reduce, argmax, normalizations) and matmul
+//   c_family_attention.cpp  the attention template (one query row per work item)
 //   cuda/c_family_cuda.cpp  CUDA C: loads/stores, launch configuration and its own templates
 //   cuda/c_family_cuda_conv.cpp  CUDA C: conv2d as an implicit GEMM
 // Not a public header. An Emitter renders one kernel once; it is not thread-safe.
@@ -30,6 +31,7 @@ struct CudaConfig {
     kRowsPerBlock,   // long rows: one block per row, shuffles + shared memory across warps
     kMatMul,         // register-blocked tiles staged in shared memory
     kConvGemm,       // conv2d as an implicit GEMM: kMatMul's tiles, A gathered from the input
+    kAttentionRows,  // attention, one thread per query row (the C-family template)
   };
   Mode mode = Mode::kPointwise;
   uint32_t block = 256;         // threads per block
@@ -155,6 +157,26 @@ class Emitter {
   // `acc += x * y;` in the kind's arithmetic (wrapping integer helpers for integers).
   std::string multiply_add(Num kind, const std::string& acc, const std::string& x, const std::string& y) const;
   void emit_matmul();
+  // What both attention templates (emit_attention, emit_cuda_flash_attention) read off the
+  // anchor: the buffers (mask -1 when absent), the logical sizes as IDX text, the batch shape,
+  // and offsets of a row's first element in q, k, v, the output (at batch coordinates bc and
+  // sequence position `row`) and of mask element (i, j).
+  struct AttentionOperands {
+    const ir::Node* anchor = nullptr;
+    const ir::AttentionAttrs* attrs = nullptr;
+    int q = -1, k = -1, v = -1, mask = -1, out = -1;
+    ir::AttentionShape shape;
+    std::string sq, sk;
+    int64_t d = 0, dv = 0;  // static head sizes
+  };
+  // Fails (and returns nullopt) when an operand is not in memory or a head size is symbolic.
+  std::optional<AttentionOperands> attention_operands();
+  // Offset of element [bc..., row, 0] of attention operand `value` (the stored layout).
+  std::string attention_row(const AttentionOperands& o, ir::NodeId value, const std::vector<std::string>& bc,
+                            const std::string& row) const;
+  std::string attention_mask(const AttentionOperands& o, const std::vector<std::string>& bc, const std::string& i,
+                             const std::string& j) const;
+  void emit_attention(uint32_t group_size);  // work items per group (the dispatch's)
   // CUDA templates (cuda/c_family_cuda.cpp), chosen by cuda_config().
   void emit_cuda();
   void emit_cuda_pointwise(const CudaConfig& c);

@@ -239,7 +239,7 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
     case OpKind::kGreaterEqual: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor: case OpKind::kWhere:
     case OpKind::kCast: case OpKind::kClamp: case OpKind::kReduceSum: case OpKind::kReduceMean:
     case OpKind::kReduceMax: case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax:
-    case OpKind::kSoftmax: case OpKind::kLogSoftmax: case OpKind::kLayerNorm: case OpKind::kMatMul:
+    case OpKind::kSoftmax: case OpKind::kLogSoftmax: case OpKind::kLayerNorm: case OpKind::kMatMul: case OpKind::kAttention:
       break;
   }
   fail(unsupported("kernel '" + m_.kernel->name + "': no pointwise code for op '" +

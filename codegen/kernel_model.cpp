@@ -34,9 +34,10 @@ void collect_symbols(const ir::Shape& shape, std::set<std::string>& symbols) {
 }
 
 // The kernel template follows the anchor's fusion class: reductions and normalizations are row
-// kernels, matmul its tiled template; everything else (conv2d, pooling, layout, elementwise)
-// computes one output element per work item.
+// kernels, matmul its tiled template, attention its own; everything else (conv2d, pooling,
+// layout, elementwise) computes one output element per work item.
 KernelTemplate template_of(OpKind op) {
+  if (ir::op_info(op).family == ir::OpFamily::kAttention) return KernelTemplate::kAttention;
   switch (ir::op_info(op).fusion) {
     case ir::FusionClass::kPrologueAnchor: return KernelTemplate::kRowReduce;
     case ir::FusionClass::kEpilogueAnchor:
@@ -182,6 +183,14 @@ Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::Executi
       m.dispatch.work_items = product(m.space, {}, true);
       m.dispatch.items_per_group = kMatMulTile * kMatMulTile;
       m.dispatch.workgroup_size = kMatMulTile * kMatMulTile;
+      break;
+    }
+    case KernelTemplate::kAttention: {
+      m.space = anchor->type.shape;
+      // One work item per query row: every output element but the head's.
+      m.dispatch.work_items = product(ir::Shape(m.space.begin(), m.space.end() - 1), {}, true);
+      m.dispatch.items_per_group = kAttentionGroupSize;
+      m.dispatch.workgroup_size = kAttentionGroupSize;
       break;
     }
   }

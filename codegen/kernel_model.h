@@ -29,6 +29,8 @@ enum class KernelTemplate : uint8_t {
   kRowReduce,  // one work-group per output row, tree reduction in shared memory
                // (reduce_*, argmax, softmax, log_softmax, layer_norm)
   kMatMul,     // one work-group per 16x16 output tile, tiles of A and B staged in shared memory
+  kAttention,  // one work item per query row: scores, online softmax and the weighted sum of
+               // value rows in one pass over the keys (CUDA: tensor-core query tiles, c_family_cuda)
 };
 
 struct ModelBuffer {
@@ -51,7 +53,8 @@ struct KernelModel {
   ir::NodeId anchor = ir::kNoNode;   // kNoNode for a pure elementwise kernel
   std::vector<ir::NodeId> prologue;  // elementwise nodes before the anchor (operand's space)
   std::vector<ir::NodeId> epilogue;  // elementwise nodes after the anchor (output's space)
-  // kPointwise: the output shape. kRowReduce: the reduced operand's shape. kMatMul: the output.
+  // kPointwise: the output shape. kRowReduce: the reduced operand's shape. kMatMul, kAttention:
+  // the output.
   ir::Shape space;
   std::vector<bool> reduced_axes;    // kRowReduce: which axes of `space` one row spans
   artifact::KernelDispatch dispatch;
@@ -68,6 +71,7 @@ struct KernelModel {
 inline constexpr uint32_t kPointwiseGroupSize = 64;
 inline constexpr uint32_t kRowGroupSize = 64;
 inline constexpr uint32_t kMatMulTile = 16;
+inline constexpr uint32_t kAttentionGroupSize = 64;
 
 // Lowers graph.kernels()[kernel_index]. Fails with kUnsupported for an op the codegen lacks.
 Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::ExecutionPlan& plan,

@@ -218,6 +218,23 @@ std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, co
     if (name == "channels_last") return get_bool(c, a->channels_last);
     return unknown(c);
   }
+  if (auto* a = std::get_if<ir::AttentionAttrs>(&attrs)) {
+    if (name == "scale") {
+      double scale = 0;
+      if (Check e = get_float(c, scale)) return e;
+      if (!std::isfinite(scale)) return c.bad("must be a finite number", v);
+      a->scale = scale;
+      return std::nullopt;
+    }
+    if (name == "causal") return get_bool(c, a->causal);
+    if (name == "layout") {
+      if (v.kind != Kind::kString) return c.wrong("\"bhsd\" or \"bshd\"", v);
+      if (v.text != "bhsd" && v.text != "bshd") return c.bad("must be \"bhsd\" or \"bshd\", not \"" + v.text + "\"", v);
+      a->seq_major = v.text == "bshd";
+      return std::nullopt;
+    }
+    return unknown(c);
+  }
   // NoAttrs (and the source kinds, which are never called by name).
   return unknown(c);
 }

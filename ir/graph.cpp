@@ -14,6 +14,7 @@ std::string_view kernel_kind_name(KernelKind kind) {
     case KernelKind::kMatMul: return "matmul";
     case KernelKind::kLayout: return "layout";
     case KernelKind::kConv: return "conv";
+    case KernelKind::kAttention: return "attention";
   }
   return "?";
 }

@@ -46,6 +46,7 @@ enum class KernelKind : uint8_t {
   kMatMul,        // matmul (+ elementwise epilogue such as bias and activation)
   kLayout,        // transpose, broadcast_to, slice, concat, gather, reshape copies
   kConv,          // conv2d (+ epilogue), pooling
+  kAttention,     // attention: scores, softmax and the weighted sum in one kernel
 };
 std::string_view kernel_kind_name(KernelKind kind);
 

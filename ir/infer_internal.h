@@ -36,6 +36,7 @@ Result<TensorType> infer_softmax(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_layer_norm(OpKind op, const Operands& in, Attrs& attrs);
 // Layout, linear algebra and convolution families (infer_shapes.cpp):
 Result<TensorType> infer_matmul(OpKind op, const Operands& in, Attrs& attrs);
+Result<TensorType> infer_attention(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_reshape(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_transpose(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_broadcast_to(OpKind op, const Operands& in, Attrs& attrs);

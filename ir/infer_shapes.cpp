@@ -1,5 +1,6 @@
 // Shape inference for linear algebra, layout and convolution ops (see infer.cpp for the rest).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "ir/infer_internal.h"
@@ -128,6 +129,31 @@ Result<TensorType> infer_matmul(OpKind, const Operands& in, Attrs&) {
   if (!a_vector) out.push_back(as[as.size() - 2]);
   if (!b_vector) out.push_back(bs.back());
   return TensorType{a.dtype, std::move(out)};
+}
+
+Result<TensorType> infer_attention(OpKind, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<AttentionAttrs>(node_attrs);
+  const TensorType& q = in[0];
+  for (size_t i = 1; i < in.size(); ++i) KILN_RETURN_IF_ERROR(require_same_dtype("attention", q, in[i]));
+  KILN_ASSIGN_OR_RETURN(AttentionShape s, attention_shape(q.shape, in[1].shape, in[2].shape, attrs.seq_major));
+  if (in.size() == 4) {
+    Shape scores = s.batch;
+    scores.push_back(s.sq);
+    scores.push_back(s.sk);
+    Result<Shape> b = broadcast_shapes(in[3].shape, scores);
+    if (!b || *b != scores) {
+      return invalid_argument("attention mask " + in[3].to_string() + " does not broadcast to the scores' shape " +
+                              dims_to_string(scores));
+    }
+  }
+  if (attrs.scale && !std::isfinite(*attrs.scale)) return invalid_argument("attention scale must be finite");
+  if (!attrs.scale) {
+    if (!s.d.is_static()) return invalid_argument("attention needs scale= when the head size is symbolic");
+    attrs.scale = 1.0 / std::sqrt(double(s.d.size()));
+  }
+  Shape out = q.shape;
+  out.back() = s.dv;
+  return TensorType{q.dtype, std::move(out)};
 }
 
 Result<TensorType> infer_reshape(OpKind, const Operands& in, Attrs& node_attrs) {
@@ -455,3 +481,38 @@ Result<TensorType> infer_global_avg_pool2d(OpKind, const Operands& in, Attrs&) {
 }
 
 }  // namespace kiln::ir::infer_detail
+
+namespace kiln::ir {
+
+Result<AttentionShape> attention_shape(const Shape& q, const Shape& k, const Shape& v, bool seq_major) {
+  auto shapes = [&] { return shape_to_string(q) + ", " + shape_to_string(k) + ", " + shape_to_string(v); };
+  AttentionShape s;
+  if (seq_major) {
+    // [B, S, H, D]: the batch is [B, H].
+    if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+      return invalid_argument("attention with layout=\"bshd\" needs q, k and v of rank 4, got " + shapes());
+    if (q[0] != k[0] || q[0] != v[0] || q[2] != k[2] || q[2] != v[2] || k[1] != v[1] || q[3] != k[3])
+      return invalid_argument("attention q, k, v must be [B, Sq, H, D], [B, Sk, H, D], [B, Sk, H, Dv], got " + shapes());
+    s.batch = {q[0], q[2]};
+    s.sq = q[1];
+    s.sk = k[1];
+    s.d = q[3];
+    s.dv = v[3];
+    return s;
+  }
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size())
+    return invalid_argument("attention needs q, k and v of one rank, 2 or more, got " + shapes());
+  const size_t r = q.size();
+  s.batch.assign(q.begin(), q.end() - 2);
+  if (Shape(k.begin(), k.end() - 2) != s.batch || Shape(v.begin(), v.end() - 2) != s.batch ||
+      q[r - 1] != k[r - 1] || k[r - 2] != v[r - 2])
+    return invalid_argument("attention q, k, v must be [..., Sq, D], [..., Sk, D], [..., Sk, Dv] with the same batch dims, got " +
+                            shapes());
+  s.sq = q[r - 2];
+  s.sk = k[r - 2];
+  s.d = q[r - 1];
+  s.dv = v[r - 1];
+  return s;
+}
+
+}  // namespace kiln::ir

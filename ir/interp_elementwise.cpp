@@ -179,7 +179,7 @@ Result<Tensor> eval_elementwise(const EvalContext& ctx) {
     case OpFamily::kConvert:
       if (std::holds_alternative<CastAttrs>(ctx.node.attrs)) return eval_cast(ctx);
       return eval_clamp(ctx);
-    case OpFamily::kSource: case OpFamily::kReduce: case OpFamily::kNormalize: case OpFamily::kLinalg:
+    case OpFamily::kSource: case OpFamily::kReduce: case OpFamily::kNormalize: case OpFamily::kLinalg: case OpFamily::kAttention:
     case OpFamily::kLayout: case OpFamily::kConv: break;
   }
   return node_error(ctx, "not an elementwise op");

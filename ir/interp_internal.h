@@ -132,6 +132,7 @@ Result<Tensor> eval_softmax(const EvalContext& ctx);
 Result<Tensor> eval_layer_norm(const EvalContext& ctx);
 // interp_linalg.cpp: matmul.
 Result<Tensor> eval_matmul(const EvalContext& ctx);
+Result<Tensor> eval_attention(const EvalContext& ctx);
 // interp_layout.cpp:
 Result<Tensor> eval_reshape(const EvalContext& ctx);
 Result<Tensor> eval_transpose(const EvalContext& ctx);

@@ -1,8 +1,9 @@
-// Reference evaluation of matmul with NumPy semantics: a 1-D left operand is promoted to
+// Reference evaluation of matmul and attention. Matmul has NumPy semantics: a 1-D left operand is promoted to
 // [1, K] and a 1-D right operand to [K, 1], the promoted dims are squeezed from the result, and
 // the batch dims (all but the last two) broadcast. Float products accumulate in double; integer
 // products are exact in int64 with wrap-around.
 #include <algorithm>
+#include <cmath>
 
 #include "ir/interp_internal.h"
 
@@ -86,6 +87,96 @@ Result<Tensor> eval_matmul(const EvalContext& ctx) {
   std::vector<int64_t> c = batched_matmul<int64_t>(load_ints(a), load_ints(b), *batch, a_batch,
                                                    b_batch, m, k, n, gemm_accumulate_wrapping);
   return tensor_from_ints(ctx.out_dtype, out_shape, c);
+}
+
+namespace {
+
+// Element strides of an attention operand [batch..., S, F] in its stored layout (AttentionAttrs):
+// one per batch dim, then the sequence and the feature stride.
+std::vector<int64_t> attention_strides(const std::vector<int64_t>& shape, bool seq_major) {
+  if (!seq_major) return row_major_strides(shape);
+  // [B, S, H, F] read as [B, H, S, F].
+  const std::vector<int64_t> rm = row_major_strides(shape);
+  return {rm[0], rm[2], rm[1], rm[3]};
+}
+
+}  // namespace
+
+// Attention in double: each query row's scores, their softmax (max-subtracted, as softmax's
+// reference), then the weighted sum of value rows. A row whose scores are all -inf is NaN, as
+// softmax of such a row is.
+Result<Tensor> eval_attention(const EvalContext& ctx) {
+  const auto& attrs = std::get<AttentionAttrs>(ctx.node.attrs);
+  const Tensor& q = *ctx.inputs[0];
+  const Tensor& k = *ctx.inputs[1];
+  const Tensor& v = *ctx.inputs[2];
+  auto static_shape = [](const std::vector<int64_t>& sizes) {
+    Shape s;
+    for (int64_t d : sizes) s.push_back(Dim::of(d));
+    return s;
+  };
+  Result<AttentionShape> as = attention_shape(static_shape(q.shape()), static_shape(k.shape()),
+                                              static_shape(v.shape()), attrs.seq_major);
+  if (!as) return node_error(ctx, as.status().message());
+  std::vector<int64_t> batch;
+  for (const Dim& d : as->batch) batch.push_back(d.size());
+  const int64_t sq = as->sq.size(), sk = as->sk.size(), dh = as->d.size(), dv = as->dv.size();
+  std::vector<int64_t> scores_shape = batch;
+  scores_shape.push_back(sq);
+  scores_shape.push_back(sk);
+  std::vector<int64_t> mask_strides;
+  std::vector<double> mask;
+  if (ctx.inputs.size() == 4) {
+    if (!broadcasts_to(ctx.inputs[3]->shape(), scores_shape))
+      return node_error(ctx, "mask " + sizes_to_string(ctx.inputs[3]->shape()) + " does not broadcast to " +
+                                 sizes_to_string(scores_shape));
+    mask_strides = broadcast_strides(ctx.inputs[3]->shape(), scores_shape);
+    mask = load_doubles(*ctx.inputs[3]);
+  }
+  const double scale = attrs.scale.value_or(1.0 / std::sqrt(double(dh)));
+  std::vector<int64_t> out_shape = q.shape();
+  out_shape.back() = dv;
+  const std::vector<int64_t> qs = attention_strides(q.shape(), attrs.seq_major);
+  const std::vector<int64_t> ks = attention_strides(k.shape(), attrs.seq_major);
+  const std::vector<int64_t> vs = attention_strides(v.shape(), attrs.seq_major);
+  const std::vector<int64_t> os = attention_strides(out_shape, attrs.seq_major);
+  const std::vector<double> qd = load_doubles(q), kd = load_doubles(k), vd = load_doubles(v);
+  std::vector<double> out(size_t(num_elements_of(out_shape)), 0.0);
+  const size_t nb = batch.size();
+  std::vector<int64_t> index(nb, 0);
+  std::vector<double> p(static_cast<size_t>(sk));
+  for (int64_t b = 0; b < num_elements_of(batch); ++b) {
+    int64_t rem = b, qb = 0, kb = 0, vb = 0, ob = 0, mb = 0;
+    for (size_t d = nb; d-- > 0;) {
+      const int64_t i = rem % batch[d];
+      rem /= batch[d];
+      qb += i * qs[d];
+      kb += i * ks[d];
+      vb += i * vs[d];
+      ob += i * os[d];
+      if (!mask.empty()) mb += i * mask_strides[d];
+    }
+    for (int64_t i = 0; i < sq; ++i) {
+      double row_max = -HUGE_VAL;
+      for (int64_t j = 0; j < sk; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < dh; ++c) dot += qd[size_t(qb + i * qs[nb] + c)] * kd[size_t(kb + j * ks[nb] + c)];
+        double s = scale * dot;
+        if (!mask.empty()) s += mask[size_t(mb + i * mask_strides[nb] + j * mask_strides[nb + 1])];
+        if (attrs.causal && j > i) s = -HUGE_VAL;
+        p[size_t(j)] = s;
+        row_max = std::max(row_max, s);
+      }
+      double sum = 0;
+      for (double& x : p) sum += (x = std::exp(x - row_max));
+      for (int64_t c = 0; c < dv; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < sk; ++j) acc += p[size_t(j)] * vd[size_t(vb + j * vs[nb] + c)];
+        out[size_t(ob + i * os[nb] + c)] = acc / sum;
+      }
+    }
+  }
+  return tensor_from_doubles(ctx.out_dtype, out_shape, out);
 }
 
 }  // namespace kiln::ir::interp

@@ -299,6 +299,8 @@ constexpr OpInfo kOpTable[] = {
 
     op(K::kMatMul, "matmul", F::kLinalg, 2, 2, X::kEpilogueAnchor, D::kAny, defaults<NoAttrs>, {}, infer_matmul,
        interp::eval_matmul),
+    op(K::kAttention, "attention", F::kAttention, 3, 4, X::kOwnKernel, D::kFloat, defaults<AttentionAttrs>, {},
+       infer_attention, interp::eval_attention),
 
     op(K::kReshape, "reshape", F::kLayout, 1, 1, X::kOwnKernel, D::kAny, defaults<ReshapeAttrs>, {"shape"},
        infer_reshape, interp::eval_reshape),

@@ -38,7 +38,7 @@ namespace kiln::ir {
   /* normalization */                                                                         \
   X(Softmax) X(LogSoftmax) X(LayerNorm)                                                       \
   /* linear algebra */                                                                        \
-  X(MatMul)                                                                                   \
+  X(MatMul) X(Attention)                                                                      \
   /* layout */                                                                                \
   X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather)                         \
   /* convolution and pooling (NCHW, or NHWC with channels_last) */                                                        \
@@ -55,7 +55,7 @@ inline constexpr int kNumOpKinds = 0 KILN_OP_KINDS(KILN_OP_COUNT);
 
 enum class OpFamily : uint8_t {
   kSource, kUnary, kBinary, kCompare, kLogic, kSelect, kConvert, kReduce, kNormalize,
-  kLinalg, kLayout, kConv,
+  kLinalg, kAttention, kLayout, kConv,
 };
 
 // ---- attribute structs -------------------------------------------------------------------
@@ -135,6 +135,32 @@ struct TransposeAttrs {
   bool operator==(const TransposeAttrs&) const = default;
 };
 
+// attention(q, k, v, mask?, scale=F, causal=B, layout=S): softmax(scale * q @ k^T + mask) @ v
+// per query row, the causal form masking keys after the query's position (top-left aligned, as
+// PyTorch's is_causal). After shape inference `scale` is set (1/sqrt(head size) when omitted).
+// layout "bhsd": q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] -> [..., Sq, Dv] (any batch
+// dims, equal in all three); "bshd": rank 4, q [B, Sq, H, D], k/v [B, Sk, H, D|Dv] ->
+// [B, Sq, H, Dv], the layout of a projection before its head-split transpose. The mask
+// broadcasts to [batch..., Sq, Sk] ([B, H, Sq, Sk] for bshd).
+struct AttentionAttrs {
+  std::optional<double> scale;
+  bool causal = false;
+  bool seq_major = false;  // layout "bshd"
+  bool operator==(const AttentionAttrs&) const = default;
+};
+
+// An attention's operands seen through its layout: the batch dims ([B, H] for bshd), query and
+// key lengths and the head sizes of q/k and of v. attention_shape (ir/infer_shapes.cpp) checks
+// that q, k and v agree and says how they do not.
+struct AttentionShape {
+  Shape batch;
+  Dim sq, sk, d, dv;
+};
+Result<AttentionShape> attention_shape(const Shape& q, const Shape& k, const Shape& v, bool seq_major);
+// The largest static head size (D, Dv) the attention kernels take: they keep a query row and
+// an output row in registers. The fusing pass only forms attention within it.
+inline constexpr int64_t kMaxAttentionHeadSize = 256;
+
 struct BroadcastToAttrs {
   Shape shape;
   bool operator==(const BroadcastToAttrs&) const = default;
@@ -183,7 +209,8 @@ struct Pool2dAttrs {
 
 using Attrs = std::variant<NoAttrs, InputAttrs, ConstantAttrs, GeluAttrs, CastAttrs, ClampAttrs,
                            ReduceAttrs, ArgMaxAttrs, AxisAttrs, LayerNormAttrs, ReshapeAttrs,
-                           TransposeAttrs, BroadcastToAttrs, SliceAttrs, Conv2dAttrs, Pool2dAttrs>;
+                           TransposeAttrs, BroadcastToAttrs, SliceAttrs, Conv2dAttrs, Pool2dAttrs,
+                           AttentionAttrs>;
 
 // ---- the operator table ---------------------------------------------------------------------
 //

@@ -200,6 +200,10 @@ std::vector<std::string> attribute_strings(const Node& node) {
           if (a.pads != d.pads) out.push_back("pads=" + ints(a.pads));
           if (node.op == OpKind::kAvgPool2d && a.count_include_pad) out.push_back("count_include_pad=true");
           if (a.channels_last) out.push_back("channels_last=true");
+        } else if constexpr (std::is_same_v<A, AttentionAttrs>) {
+          if (a.scale) out.push_back("scale=" + format_double(*a.scale));
+          if (a.causal) out.push_back("causal=true");
+          if (a.seq_major) out.push_back("layout=\"bshd\"");
         } else {
           static_assert(std::is_same_v<A, NoAttrs> || std::is_same_v<A, InputAttrs> ||
                             std::is_same_v<A, ConstantAttrs>,

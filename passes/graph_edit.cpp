@@ -31,6 +31,7 @@ KernelKind kernel_kind_for(OpKind op) {
     case OpFamily::kReduce: return KernelKind::kReduction;
     case OpFamily::kNormalize: return KernelKind::kNormalization;
     case OpFamily::kLinalg: return KernelKind::kMatMul;
+    case OpFamily::kAttention: return KernelKind::kAttention;
     case OpFamily::kLayout: return KernelKind::kLayout;
     case OpFamily::kConv: return KernelKind::kConv;
     case OpFamily::kSource:

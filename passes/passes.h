@@ -33,6 +33,10 @@ Status fold_conv_affine_pass(ir::Graph& graph, const PassContext& context);
 // them in NHWC, with layout changes only where an NCHW value is needed.
 Status channels_last_pass(ir::Graph& graph, const PassContext& context);
 
+// fuse_attention.cpp: replaces matmul -> scale -> mask -> softmax -> matmul by one attention
+// op, with the head-split transposes folded into its layout.
+Status fuse_attention_pass(ir::Graph& graph, const PassContext& context);
+
 // dce.cpp: removes nodes no graph output depends on (graph inputs always stay).
 Status dce_pass(ir::Graph& graph, const PassContext& context);
 

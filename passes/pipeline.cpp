@@ -2,9 +2,9 @@
 //
 //   -O0:            infer-shapes, topo-sort, one-kernel-per-op, plan-memory
 //   -O1, -fno-fuse: infer-shapes, topo-sort, fold-constants, simplify, cse, fold-conv-affine,
-//                   channels-last, dce, one-kernel-per-op, plan-memory
+//                   channels-last, fuse-attention, dce, one-kernel-per-op, plan-memory
 //   -O2 (default):  infer-shapes, topo-sort, fold-constants, simplify, cse, fold-conv-affine,
-//                   channels-last, dce, fuse, plan-memory
+//                   channels-last, fuse-attention, dce, fuse, plan-memory
 #include <vector>
 
 #include "passes/pass_manager.h"
@@ -32,6 +32,10 @@ const Pass kFoldConvAffine{"fold-conv-affine",
 const Pass kChannelsLast{"channels-last",
                          "run convolutions and what follows them in NHWC (f16/bf16 ones when targeting cuda)",
                          channels_last_pass};
+const Pass kFuseAttention{"fuse-attention",
+                           "replace matmul -> scale -> mask -> softmax -> matmul by one attention op "
+                           "reading the heads in place",
+                           fuse_attention_pass};
 const Pass kDce{"dce", "remove values no output depends on", dce_pass};
 const Pass kFuse{"fuse",
                  "fuse elementwise chains, reduction/normalization prologues and epilogues, "
@@ -45,7 +49,7 @@ const Pass kPlanMemory{"plan-memory",
 
 const std::vector<Pass>& all_passes() {
   static const std::vector<Pass> passes = {kInferShapes,    kTopoSort,     kFoldConstants, kSimplify,
-                                           kCse,            kFoldConvAffine, kChannelsLast, kDce,
+                                           kCse,            kFoldConvAffine, kChannelsLast, kFuseAttention, kDce,
                                            kFuse,           kOneKernelPerOp, kPlanMemory};
   return passes;
 }
@@ -53,7 +57,7 @@ const std::vector<Pass>& all_passes() {
 std::vector<Pass> build_pipeline(const PipelineOptions& options) {
   std::vector<Pass> pipeline = {kInferShapes, kTopoSort};
   if (options.opt_level >= 1) {
-    pipeline.insert(pipeline.end(), {kFoldConstants, kSimplify, kCse, kFoldConvAffine, kChannelsLast, kDce});
+    pipeline.insert(pipeline.end(), {kFoldConstants, kSimplify, kCse, kFoldConvAffine, kChannelsLast, kFuseAttention, kDce});
   }
   bool fuse = options.opt_level >= 2 && options.fuse;
   pipeline.push_back(fuse ? kFuse : kOneKernelPerOp);

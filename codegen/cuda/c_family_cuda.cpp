@@ -184,6 +184,11 @@ CudaConfig cuda_config(const KernelModel& m) {
       }
       break;
     }
+    case KernelTemplate::kAttention: {
+      c.mode = CudaConfig::Mode::kAttentionRows;
+      c.block = 128;
+      break;
+    }
     case KernelTemplate::kMatMul: {
       c.mode = CudaConfig::Mode::kMatMul;
       const Node& a = m.node(m.anchor);
@@ -262,6 +267,7 @@ void Emitter::emit_cuda() {
     case CudaConfig::Mode::kRowsPerBlock: emit_cuda_rows(c); return;
     case CudaConfig::Mode::kMatMul: emit_cuda_matmul(c); return;
     case CudaConfig::Mode::kConvGemm: emit_cuda_conv_gemm(c); return;
+    case CudaConfig::Mode::kAttentionRows: emit_attention(c.block); return;
   }
 }
 
@@ -1044,6 +1050,10 @@ artifact::KernelDispatch cuda_dispatch(const KernelModel& m) {
     }
     case cfam::CudaConfig::Mode::kConvGemm:
       d = cfam::cuda_conv_gemm_dispatch(m, c);
+      break;
+    case cfam::CudaConfig::Mode::kAttentionRows:
+      d.work_items = m.dispatch.work_items;  // query rows
+      d.items_per_group = c.block;
       break;
     case cfam::CudaConfig::Mode::kMatMul: {
       // Work units are output tiles. A symbolic extent E contributes E + (tile - 1) units of

@@ -87,7 +87,7 @@ TEST_CASE("ops: elementwise rows carry their scalar functions and C expression t
       case OpFamily::kNormalize:
         CHECK(info.fusion == FusionClass::kPrologueAnchor);
         break;
-      case OpFamily::kSource: case OpFamily::kSelect: case OpFamily::kConvert: case OpFamily::kLinalg:
+      case OpFamily::kSource: case OpFamily::kSelect: case OpFamily::kConvert: case OpFamily::kLinalg: case OpFamily::kAttention:
       case OpFamily::kLayout: case OpFamily::kConv:
         break;
     }
