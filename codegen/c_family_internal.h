@@ -6,6 +6,7 @@
 //   c_family_attention.cpp  the attention template (one query row per work item)
 //   cuda/c_family_cuda.cpp  CUDA C: loads/stores, launch configuration and its own templates
 //   cuda/c_family_cuda_conv.cpp  CUDA C: conv2d as an implicit GEMM
+//   cuda/c_family_cuda_attention.cpp  CUDA C: 16-bit attention on tensor cores
 // Not a public header. An Emitter renders one kernel once; it is not thread-safe.
 #pragma once
 
@@ -32,6 +33,7 @@ struct CudaConfig {
     kMatMul,         // register-blocked tiles staged in shared memory
     kConvGemm,       // conv2d as an implicit GEMM: kMatMul's tiles, A gathered from the input
     kAttentionRows,  // attention, one thread per query row (the C-family template)
+    kAttentionMma,   // 16-bit attention: 64-row query tiles on tensor cores, flash-attention style
   };
   Mode mode = Mode::kPointwise;
   uint32_t block = 256;         // threads per block
@@ -46,6 +48,10 @@ CudaConfig cuda_config(const KernelModel& model);
 // block and tiles), and its dispatch (work units: output tiles).
 bool cuda_conv_gemm_config(const KernelModel& model, CudaConfig& c);
 artifact::KernelDispatch cuda_conv_gemm_dispatch(const KernelModel& model, const CudaConfig& c);
+// cuda/c_family_cuda_attention.cpp: whether an attention kernel runs on tensor cores (then sets
+// c's mode and block), and its dispatch (work units: 64-row query tiles).
+bool cuda_flash_attention_config(const KernelModel& model, CudaConfig& c);
+artifact::KernelDispatch cuda_flash_attention_dispatch(const KernelModel& model, const CudaConfig& c);
 // The CUDA C type a buffer of `dtype` is declared with (f16 and bf16: ushort bits).
 std::string cuda_storage_type(ir::DType dtype);
 
@@ -194,6 +200,7 @@ class Emitter {
   std::vector<std::string> open_matmul_tiles(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
+  void emit_cuda_flash_attention();               // cuda/c_family_cuda_attention.cpp
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
 

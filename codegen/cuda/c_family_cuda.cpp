@@ -185,6 +185,7 @@ CudaConfig cuda_config(const KernelModel& m) {
       break;
     }
     case KernelTemplate::kAttention: {
+      if (cuda_flash_attention_config(m, c)) break;  // c_family_cuda_attention.cpp
       c.mode = CudaConfig::Mode::kAttentionRows;
       c.block = 128;
       break;
@@ -268,6 +269,7 @@ void Emitter::emit_cuda() {
     case CudaConfig::Mode::kMatMul: emit_cuda_matmul(c); return;
     case CudaConfig::Mode::kConvGemm: emit_cuda_conv_gemm(c); return;
     case CudaConfig::Mode::kAttentionRows: emit_attention(c.block); return;
+    case CudaConfig::Mode::kAttentionMma: emit_cuda_flash_attention(); return;
   }
 }
 
@@ -1050,6 +1052,9 @@ artifact::KernelDispatch cuda_dispatch(const KernelModel& m) {
     }
     case cfam::CudaConfig::Mode::kConvGemm:
       d = cfam::cuda_conv_gemm_dispatch(m, c);
+      break;
+    case cfam::CudaConfig::Mode::kAttentionMma:
+      d = cfam::cuda_flash_attention_dispatch(m, c);
       break;
     case cfam::CudaConfig::Mode::kAttentionRows:
       d.work_items = m.dispatch.work_items;  // query rows
