@@ -80,6 +80,20 @@ class BertEncoder(nn.Module):
         return x
 
 
+class TorchEncoder(nn.Module):
+    """nn.TransformerEncoder (nn.MultiheadAttention with a packed in-projection, exported through
+    scaled_dot_product_attention), 6 layers d=768, with a causal mask."""
+
+    def __init__(self, layers=6):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device, dtype=x.dtype)
+        return self.encoder(x, mask=mask, is_causal=True)
+
+
 def torchvision_model(name):
     def build():
         import torchvision
@@ -96,6 +110,7 @@ MODELS = {
     "efficientnet_b0_b1": (torchvision_model("efficientnet_b0"), (1, 3, 224, 224)),
     "bert_b1": (BertEncoder, (1, 128, 768)),
     "bert_b8": (BertEncoder, (8, 128, 768)),
+    "torch_encoder_b8": (TorchEncoder, (8, 128, 768)),
 }
 DEFAULT_MODELS = "resnet50_b1,resnet50_b32,resnet18_b1,bert_b1,bert_b8"
 

@@ -51,6 +51,7 @@ class AttentionFuser {
   }
 
   Status run(const PassContext& context) {
+    if (!context.options.fuse_attention) return Status::ok();
     const size_t n = graph_.num_nodes();
     for (NodeId id = 0; id < n; ++id) {
       if (graph_.node(id).erased) continue;

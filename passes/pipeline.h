@@ -22,6 +22,7 @@ struct PipelineOptions {
   // cuda target is selected (tensor cores want NHWC), else kNone; -f[no-]channels-last.
   enum class ChannelsLast : uint8_t { kNone, k16Bit, kAll };
   ChannelsLast channels_last = ChannelsLast::kNone;
+  bool fuse_attention = true;  // -fno-fuse-attention keeps attention as matmul, softmax, matmul
   bool verify_each = true;     // run the verifier after every pass
   bool print_after_all = false;
   std::vector<std::string> print_after;  // pass names

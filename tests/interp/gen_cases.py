@@ -379,6 +379,34 @@ def gen_matmul():
          [("y", "f32", to_dtype(np.matmul(f64(a), f64(bb)), "f32"), ["N", 3])], "y = matmul(a, b)")
 
 
+def attention_ref(q, k, v, mask=None, scale=None, causal=False):
+    """softmax(scale * q @ k^T + mask) @ v over [..., S, D] operands, in float64."""
+    q, k, v = f64(q), f64(k), f64(v)
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = scale * np.matmul(q, np.swapaxes(k, -1, -2))
+    if mask is not None:
+        s = s + f64(mask)
+    if causal:
+        sq, sk = s.shape[-2], s.shape[-1]
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, s)
+    return np.matmul(softmax(s, -1), v)
+
+
+def gen_attention():
+    q, k, v = rand("f32", (2, 5, 8), -1, 1), rand("f32", (2, 7, 8), -1, 1), rand("f32", (2, 7, 3), -1, 1)
+    m = rand("f32", (5, 7), -2, 0)
+    case("attention_f32_mask", [("q", "f32", q), ("k", "f32", k), ("v", "f32", v), ("m", "f32", m)],
+         [("y", "f32", to_dtype(attention_ref(q, k, v, m, 0.3), "f32"))], "y = attention(q, k, v, m, scale=0.3)")
+    case("attention_f32_causal", [("q", "f32", q), ("k", "f32", k), ("v", "f32", v)],
+         [("y", "f32", to_dtype(attention_ref(q, k, v, causal=True), "f32"))], "y = attention(q, k, v, causal=true)")
+    # [B, S, H, D] operands: the reference transposes to [B, H, S, D] and back.
+    hq, hk, hv = rand("f16", (1, 4, 2, 16), -1, 1), rand("f16", (1, 6, 2, 16), -1, 1), rand("f16", (1, 6, 2, 16), -1, 1)
+    t = lambda x: np.transpose(f64(x), (0, 2, 1, 3))
+    case("attention_f16_bshd", [("q", "f16", hq), ("k", "f16", hk), ("v", "f16", hv)],
+         [("y", "f16", to_dtype(np.transpose(attention_ref(t(hq), t(hk), t(hv)), (0, 2, 1, 3)), "f16"))],
+         'y = attention(q, k, v, layout="bshd")')
+
+
 def gen_layout():
     x = rand("f32", (2, 6))
     for name, shape in (("3x4", [3, 4]), ("flat", [-1]), ("infer_mid", [2, -1, 3]), ("to_4d", [1, 2, 3, 2])):
@@ -580,7 +608,7 @@ def main():
         return 2
     np.seterr(all="ignore")
     for gen in (gen_unary, gen_binary, gen_compare_logic, gen_select_convert, gen_reduce, gen_normalize, gen_matmul,
-                gen_layout, gen_conv, gen_graphs):
+                gen_attention, gen_layout, gen_conv, gen_graphs):
         gen()
     write(sys.argv[1])
     print("gen_cases.py: wrote %d cases to %s" % (len(CASES), sys.argv[1]))

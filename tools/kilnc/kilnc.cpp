@@ -45,6 +45,8 @@ options:
   -fchannels-last          run every float convolution network in NHWC (-O1 and up); by
                            default only f16/bf16 ones, and only when targeting cuda
   -fno-channels-last       keep every convolution in NCHW
+  -fno-fuse-attention      keep attention as matmul, softmax and matmul kernels (by default
+                           -O1 and up run it as one attention kernel)
   -S                       write kernel sources / assembly instead of an artifact: one file
                            per kernel and target, <BASE>.<kernel>.<suffix> (.cl for opencl,
                            .comp and .spvasm for vulkan), and <BASE>.cu and <BASE>.ptx for
@@ -161,6 +163,8 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       opts.pipeline.fuse = false;
     } else if (arg == "-ffuse") {
       opts.pipeline.fuse = true;
+    } else if (arg == "-ffuse-attention" || arg == "-fno-fuse-attention") {
+      opts.pipeline.fuse_attention = arg == "-ffuse-attention";
     } else if (arg == "-fchannels-last" || arg == "-fno-channels-last") {
       opts.channels_last = arg == "-fchannels-last";
     } else if (arg == "-S") {
