@@ -62,7 +62,7 @@ bool moves_only_unit_dims(const ir::Shape& shape, const std::vector<int64_t>& pe
 
 class ChannelsLast {
  public:
-  ChannelsLast(Graph& graph, PipelineOptions::ChannelsLast policy)
+  ChannelsLast(Graph& graph, PipelineOptions::Floats policy)
       : graph_(graph), policy_(policy), remap_(graph.num_nodes()), nhwc_(graph.num_nodes(), kNoNode) {}
 
   Status run() {
@@ -81,15 +81,7 @@ class ChannelsLast {
   NodeId twin(NodeId id) const { return id < nhwc_.size() ? nhwc_[id] : kNoNode; }
   const Node& node(NodeId id) const { return graph_.node(id); }
 
-  bool converts_conv(const Node& conv) const {
-    const ir::DType dtype = conv.type.dtype;
-    switch (policy_) {
-      case PipelineOptions::ChannelsLast::kNone: return false;
-      case PipelineOptions::ChannelsLast::k16Bit: return dtype == ir::DType::kF16 || dtype == ir::DType::kBF16;
-      case PipelineOptions::ChannelsLast::kAll: return true;
-    }
-    return false;
-  }
+  bool converts_conv(const Node& conv) const { return PipelineOptions::covers(policy_, conv.type.dtype); }
 
   // Converts node `id` when its rule applies (the file comment), else leaves it reading views.
   Status convert(NodeId id) {
@@ -331,7 +323,7 @@ class ChannelsLast {
   }
 
   Graph& graph_;
-  PipelineOptions::ChannelsLast policy_;
+  PipelineOptions::Floats policy_;
   ValueRemap remap_;
   std::vector<NodeId> nhwc_;  // nhwc_[v]: the node holding NCHW value v in NHWC, or kNoNode
   bool changed_ = false;
@@ -340,7 +332,7 @@ class ChannelsLast {
 }  // namespace
 
 Status channels_last_pass(Graph& graph, const PassContext& context) {
-  if (context.options.channels_last == PipelineOptions::ChannelsLast::kNone) return Status::ok();
+  if (context.options.channels_last == PipelineOptions::Floats::kNone) return Status::ok();
   return ChannelsLast(graph, context.options.channels_last).run();
 }
 

@@ -9,7 +9,7 @@
 // `add(s, mask)` with a mask that broadcasts to the scores, or `where(c, -inf, s)` /
 // `where(c, s, -inf)` (masked_fill(-inf)), which become the additive mask where(c, -inf, 0).
 // Every value inside the pattern must have no other use (nor be a graph output), the operands
-// must share one float dtype, the batch dims of q, k and v must be equal, and the head sizes
+// must share one float dtype that PipelineOptions::fuse_attention covers, the batch dims of q, k and v must be equal, and the head sizes
 // static and at most ir::kMaxAttentionHeadSize.
 //
 // The head-split transposes fold into the op: k is kT' with its last two axes swapped (composed
@@ -43,7 +43,7 @@ struct View {
 
 class AttentionFuser {
  public:
-  explicit AttentionFuser(Graph& graph) : graph_(graph), remap_(graph.num_nodes()), uses_(graph.num_nodes(), 0) {
+  AttentionFuser(Graph& graph, PipelineOptions::Floats policy) : policy_(policy), graph_(graph), remap_(graph.num_nodes()), uses_(graph.num_nodes(), 0) {
     for (const Node& node : graph.nodes())
       if (!node.erased)
         for (NodeId in : node.inputs) ++uses_[in];
@@ -51,7 +51,6 @@ class AttentionFuser {
   }
 
   Status run(const PassContext& context) {
-    if (!context.options.fuse_attention) return Status::ok();
     const size_t n = graph_.num_nodes();
     for (NodeId id = 0; id < n; ++id) {
       if (graph_.node(id).erased) continue;
@@ -114,7 +113,7 @@ class AttentionFuser {
     const int64_t rank = int64_t(scores_type.shape.size());
     if (rank < 2 || std::get<ir::AxisAttrs>(node(probs).attrs).axis != rank - 1) return Status::ok();
     const ir::DType dtype = scores_type.dtype;
-    if (!ir::is_float(dtype) || node(v).type.dtype != dtype || node(v).type.shape.size() != size_t(rank))
+    if (!PipelineOptions::covers(policy_, dtype) || node(v).type.dtype != dtype || node(v).type.shape.size() != size_t(rank))
       return Status::ok();
 
     // softmax's operand back to the q.kT product: mask terms and scales in any order.
@@ -270,6 +269,7 @@ class AttentionFuser {
     return id;
   }
 
+  PipelineOptions::Floats policy_;
   Graph& graph_;
   ValueRemap remap_;
   std::vector<int64_t> uses_;
@@ -277,6 +277,9 @@ class AttentionFuser {
 
 }  // namespace
 
-Status fuse_attention_pass(Graph& graph, const PassContext& context) { return AttentionFuser(graph).run(context); }
+Status fuse_attention_pass(Graph& graph, const PassContext& context) {
+  if (context.options.fuse_attention == PipelineOptions::Floats::kNone) return Status::ok();
+  return AttentionFuser(graph, context.options.fuse_attention).run(context);
+}
 
 }  // namespace kiln::passes

@@ -18,11 +18,20 @@ namespace kiln::passes {
 struct PipelineOptions {
   int opt_level = 2;           // 0: no simplification or fusion (one kernel per op); 1, 2
   bool fuse = true;            // -fno-fuse turns fusion off, keeping other optimizations
+  // Which float dtypes a pass with a policy applies to: none, f16/bf16 only, or all.
+  enum class Floats : uint8_t { kNone, k16Bit, kAll };
+  static bool covers(Floats policy, ir::DType dtype) {
+    return policy == Floats::kAll ||
+           (policy == Floats::k16Bit && (dtype == ir::DType::kF16 || dtype == ir::DType::kBF16));
+  }
   // Which convolutions the channels-last pass runs in NHWC (-O1 and up). kilnc: k16Bit when the
   // cuda target is selected (tensor cores want NHWC), else kNone; -f[no-]channels-last.
-  enum class ChannelsLast : uint8_t { kNone, k16Bit, kAll };
-  ChannelsLast channels_last = ChannelsLast::kNone;
-  bool fuse_attention = true;  // -fno-fuse-attention keeps attention as matmul, softmax, matmul
+  Floats channels_last = Floats::kNone;
+  // Which attention patterns fuse-attention turns into one op (-O1 and up). kilnc: k16Bit when
+  // the cuda target is selected (f32 attention runs faster as cuBLASLt products around a
+  // softmax kernel there than in the one-row-per-thread kernel), else kAll;
+  // -f[no-]fuse-attention.
+  Floats fuse_attention = Floats::kAll;
   bool verify_each = true;     // run the verifier after every pass
   bool print_after_all = false;
   std::vector<std::string> print_after;  // pass names

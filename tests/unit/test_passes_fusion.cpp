@@ -327,7 +327,7 @@ TEST_CASE("passes: channels-last runs a conv block in NHWC with transposes only 
     ir::Graph nchw = b.graph.clone();
     compile(nchw, options_at(2));
     PipelineOptions options = options_at(2);
-    options.channels_last = PipelineOptions::ChannelsLast::k16Bit;
+    options.channels_last = PipelineOptions::Floats::k16Bit;
     compile(b.graph, options);
     const bool nhwc = dtype == ir::DType::kF16;
     int convs_last = 0;
@@ -354,7 +354,7 @@ TEST_CASE("passes: channels-last leaves long spatial reductions on the NCHW view
   b.output(b.op(OpKind::kReduceMean, "m", {s}, mean));
   ir::Graph original = b.graph.clone();
   PipelineOptions options = options_at(1);
-  options.channels_last = PipelineOptions::ChannelsLast::kAll;
+  options.channels_last = PipelineOptions::Floats::kAll;
   compile(b.graph, options);
   const ir::Node& m = testing::output_node(b.graph, 0);
   REQUIRE(m.op == OpKind::kReduceMean);

@@ -45,8 +45,10 @@ options:
   -fchannels-last          run every float convolution network in NHWC (-O1 and up); by
                            default only f16/bf16 ones, and only when targeting cuda
   -fno-channels-last       keep every convolution in NCHW
-  -fno-fuse-attention      keep attention as matmul, softmax and matmul kernels (by default
-                           -O1 and up run it as one attention kernel)
+  -ffuse-attention         run every float attention pattern as one attention kernel (-O1
+                           and up); by default all of them, but only f16/bf16 ones when
+                           targeting cuda
+  -fno-fuse-attention      keep attention as matmul, softmax and matmul kernels
   -S                       write kernel sources / assembly instead of an artifact: one file
                            per kernel and target, <BASE>.<kernel>.<suffix> (.cl for opencl,
                            .comp and .spvasm for vulkan), and <BASE>.cu and <BASE>.ptx for
@@ -88,6 +90,7 @@ struct Options {
   std::vector<std::string> gpu_archs;
   bool allow_tf32 = false;
   std::optional<bool> channels_last;  // -f[no-]channels-last; unset: 16-bit convs when targeting cuda
+  std::optional<bool> fuse_attention;  // -f[no-]fuse-attention; unset: 16-bit only when targeting cuda
   int jobs = 0;  // 0: every core
   bool use_cache = true;
   kiln::passes::PipelineOptions pipeline;
@@ -164,7 +167,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
     } else if (arg == "-ffuse") {
       opts.pipeline.fuse = true;
     } else if (arg == "-ffuse-attention" || arg == "-fno-fuse-attention") {
-      opts.pipeline.fuse_attention = arg == "-ffuse-attention";
+      opts.fuse_attention = arg == "-ffuse-attention";
     } else if (arg == "-fchannels-last" || arg == "-fno-channels-last") {
       opts.channels_last = arg == "-fchannels-last";
     } else if (arg == "-S") {
@@ -509,12 +512,12 @@ int run(int argc, char** argv) {
   }
   Staged<std::vector<std::string>> targets = select_targets(opts);
   if (!targets.value) return targets.exit_code;
-  using ChannelsLast = kiln::passes::PipelineOptions::ChannelsLast;
-  if (opts.channels_last) {
-    opts.pipeline.channels_last = *opts.channels_last ? ChannelsLast::kAll : ChannelsLast::kNone;
-  } else if (contains(*targets.value, std::string(kiln::artifact::kCudaTarget))) {
-    opts.pipeline.channels_last = ChannelsLast::k16Bit;
-  }
+  using Floats = kiln::passes::PipelineOptions::Floats;
+  const bool cuda = contains(*targets.value, std::string(kiln::artifact::kCudaTarget));
+  if (opts.channels_last) opts.pipeline.channels_last = *opts.channels_last ? Floats::kAll : Floats::kNone;
+  else if (cuda) opts.pipeline.channels_last = Floats::k16Bit;
+  if (opts.fuse_attention) opts.pipeline.fuse_attention = *opts.fuse_attention ? Floats::kAll : Floats::kNone;
+  else if (cuda) opts.pipeline.fuse_attention = Floats::k16Bit;
 
   std::ostream& log = std::cerr;
   opts.pipeline.log = &log;
