@@ -4,7 +4,8 @@
 // A block of 4 warps takes 64 query rows of one batch entry (head); warp w owns rows 16w..16w+15.
 // Its q rows are loaded once as mma A fragments. For each tile of 64 keys, the block stages K as
 // [key][d] and V transposed as [dv][key] in shared memory (16-bit bits, rows padded by 8 so that
-// fragment loads spread over the banks, zeros beyond Sk), then each warp
+// fragment loads spread over the banks, zeros beyond Sk; read 16 bytes at a time when K and V are
+// 16-byte aligned, which makes every row start aligned too), then each warp
 //   - computes its 16 x 64 scores S = q k^T with mma.sync.m16n8k16 (f32 accumulators),
 //   - scales them, adds the mask, masks keys beyond Sk (and after the row, when causal) with -inf,
 //   - updates each row's running maximum (the 4 threads of a quad share a row: two shuffles),
@@ -60,6 +61,7 @@ void Emitter::emit_cuda_flash_attention() {
   line("IDX qtiles = (Sq + TO_IDX(63)) / TO_IDX(64);");
   line("IDX ntiles = " + product(o->shape.batch) + " * qtiles;");
   line("int warp = (int)lid / 32, lane = (int)lid % 32, g = lane / 4, t = lane % 4;");
+  line("bool vec = ((((unsigned long long)" + k + ") | ((unsigned long long)" + v + ")) & 15ull) == 0ull;");
   open("for (IDX tile = gid; tile < ntiles; tile += ngroups)");
   line("IDX bidx = tile / qtiles, q0 = (tile % qtiles) * TO_IDX(64);");
   const std::vector<std::string> bc = decompose("bidx", o->shape.batch);
@@ -91,6 +93,25 @@ void Emitter::emit_cuda_flash_attention() {
   line("#pragma unroll 1");
   open("for (IDX k0 = TO_IDX(0); k0 < kend; k0 += TO_IDX(64))");
   line("__syncthreads();");  // the previous tile's fragments are read
+  // 16-byte loads when K and V are 16-byte aligned (row offsets are multiples of 16 elements).
+  open("if (vec)");
+  line("#pragma unroll");
+  open("for (int e = (int)lid; e < " + std::to_string(kKeyTile * d / 8) + "; e += 128)");
+  line("int key = e / " + std::to_string(d / 8) + ", c = (e % " + std::to_string(d / 8) + ") * 8;");
+  line("uint4 w = k0 + TO_IDX(key) < Sk ? *(const uint4*)(" + k + " + kr + (k0 + TO_IDX(key)) * ks + TO_IDX(c)) : make_uint4(0u, 0u, 0u, 0u);");
+  line("*(uint4*)(" + sk + " + key * " + std::to_string(kp) + " + c) = w;");
+  close();
+  line("#pragma unroll");
+  open("for (int e = (int)lid; e < " + std::to_string(kKeyTile * dv / 8) + "; e += 128)");
+  line("int key = e / " + std::to_string(dv / 8) + ", c = (e % " + std::to_string(dv / 8) + ") * 8;");
+  line("uint4 w = k0 + TO_IDX(key) < Sk ? *(const uint4*)(" + v + " + vr + (k0 + TO_IDX(key)) * vs + TO_IDX(c)) : make_uint4(0u, 0u, 0u, 0u);");
+  const char* words[] = {"w.x", "w.y", "w.z", "w.w"};
+  for (int i = 0; i < 8; ++i)
+    line(sv + "[(c + " + std::to_string(i) + ") * " + std::to_string(vp) + " + key] = (ushort)(" + words[i / 2] +
+         (i % 2 ? " >> 16" : "") + ");");
+  close();
+  close();
+  open("else");
   line("#pragma unroll 4");
   open("for (int e = (int)lid; e < " + std::to_string(kKeyTile * d) + "; e += 128)");
   line("int key = e / " + dn + ", c = e % " + dn + ";");
@@ -102,6 +123,7 @@ void Emitter::emit_cuda_flash_attention() {
   line("int key = e / " + dvn + ", c = e % " + dvn + ";");
   line(sv + "[c * " + std::to_string(vp) + " + key] = k0 + TO_IDX(key) < Sk ? " + v +
        "[vr + (k0 + TO_IDX(key)) * vs + TO_IDX(c)] : (ushort)0;");
+  close();
   close();
   line("__syncthreads();");
   // S = q k^T for this warp's 16 rows and the tile's 64 keys.
