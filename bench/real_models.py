@@ -86,6 +86,9 @@ class TorchEncoder(nn.Module):
 
     def __init__(self, layers=6):
         super().__init__()
+        # The inference fast path (one fused aten op) has no ONNX export; the exported form is
+        # multi_head_attention_forward's, through scaled_dot_product_attention.
+        torch.backends.mha.set_fastpath_enabled(False)
         layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
