@@ -82,7 +82,9 @@ class BertEncoder(nn.Module):
 
 class TorchEncoder(nn.Module):
     """nn.TransformerEncoder (nn.MultiheadAttention with a packed in-projection, exported through
-    scaled_dot_product_attention), 6 layers d=768, with a causal mask."""
+    scaled_dot_product_attention), 6 layers d=768. No mask: with one, PyTorch 2.11's legacy export
+    of the f16 model computes the attention in f32 and feeds f32 values to LayerNormalization with
+    f16 scales, which the ONNX type rules reject (Kiln's importer says so)."""
 
     def __init__(self, layers=6):
         super().__init__()
@@ -93,8 +95,7 @@ class TorchEncoder(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
     def forward(self, x):
-        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1], device=x.device, dtype=x.dtype)
-        return self.encoder(x, mask=mask, is_causal=True)
+        return self.encoder(x)
 
 
 def torchvision_model(name):
