@@ -200,7 +200,7 @@ class Emitter {
   std::vector<std::string> open_matmul_tiles(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
-  void emit_cuda_flash_attention();               // cuda/c_family_cuda_attention.cpp
+  void emit_cuda_flash_attention(const CudaConfig& c);  // cuda/c_family_cuda_attention.cpp
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
 

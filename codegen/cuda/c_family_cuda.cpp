@@ -269,7 +269,7 @@ void Emitter::emit_cuda() {
     case CudaConfig::Mode::kMatMul: emit_cuda_matmul(c); return;
     case CudaConfig::Mode::kConvGemm: emit_cuda_conv_gemm(c); return;
     case CudaConfig::Mode::kAttentionRows: emit_attention(c.block); return;
-    case CudaConfig::Mode::kAttentionMma: emit_cuda_flash_attention(); return;
+    case CudaConfig::Mode::kAttentionMma: emit_cuda_flash_attention(c); return;
   }
 }
 
