@@ -34,6 +34,7 @@ struct CudaConfig {
     kConvGemm,       // conv2d as an implicit GEMM: kMatMul's tiles, A gathered from the input
     kAttentionRows,  // attention, one thread per query row (the C-family template)
     kAttentionMma,   // 16-bit attention: 64-row query tiles on tensor cores, flash-attention style
+    kAttentionFma,   // f32 attention: 32-row query tiles, FMA register tiles, flash-attention style
   };
   Mode mode = Mode::kPointwise;
   uint32_t block = 256;         // threads per block
@@ -48,8 +49,9 @@ CudaConfig cuda_config(const KernelModel& model);
 // block and tiles), and its dispatch (work units: output tiles).
 bool cuda_conv_gemm_config(const KernelModel& model, CudaConfig& c);
 artifact::KernelDispatch cuda_conv_gemm_dispatch(const KernelModel& model, const CudaConfig& c);
-// cuda/c_family_cuda_attention.cpp: whether an attention kernel runs on tensor cores (then sets
-// c's mode and block), and its dispatch (work units: 64-row query tiles).
+// cuda/c_family_cuda_attention.cpp: whether an attention kernel runs flash-attention style (on
+// tensor cores in 16 bits, FMA tiles in f32; then sets c's mode, block and query rows per block
+// bm), and its dispatch (work units: query tiles).
 bool cuda_flash_attention_config(const KernelModel& model, CudaConfig& c);
 artifact::KernelDispatch cuda_flash_attention_dispatch(const KernelModel& model, const CudaConfig& c);
 // The CUDA C type a buffer of `dtype` is declared with (f16 and bf16: ushort bits).
@@ -201,6 +203,7 @@ class Emitter {
   void emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
   void emit_cuda_flash_attention(const CudaConfig& c);  // cuda/c_family_cuda_attention.cpp
+  void emit_cuda_f32_attention(const CudaConfig& c);    // cuda/c_family_cuda_attention.cpp
   // Pointwise anchors: returns the anchor's compute value at p (lin = linear output index).
   std::string pointwise_anchor(const ir::Node& anchor, Point& p, const std::string& lin);
 

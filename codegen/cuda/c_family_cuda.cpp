@@ -270,6 +270,7 @@ void Emitter::emit_cuda() {
     case CudaConfig::Mode::kConvGemm: emit_cuda_conv_gemm(c); return;
     case CudaConfig::Mode::kAttentionRows: emit_attention(c.block); return;
     case CudaConfig::Mode::kAttentionMma: emit_cuda_flash_attention(c); return;
+    case CudaConfig::Mode::kAttentionFma: emit_cuda_f32_attention(c); return;
   }
 }
 
@@ -1054,6 +1055,7 @@ artifact::KernelDispatch cuda_dispatch(const KernelModel& m) {
       d = cfam::cuda_conv_gemm_dispatch(m, c);
       break;
     case cfam::CudaConfig::Mode::kAttentionMma:
+    case cfam::CudaConfig::Mode::kAttentionFma:
       d = cfam::cuda_flash_attention_dispatch(m, c);
       break;
     case cfam::CudaConfig::Mode::kAttentionRows:
