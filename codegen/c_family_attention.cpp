@@ -3,7 +3,8 @@
 // one pass over the keys with an online softmax (running maximum and sum, the output rescaled
 // when the maximum grows), so the [Sq, Sk] scores never reach memory. Neighbouring work items
 // take neighbouring rows of one head and read the same key and value rows at the same time
-// (broadcast loads). CUDA runs 16-bit attention on tensor cores instead (c_family_cuda.cpp).
+// (broadcast loads). CUDA runs most attention flash-attention style instead
+// (cuda/c_family_cuda_attention.cpp: tensor cores in 16 bits, FMA register tiles in f32).
 #include "codegen/c_family_internal.h"
 
 namespace kiln::codegen::cfam {

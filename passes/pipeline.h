@@ -28,9 +28,8 @@ struct PipelineOptions {
   // cuda target is selected (tensor cores want NHWC), else kNone; -f[no-]channels-last.
   Floats channels_last = Floats::kNone;
   // Which attention patterns fuse-attention turns into one op (-O1 and up). kilnc: k16Bit when
-  // the cuda target is selected (f32 attention runs faster as cuBLASLt products around a
-  // softmax kernel there than in the one-row-per-thread kernel), else kAll;
-  // -f[no-]fuse-attention.
+  // the cuda target is selected (f32 attention gains little there and heads over 64 would take
+  // the slow one-row-per-thread kernel; docs/performance.md), else kAll; -f[no-]fuse-attention.
   Floats fuse_attention = Floats::kAll;
   bool verify_each = true;     // run the verifier after every pass
   bool print_after_all = false;
