@@ -201,6 +201,10 @@ class Emitter {
   // batch coordinates.
   std::vector<std::string> open_matmul_tiles(const CudaConfig& c, const MatmulOperands& o);
   void emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o);
+  // acc[0..3] += a[0..3] x (b0, b1): one mma.sync.m16n8k16 with f32 accumulators, `type` "f16"
+  // or "bf16" (PTX's fragment layouts; the arguments are C expressions of the registers).
+  void emit_mma_m16n8k16(const std::string& type, const std::string& acc, const std::string& a,
+                         const std::string& b0, const std::string& b1);
   void emit_cuda_conv_gemm(const CudaConfig& c);  // cuda/c_family_cuda_conv.cpp
   void emit_cuda_flash_attention(const CudaConfig& c);  // cuda/c_family_cuda_attention.cpp
   void emit_cuda_f32_attention(const CudaConfig& c);    // cuda/c_family_cuda_attention.cpp

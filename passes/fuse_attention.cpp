@@ -119,8 +119,8 @@ class AttentionFuser {
     // softmax's operand back to the q.kT product: mask terms and scales in any order.
     std::vector<NodeId> chain;  // the pattern's inner values (all single-use)
     std::vector<NodeId> masks;  // additive mask values
-    std::vector<NodeId> minus_inf_masks;  // where(c, -inf, s) conditions, as (cond, fill-when-true)
-    std::vector<bool> fill_when_true;
+    std::vector<NodeId> minus_inf_masks;  // conditions c of where(c, -inf, s) and where(c, s, -inf)
+    std::vector<bool> fill_when_true;     // per condition: -inf where it holds (the first form)
     double scale = 1.0;
     NodeId s = node(probs).inputs[0];
     while (true) {

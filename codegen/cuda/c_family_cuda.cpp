@@ -936,6 +936,15 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
 }
 
 
+void Emitter::emit_mma_m16n8k16(const std::string& type, const std::string& acc, const std::string& a,
+                                const std::string& b0, const std::string& b1) {
+  line("asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
+       ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
+  line("    : \"+f\"(" + acc + "[0]), \"+f\"(" + acc + "[1]), \"+f\"(" + acc + "[2]), \"+f\"(" + acc + "[3])");
+  line("    : \"r\"(" + a + "[0]), \"r\"(" + a + "[1]), \"r\"(" + a + "[2]), \"r\"(" + a + "[3]), \"r\"(" + b0 +
+       "), \"r\"(" + b1 + "));");
+}
+
 // The tensor-core matmul (cuda_config sets c.tensor_cores): f16 or bf16 operands of one dtype.
 // A block of 4 warps computes a 64x64 output tile; warp w owns rows 32 * (w / 2) and columns
 // 32 * (w % 2) of it as 2 x 4 mma.sync.m16n8k16 tiles (f32 accumulators, 32 per thread). Each
@@ -995,10 +1004,7 @@ void Emitter::emit_cuda_mma_matmul(const CudaConfig& c, const MatmulOperands& o)
   open("for (int i = 0; i < 2; ++i)");
   line("#pragma unroll");
   open("for (int j = 0; j < 4; ++j)");
-  line("asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
-       ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
-  line("    : \"+f\"(acc[i][j][0]), \"+f\"(acc[i][j][1]), \"+f\"(acc[i][j][2]), \"+f\"(acc[i][j][3])");
-  line("    : \"r\"(af[i][0]), \"r\"(af[i][1]), \"r\"(af[i][2]), \"r\"(af[i][3]), \"r\"(bf[j][0]), \"r\"(bf[j][1]));");
+  emit_mma_m16n8k16(type, "acc[i][j]", "af[i]", "bf[j][0]", "bf[j][1]");
   close();
   close();
   close();

@@ -147,10 +147,7 @@ void Emitter::emit_cuda_flash_attention(const CudaConfig& c) {
   open("for (int j = 0; j < 8; ++j)");
   line("const ushort* pb = " + sk + " + (j * 8 + g) * " + std::to_string(kp) + " + kc * 16 + 2 * t;");
   line("uint b0 = *(const uint*)pb, b1 = *(const uint*)(pb + 8);");
-  line("asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
-       ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
-  line("    : \"+f\"(s[j][0]), \"+f\"(s[j][1]), \"+f\"(s[j][2]), \"+f\"(s[j][3])");
-  line("    : \"r\"(qf[kc][0]), \"r\"(qf[kc][1]), \"r\"(qf[kc][2]), \"r\"(qf[kc][3]), \"r\"(b0), \"r\"(b1));");
+  emit_mma_m16n8k16(type, "s[j]", "qf[kc]", "b0", "b1");
   close();
   close();
   // Scale, mask, bounds; in log2 units.
@@ -199,10 +196,7 @@ void Emitter::emit_cuda_flash_attention(const CudaConfig& c) {
   open("for (int n = 0; n < " + std::to_string(dv / 8) + "; ++n)");
   line("const ushort* pb = " + sv + " + (n * 8 + g) * " + std::to_string(vp) + " + kc * 16 + 2 * t;");
   line("uint b0 = *(const uint*)pb, b1 = *(const uint*)(pb + 8);");
-  line("asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32." + type + "." + type +
-       ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"");
-  line("    : \"+f\"(oacc[n][0]), \"+f\"(oacc[n][1]), \"+f\"(oacc[n][2]), \"+f\"(oacc[n][3])");
-  line("    : \"r\"(pa[0]), \"r\"(pa[1]), \"r\"(pa[2]), \"r\"(pa[3]), \"r\"(b0), \"r\"(b1));");
+  emit_mma_m16n8k16(type, "oacc[n]", "pa", "b0", "b1");
   close();
   close();
   close();  // key tiles
