@@ -24,7 +24,6 @@
 #include <array>
 #include <vector>
 
-#include "ir/infer.h"
 #include "ir/interpreter.h"
 #include "passes/graph_edit.h"
 #include "passes/passes.h"
@@ -297,29 +296,18 @@ class ChannelsLast {
     transpose.type = ir::TensorType{n.type.dtype, permuted(aligned(n.type.shape), kToNhwc)};
     const std::vector<const ir::Tensor*> operands = {&reshaped};
     KILN_ASSIGN_OR_RETURN(ir::Tensor value, ir::evaluate_node(graph_, transpose, operands, ir::SymbolBindings{}));
-    Node constant;
-    constant.op = OpKind::kConstant;
-    constant.name = graph_.unique_name(n.name + ".nhwc");
-    constant.type = transpose.type;
-    constant.loc = n.loc;
-    constant.attrs = ir::ConstantAttrs{graph_.add_constant(std::move(value)), ""};
-    return graph_.add_node(std::move(constant));
+    return add_constant_node(graph_, std::move(value), transpose.type, n.name + ".nhwc", n.loc);
   }
 
   // Appends a node computing `op` on `inputs`, named after `like`, its type inferred.
   Result<NodeId> add_node(OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs, const Node& like) {
-    Node added;
-    added.op = op;
-    added.name = graph_.unique_name(like.name + ".nhwc");
-    added.loc = like.loc;
-    added.inputs = std::move(inputs);
-    added.attrs = std::move(attrs);
-    Status inferred = ir::infer_node(graph_, added);
-    if (!inferred.is_ok()) {
-      return internal_error("channels-last: '" + added.name + "' (" + std::string(ir::op_name(op)) +
-                            "): " + inferred.message());
+    const std::string base = like.name + ".nhwc";
+    Result<NodeId> added = add_inferred_node(graph_, op, std::move(inputs), std::move(attrs), base, like.loc);
+    if (!added) {
+      return internal_error("channels-last: '" + base + "' (" + std::string(ir::op_name(op)) +
+                            "): " + added.status().message());
     }
-    return graph_.add_node(std::move(added));
+    return added;
   }
 
   Graph& graph_;

@@ -149,13 +149,7 @@ class ConvAffineFolder {
   }
 
   Result<NodeId> add_constant(ir::Tensor data, ir::TensorType type, const std::string& base, const SourceLoc& loc) {
-    Node node;
-    node.op = OpKind::kConstant;
-    node.name = graph_.unique_name(base);
-    node.type = std::move(type);
-    node.loc = loc;
-    node.attrs = ir::ConstantAttrs{graph_.add_constant(std::move(data)), ""};
-    const NodeId id = graph_.add_node(std::move(node));
+    const NodeId id = add_constant_node(graph_, std::move(data), std::move(type), base, loc);
     uses_.push_back(1);
     return id;
   }

@@ -23,7 +23,6 @@
 #include <optional>
 #include <vector>
 
-#include "ir/infer.h"
 #include "passes/graph_edit.h"
 #include "passes/passes.h"
 
@@ -233,40 +232,21 @@ class AttentionFuser {
     return Status::ok();
   }
 
-  // Appends a node and infers its type; an inference failure is returned (nothing else changes
-  // but the appended node, which stays unused and is erased).
+  // Appends a node with its type inferred (keeping the use counts); an inference failure is
+  // returned and changes nothing.
   Result<NodeId> add(OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs, const std::string& base,
                      const SourceLoc& loc) {
-    Node n;
-    n.op = op;
-    n.name = graph_.unique_name(base);
-    n.inputs = std::move(inputs);
-    n.attrs = std::move(attrs);
-    n.loc = loc;
-    Status inferred = ir::infer_node(graph_, n);
-    for (NodeId in : n.inputs) ++uses_[in];
-    const NodeId id = graph_.add_node(std::move(n));
+    KILN_ASSIGN_OR_RETURN(NodeId id, add_inferred_node(graph_, op, std::move(inputs), std::move(attrs), base, loc));
+    for (NodeId in : graph_.node(id).inputs) ++uses_[in];
     uses_.push_back(0);
-    if (!inferred.is_ok()) {
-      graph_.node(id).erased = true;
-      for (NodeId in : graph_.node(id).inputs) --uses_[in];
-      return inferred;
-    }
     return id;
   }
 
   Result<NodeId> scalar(ir::DType dtype, double value, const std::string& base, const SourceLoc& loc) {
     KILN_ASSIGN_OR_RETURN(ir::Tensor data, ir::Tensor::zeros(dtype, {}));
     data.set_element_from_double(0, value);
-    Node n;
-    n.op = OpKind::kConstant;
-    n.name = graph_.unique_name(base);
-    n.type = ir::TensorType{dtype, {}};
-    n.loc = loc;
-    n.attrs = ir::ConstantAttrs{graph_.add_constant(std::move(data)), ""};
-    const NodeId id = graph_.add_node(std::move(n));
     uses_.push_back(0);
-    return id;
+    return add_constant_node(graph_, std::move(data), ir::TensorType{dtype, {}}, base, loc);
   }
 
   PipelineOptions::Floats policy_;

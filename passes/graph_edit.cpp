@@ -6,6 +6,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "ir/infer.h"
 #include "support/check.h"
 
 namespace kiln::passes {
@@ -25,6 +26,29 @@ using ir::Node;
 using ir::NodeId;
 using ir::OpFamily;
 using ir::OpKind;
+
+NodeId add_constant_node(Graph& graph, ir::Tensor data, ir::TensorType type, const std::string& base,
+                         const SourceLoc& loc) {
+  Node node;
+  node.op = OpKind::kConstant;
+  node.name = graph.unique_name(base);
+  node.type = std::move(type);
+  node.loc = loc;
+  node.attrs = ir::ConstantAttrs{graph.add_constant(std::move(data)), ""};
+  return graph.add_node(std::move(node));
+}
+
+Result<NodeId> add_inferred_node(Graph& graph, OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs,
+                                 const std::string& base, const SourceLoc& loc) {
+  Node node;
+  node.op = op;
+  node.name = graph.unique_name(base);
+  node.loc = loc;
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  KILN_RETURN_IF_ERROR(ir::infer_node(graph, node));
+  return graph.add_node(std::move(node));
+}
 
 KernelKind kernel_kind_for(OpKind op) {
   switch (ir::op_info(op).family) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "support/status.h"
 
 namespace kiln::passes {
@@ -18,6 +19,15 @@ inline bool is_source(ir::OpKind op) {
 
 // True when `perm` (a transpose's, normalized: non-negative) maps every axis to itself.
 bool is_identity_perm(const std::vector<int64_t>& perm);
+
+// Appends a constant node holding `data` (of `type`), named graph.unique_name(base).
+ir::NodeId add_constant_node(ir::Graph& graph, ir::Tensor data, ir::TensorType type, const std::string& base,
+                             const SourceLoc& loc);
+
+// Appends a node computing `op` on `inputs` with its type inferred, named graph.unique_name(base);
+// when inference fails, returns its error and leaves the graph as it was.
+Result<ir::NodeId> add_inferred_node(ir::Graph& graph, ir::OpKind op, std::vector<ir::NodeId> inputs, ir::Attrs attrs,
+                                     const std::string& base, const SourceLoc& loc);
 
 // The kernel kind that runs a single op of this kind.
 ir::KernelKind kernel_kind_for(ir::OpKind op);
