@@ -17,6 +17,7 @@
 // Fragment layouts are PTX's for m16n8k16 (lane = 4g + t): A(g [+8], 2t [+8] .. +1),
 // B(2t [+8] .. +1, g), C(g [+8], 2t .. +1).
 #include "codegen/c_family_internal.h"
+#include "support/check.h"
 
 namespace kiln::codegen::cfam {
 
@@ -25,15 +26,19 @@ constexpr int64_t kKeyTile = 64;
 constexpr int64_t kMaxFlashHead = 128;  // K and V^T tiles of 64 keys fit the 48 KB of static shared memory
 constexpr int64_t kMaxF32Head = 64;     // f32: q^T, k^T (then p) and v tiles in 41 KB
 constexpr uint32_t kPad = 8;  // ushorts of padding per staged row
+// The attention anchor's operand sizes (ir::attention_shape).
+Result<ir::AttentionShape> shape_of(const KernelModel& m) {
+  const ir::Node& a = m.node(m.anchor);
+  return ir::attention_shape(m.node(a.inputs[0]).type.shape, m.node(a.inputs[1]).type.shape,
+                             m.node(a.inputs[2]).type.shape, std::get<ir::AttentionAttrs>(a.attrs).seq_major);
+}
+
 }  // namespace
 
 bool cuda_flash_attention_config(const KernelModel& m, CudaConfig& c) {
   if (m.kind != KernelTemplate::kAttention) return false;
-  const ir::Node& a = m.node(m.anchor);
-  const ir::DType t = a.type.dtype;
-  const auto& attrs = std::get<ir::AttentionAttrs>(a.attrs);
-  Result<ir::AttentionShape> s = ir::attention_shape(m.node(a.inputs[0]).type.shape, m.node(a.inputs[1]).type.shape,
-                                                     m.node(a.inputs[2]).type.shape, attrs.seq_major);
+  const ir::DType t = m.node(m.anchor).type.dtype;
+  Result<ir::AttentionShape> s = shape_of(m);
   if (!s || !s->d.is_static() || !s->dv.is_static()) return false;
   const int64_t d = s->d.size(), dv = s->dv.size();
   if (t == ir::DType::kF32) {
@@ -219,12 +224,11 @@ void Emitter::emit_cuda_flash_attention(const CudaConfig& c) {
 }
 
 artifact::KernelDispatch cuda_flash_attention_dispatch(const KernelModel& m, const CudaConfig& c) {
-  // Work units are query tiles of 64 rows per batch entry (as the matmul templates count tiles).
-  const ir::Node& a = m.node(m.anchor);
-  const auto& attrs = std::get<ir::AttentionAttrs>(a.attrs);
-  const ir::Shape& qs = m.node(a.inputs[0]).type.shape;
-  ir::Shape batch = attrs.seq_major ? ir::Shape{qs[0], qs[2]} : ir::Shape(qs.begin(), qs.end() - 2);
-  const ir::Dim sq = attrs.seq_major ? qs[1] : qs[qs.size() - 2];
+  // Work units are query tiles of c.bm rows per batch entry (as the matmul templates count tiles).
+  const Result<ir::AttentionShape> s = shape_of(m);
+  KILN_CHECK(s.is_ok(), "the attention config accepted a kernel whose shapes disagree");
+  ir::Shape batch = s->batch;
+  const ir::Dim sq = s->sq;
   artifact::KernelDispatch d;
   d.workgroup_size = c.block;
   if (sq.is_static()) {
@@ -232,7 +236,7 @@ artifact::KernelDispatch cuda_flash_attention_dispatch(const KernelModel& m, con
     d.work_items = ir::SizeExpr::of_shape(batch, 1);
     d.items_per_group = 1;
   } else {
-    // Sq + 63 units of 1/64 tile each per batch entry: ceil(units / 64) covers every tile.
+    // Sq + bm - 1 units of 1/bm tile each per batch entry: ceil(units / bm) covers every tile.
     ir::Shape rows = batch;
     rows.push_back(sq);
     d.work_items = ir::SizeExpr::of_shape(rows, 1) + ir::SizeExpr::of_shape(batch, c.bm - 1);
