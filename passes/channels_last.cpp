@@ -225,8 +225,8 @@ class ChannelsLast {
     const Node& n = node(id);
     const NodeId u = twin(n.inputs[0]);
     if (u == kNoNode) return Status::ok();
-    std::vector<int64_t> composed;  // the perm is complete and non-negative after inference
-    for (int64_t p : std::get<ir::TransposeAttrs>(n.attrs).perm) composed.push_back(kToNchw[size_t(p)]);
+    // The perm is complete and non-negative after inference.
+    const std::vector<int64_t> composed = compose_perms(kToNchw, std::get<ir::TransposeAttrs>(n.attrs).perm);
     if (is_identity_perm(composed)) {
       remap_.replace(id, u);
       graph_.node(id).erased = true;

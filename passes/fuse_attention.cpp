@@ -167,8 +167,7 @@ class AttentionFuser {
     std::vector<int64_t> swapped(r);
     std::iota(swapped.begin(), swapped.end(), 0);
     std::swap(swapped[r - 1], swapped[r - 2]);
-    View k_view{kt_view.source, std::vector<int64_t>(r)};
-    for (size_t i = 0; i < r; ++i) k_view.perm[i] = kt_view.perm[size_t(swapped[i])];
+    const View k_view{kt_view.source, compose_perms(kt_view.perm, swapped)};
 
     const View q_view = view_of(q), v_view = view_of(v);
     const std::vector<int64_t> heads = {0, 2, 1, 3};

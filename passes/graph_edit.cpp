@@ -50,6 +50,12 @@ Result<NodeId> add_inferred_node(Graph& graph, OpKind op, std::vector<NodeId> in
   return graph.add_node(std::move(node));
 }
 
+std::vector<int64_t> compose_perms(const std::vector<int64_t>& inner, const std::vector<int64_t>& outer) {
+  std::vector<int64_t> composed;
+  for (int64_t p : outer) composed.push_back(inner[size_t(p)]);
+  return composed;
+}
+
 KernelKind kernel_kind_for(OpKind op) {
   switch (ir::op_info(op).family) {
     case OpFamily::kReduce: return KernelKind::kReduction;

@@ -20,6 +20,11 @@ inline bool is_source(ir::OpKind op) {
 // True when `perm` (a transpose's, normalized: non-negative) maps every axis to itself.
 bool is_identity_perm(const std::vector<int64_t>& perm);
 
+// The one permutation of two transposes in a row: transpose(transpose(x, inner), outer) equals
+// transpose(x, compose_perms(inner, outer)), whose element i is inner[outer[i]]. Both complete,
+// non-negative and of one rank.
+std::vector<int64_t> compose_perms(const std::vector<int64_t>& inner, const std::vector<int64_t>& outer);
+
 // Appends a constant node holding `data` (of `type`), named graph.unique_name(base).
 ir::NodeId add_constant_node(ir::Graph& graph, ir::Tensor data, ir::TensorType type, const std::string& base,
                              const SourceLoc& loc);

@@ -149,13 +149,11 @@ NodeId simplify_node(Graph& graph, NodeId id) {
       std::vector<int64_t> perm = normalized_perm(std::get<ir::TransposeAttrs>(node.attrs).perm);
       if (is_identity_perm(perm)) return forward_if_same_type(in[0]);
       if (op_of(in[0]) == OpKind::kTranspose) {
-        // out[i] = inner[perm[i]] and inner[j] = x[inner_perm[j]], so out[i] = x[inner_perm[perm[i]]].
         const Node& inner = graph.node(in[0]);
         std::vector<int64_t> inner_perm =
             normalized_perm(std::get<ir::TransposeAttrs>(inner.attrs).perm);
         if (inner_perm.size() != perm.size()) return kNoNode;
-        std::vector<int64_t> composed(perm.size());
-        for (size_t i = 0; i < perm.size(); ++i) composed[i] = inner_perm[size_t(perm[i])];
+        const std::vector<int64_t> composed = compose_perms(inner_perm, perm);
         NodeId source = inner.inputs[0];
         if (is_identity_perm(composed)) return forward_if_same_type(source);
         rewrite_if_same_type(graph, id, {source}, ir::TransposeAttrs{composed});
