@@ -25,6 +25,7 @@ namespace {
 constexpr int64_t kKeyTile = 64;
 constexpr int64_t kMaxFlashHead = 128;  // K and V^T tiles of 64 keys fit the 48 KB of static shared memory
 constexpr int64_t kMaxF32Head = 64;     // f32: q^T, k^T (then p) and v tiles in 41 KB
+constexpr uint32_t kF32Rows = 32;       // f32: query rows per block (8 row groups of 4 threads' rows)
 constexpr uint32_t kPad = 8;  // ushorts of padding per staged row
 // The attention anchor's operand sizes (ir::attention_shape).
 Result<ir::AttentionShape> shape_of(const KernelModel& m) {
@@ -45,7 +46,7 @@ bool cuda_flash_attention_config(const KernelModel& m, CudaConfig& c) {
     if (d % 4 != 0 || d == 0 || d > kMaxF32Head || dv % 64 != 0 || dv == 0 || dv > kMaxF32Head) return false;
     c.mode = CudaConfig::Mode::kAttentionFma;
     c.block = 128;
-    c.bm = 32;
+    c.bm = kF32Rows;
     return true;
   }
   if (t != ir::DType::kF16 && t != ir::DType::kBF16) return false;
@@ -258,9 +259,10 @@ void Emitter::emit_cuda_f32_attention(const CudaConfig& c) {
   const std::optional<AttentionOperands> o = attention_operands();
   if (!o) return;
   const int64_t d = o->d, dv = o->dv, chunks = dv / 64;
-  constexpr uint32_t kRows = 32, kKeyPitch = 68, kProbPitch = 68;  // padded by 4 floats
-  const std::string sq = shared_array("__align__(16) float", "tile_qt", uint32_t(d) * kRows);
-  const std::string sk = shared_array("__align__(16) float", "tile_kt", uint32_t(std::max<int64_t>(d * kKeyPitch, kRows * kProbPitch)));
+  constexpr uint32_t kKeyPitch = 68, kProbPitch = 68;  // padded by 4 floats
+  const std::string rows = std::to_string(kF32Rows);
+  const std::string sq = shared_array("__align__(16) float", "tile_qt", uint32_t(d) * kF32Rows);
+  const std::string sk = shared_array("__align__(16) float", "tile_kt", uint32_t(std::max<int64_t>(d * kKeyPitch, kF32Rows * kProbPitch)));
   const std::string sv = shared_array("__align__(16) float", "tile_v", uint32_t(kKeyTile * dv));
   const std::string q = "b" + std::to_string(o->q), k = "b" + std::to_string(o->k), v = "b" + std::to_string(o->v);
   const ir::NodeId qn = o->anchor->inputs[0], kn = o->anchor->inputs[1], vn = o->anchor->inputs[2];
@@ -279,9 +281,9 @@ void Emitter::emit_cuda_f32_attention(const CudaConfig& c) {
   line("IDX kr = " + attention_row(*o, kn, bc, "TO_IDX(0)") + ", ks = " + attention_row(*o, kn, bc, "TO_IDX(1)") + " - kr;");
   line("IDX vr = " + attention_row(*o, vn, bc, "TO_IDX(0)") + ", vs = " + attention_row(*o, vn, bc, "TO_IDX(1)") + " - vr;");
   line("__syncthreads();");  // the previous tile's last reads of the q^T tile are done
-  open("for (int e = (int)lid; e < " + std::to_string(d * kRows) + "; e += " + std::to_string(c.block) + ")");
+  open("for (int e = (int)lid; e < " + std::to_string(d * kF32Rows) + "; e += " + std::to_string(c.block) + ")");
   line("int row = e / " + dn + ", col = e % " + dn + ";");
-  line(sq + "[col * 32 + row] = q0 + TO_IDX(row) < Sq ? " + q + "[qr + (q0 + TO_IDX(row)) * qs + TO_IDX(col)] * " +
+  line(sq + "[col * " + rows + " + row] = q0 + TO_IDX(row) < Sq ? " + q + "[qr + (q0 + TO_IDX(row)) * qs + TO_IDX(col)] * " +
        float_lit(*o->attrs->scale) + " : 0.0f;");
   close();
   line("float oacc[" + ch + "][4][4];");
@@ -290,7 +292,7 @@ void Emitter::emit_cuda_f32_attention(const CudaConfig& c) {
   line("for (int i = 0; i < 4; ++i) oacc[n][i][0] = oacc[n][i][1] = oacc[n][i][2] = oacc[n][i][3] = 0.0f;");
   close();
   line("float m[4] = {" + ninf + ", " + ninf + ", " + ninf + ", " + ninf + "}, l[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
-  line("IDX kend = " + (o->attrs->causal ? "(q0 + TO_IDX(32) < Sk ? q0 + TO_IDX(32) : Sk)" : std::string("Sk")) + ";");
+  line("IDX kend = " + (o->attrs->causal ? "(q0 + TO_IDX(" + rows + ") < Sk ? q0 + TO_IDX(" + rows + ") : Sk)" : std::string("Sk")) + ";");
   line("#pragma unroll 1");
   open("for (IDX k0 = TO_IDX(0); k0 < kend; k0 += TO_IDX(64))");
   line("__syncthreads();");  // the previous tile's probabilities and v rows are read
@@ -309,7 +311,7 @@ void Emitter::emit_cuda_f32_attention(const CudaConfig& c) {
   line("for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;");
   line("#pragma unroll 8");
   open("for (int kk = 0; kk < " + dn + "; ++kk)");
-  line("float4 a = *(const float4*)(" + sq + " + kk * 32 + ty * 4);");
+  line("float4 a = *(const float4*)(" + sq + " + kk * " + rows + " + ty * 4);");
   line("float4 b = *(const float4*)(" + sk + " + kk * " + kp + " + tx * 4);");
   line("float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};");
   line("#pragma unroll");
