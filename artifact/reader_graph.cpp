@@ -157,6 +157,13 @@ Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
       t.seq_major = a->seq_major();
       return ir::Attrs(t);
     }
+    case fb::Attrs::IotaAttrs: {
+      const auto* a = node.attrs_as_IotaAttrs();
+      KILN_ASSIGN_OR_RETURN(ir::Shape shape, read_shape(a->shape(), 0, where));
+      std::optional<ir::DType> dtype = from_fb(a->dtype());
+      if (!dtype) return bad(where + ": iota of an unknown dtype");
+      return ir::Attrs(ir::IotaAttrs{std::move(shape), a->axis(), *dtype});
+    }
   }
   return bad(where + ": unknown attribute table code " + std::to_string(int(node.attrs_type())));
 }

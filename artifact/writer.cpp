@@ -136,6 +136,9 @@ std::pair<fb::Attrs, Offset<void>> Writer::attrs(const ir::Attrs& attrs) {
         } else if constexpr (std::is_same_v<A, ir::BroadcastToAttrs>) {
           auto shape = dims(a.shape);
           return {fb::Attrs::BroadcastToAttrs, fb::CreateBroadcastToAttrs(fbb_, shape).Union()};
+        } else if constexpr (std::is_same_v<A, ir::IotaAttrs>) {
+          auto shape = dims(a.shape);
+          return {fb::Attrs::IotaAttrs, fb::CreateIotaAttrs(fbb_, shape, a.axis, detail::to_fb(a.dtype)).Union()};
         } else if constexpr (std::is_same_v<A, ir::SliceAttrs>) {
           auto starts = longs(a.starts);
           auto ends = longs(a.ends);

@@ -135,6 +135,11 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       x_coords.insert(x_coords.end(), p.coords.begin() + axis + long(idx.size()), p.coords.end());
       return load(buffer_of(a.inputs[0]), row_major_offset(x, x_coords));
     }
+    case OpKind::kIota: {
+      const auto& attrs = std::get<ir::IotaAttrs>(a.attrs);
+      // Coordinates are IDX: 32-bit in GLSL, 64-bit in OpenCL C and CUDA.
+      return convert(p.coords[size_t(attrs.axis)], glsl() ? Num::kI : Num::kL, a.type.dtype);
+    }
     case OpKind::kConv2d: {
       const auto& c = std::get<ir::Conv2dAttrs>(a.attrs);
       const ir::ImageAxes ax = ir::image_axes(c.channels_last);

@@ -195,6 +195,16 @@ std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, co
     if (name != "shape") return unknown(c);
     return get_shape(c, a->shape, /*allow_minus_one=*/false);
   }
+  if (auto* a = std::get_if<ir::IotaAttrs>(&attrs)) {
+    if (name == "shape") return get_shape(c, a->shape, /*allow_minus_one=*/false);
+    if (name == "axis") return get_int(c, a->axis);
+    if (name == "dtype") {
+      if (v.kind != Kind::kDType) return c.wrong("a dtype (f32, f16, bf16, i64, i32, i8, u8)", v);
+      a->dtype = v.dtype;
+      return std::nullopt;
+    }
+    return unknown(c);
+  }
   if (auto* a = std::get_if<ir::SliceAttrs>(&attrs)) {
     if (name == "starts") return get_int_list(c, a->starts);
     if (name == "ends") return get_int_list(c, a->ends);

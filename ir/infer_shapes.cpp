@@ -241,6 +241,19 @@ Result<TensorType> infer_broadcast_to(OpKind, const Operands& in, Attrs& node_at
   return TensorType{x.dtype, target};
 }
 
+Result<TensorType> infer_iota(OpKind, const Operands&, Attrs& node_attrs) {
+  auto& attrs = std::get<IotaAttrs>(node_attrs);
+  KILN_RETURN_IF_ERROR(check_attr_shape("iota", attrs.shape, /*allow_minus_one=*/false));
+  const int64_t rank = int64_t(attrs.shape.size());
+  if (attrs.axis < -rank || attrs.axis >= rank) {
+    return invalid_argument("iota axis " + std::to_string(attrs.axis) + " is out of range for shape " +
+                            dims_to_string(attrs.shape));
+  }
+  if (attrs.axis < 0) attrs.axis += rank;
+  if (attrs.dtype == DType::kBool) return invalid_argument("iota cannot produce bool");
+  return TensorType{attrs.dtype, attrs.shape};
+}
+
 Result<TensorType> infer_slice(OpKind, const Operands& in, Attrs& node_attrs) {
   auto& attrs = std::get<SliceAttrs>(node_attrs);
   const TensorType& x = in[0];

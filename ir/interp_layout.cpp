@@ -1,4 +1,5 @@
-// Reference evaluation of layout ops: reshape, transpose, broadcast_to, slice, concat, gather.
+// Reference evaluation of layout ops: reshape, transpose, broadcast_to, slice, concat, gather,
+// iota.
 // They move raw elements, so every dtype is copied bit-exactly; the output dtype must equal the
 // (data) input dtype.
 #include <algorithm>
@@ -236,6 +237,20 @@ Result<Tensor> eval_gather(const EvalContext& ctx) {
       std::memcpy(dst, x.data() + (size_t(o * dim + idx[j])) * block, block);
       dst += block;
     }
+  }
+  return out;
+}
+
+Result<Tensor> eval_iota(const EvalContext& ctx) {
+  const auto* attrs = std::get_if<IotaAttrs>(&ctx.node.attrs);
+  if (attrs == nullptr) return node_error(ctx, "missing iota attributes");
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, resolve_attr_shape(ctx, attrs->shape));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, attrs->axis, int64_t(shape.size())));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(ctx.out_dtype, shape));
+  int64_t inner = 1;
+  for (size_t d = size_t(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  for (int64_t i = 0; i < out.num_elements(); ++i) {
+    out.set_element_from_double(i, double((i / inner) % shape[size_t(axis)]));
   }
   return out;
 }

@@ -314,6 +314,8 @@ constexpr OpInfo kOpTable[] = {
        interp::eval_concat),
     op(K::kGather, "gather", F::kLayout, 2, 2, X::kOwnKernel, D::kAny, axis_first, {}, infer_gather,
        interp::eval_gather),
+    op(K::kIota, "iota", F::kLayout, 0, 0, X::kOwnKernel, D::kAny, defaults<IotaAttrs>, {"shape"}, infer_iota,
+       interp::eval_iota),
 
     op(K::kConv2d, "conv2d", F::kConv, 2, 3, X::kEpilogueAnchor, D::kAny, defaults<Conv2dAttrs>, {},
        infer_conv2d, interp::eval_conv2d),

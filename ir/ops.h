@@ -40,7 +40,7 @@ namespace kiln::ir {
   /* linear algebra */                                                                        \
   X(MatMul) X(Attention)                                                                      \
   /* layout */                                                                                \
-  X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather)                         \
+  X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather) X(Iota)                 \
   /* convolution and pooling (NCHW, or NHWC with channels_last) */                                                        \
   X(Conv2d) X(MaxPool2d) X(AvgPool2d) X(GlobalAvgPool2d)
 
@@ -166,6 +166,16 @@ struct BroadcastToAttrs {
   bool operator==(const BroadcastToAttrs&) const = default;
 };
 
+// iota(shape=[..], axis=I, dtype=DTYPE): a tensor of `shape` (symbolic dims allowed) whose
+// element is its coordinate along `axis`, as `dtype` (default i64). Kiln's extension: it is how
+// ranges over dynamic sizes (ONNX Range over a sequence length) exist without constants.
+struct IotaAttrs {
+  Shape shape;
+  int64_t axis = 0;
+  DType dtype = DType::kI64;
+  bool operator==(const IotaAttrs&) const = default;
+};
+
 // slice(x, starts, ends, axes, steps); axes defaults to 0..n-1 and steps to 1 (filled in by
 // shape inference). Out-of-range starts/ends clamp like Python slicing.
 struct SliceAttrs {
@@ -210,7 +220,7 @@ struct Pool2dAttrs {
 using Attrs = std::variant<NoAttrs, InputAttrs, ConstantAttrs, GeluAttrs, CastAttrs, ClampAttrs,
                            ReduceAttrs, ArgMaxAttrs, AxisAttrs, LayerNormAttrs, ReshapeAttrs,
                            TransposeAttrs, BroadcastToAttrs, SliceAttrs, Conv2dAttrs, Pool2dAttrs,
-                           AttentionAttrs>;
+                           AttentionAttrs, IotaAttrs>;
 
 // ---- the operator table ---------------------------------------------------------------------
 //

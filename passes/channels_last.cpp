@@ -92,6 +92,7 @@ class ChannelsLast {
     if (n.type.shape.size() != 4) return Status::ok();
     if (op == OpKind::kConv2d) return convert_conv(id);
     if (ir::is_elementwise(op)) return convert_elementwise(id);
+    if (n.inputs.empty()) return Status::ok();  // iota
     const NodeId u = twin(n.inputs[0]);
     if (op == OpKind::kMaxPool2d || op == OpKind::kAvgPool2d) {
       auto attrs = std::get<ir::Pool2dAttrs>(n.attrs);

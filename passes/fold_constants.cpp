@@ -18,10 +18,8 @@ Status fold_constants_pass(ir::Graph& graph, const PassContext&) {
   const ir::SymbolBindings no_symbols;
   for (ir::NodeId id = 0; id < graph.num_nodes(); ++id) {
     ir::Node& node = graph.node(id);
-    if (node.erased || node.op == ir::OpKind::kInput || node.op == ir::OpKind::kConstant ||
-        node.inputs.empty()) {
-      continue;
-    }
+    // Sources are what folding produces; an op without operands (iota) folds like any other.
+    if (node.erased || node.op == ir::OpKind::kInput || node.op == ir::OpKind::kConstant) continue;
     bool all_constant = true;
     for (ir::NodeId in : node.inputs) all_constant &= graph.node(in).op == ir::OpKind::kConstant;
     if (!all_constant) continue;

@@ -431,6 +431,15 @@ def gen_layout():
         x = rand("i32", src, -9, 9)
         case("broadcast_to_%s" % name, [("x", "i32", x)], [("y", "i32", np.broadcast_to(x, tgt).copy())],
              "y = broadcast_to(x, shape=[%s])" % ", ".join(map(str, tgt)))
+    # iota: static (folded at -O1), and over a symbolic size bound by an input.
+    case("iota_i64", [], [("y", "i64", np.broadcast_to(np.arange(4)[:, None], (4, 3)).copy())],
+         "y = iota(shape=[4, 3])")
+    xs = rand("f32", (5, 3))
+    case("iota_sym_f32", [("x", "f32", xs, ["N", 3])],
+         [("y", "f32", xs + np.arange(3, dtype=np.float32), ["N", 3])], "y = add(x, iota(shape=[N, 3], axis=1, dtype=f32))")
+    xi = rand("i32", (5,), -9, 9)
+    case("iota_sym_i32", [("x", "i32", xi, ["N"])], [("y", "i32", xi * np.arange(5, dtype=np.int32), ["N"])],
+         "y = mul(x, iota(shape=[N], axis=-1, dtype=i32))")
     x = rand("f32", (6, 7))
     slices = [
         ("basic", [1], [4], [0], [1], np.s_[1:4, :]),
