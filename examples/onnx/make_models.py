@@ -7,6 +7,13 @@
   transformer_encoder.onnx  a pre-norm encoder layer: LayerNormalization, 2-head attention
                             (MatMul/Softmax/Transpose, Reshape via Shape->Gather->Concat with a
                             dynamic batch), GELU written with Erf, residuals
+  tiny_lm.onnx              a one-block causal language model over dynamic batch AND sequence
+                            ("batch", "seq") written as PyTorch exports such models: token
+                            embeddings, position ids sliced from a buffer to the sequence
+                            length, token types from ConstantOfShape(Shape(ids)), a causal mask
+                            from Range(0, seq) and a padding mask from attention_mask expanded
+                            to Where(Equal(shape, -1), 1, shape), heads split and merged by
+                            Reshape to shapes built from Shape, a tied LM head
 
 Usage: python3 make_models.py [OUT_DIR]   (default: this directory)
 
@@ -236,16 +243,132 @@ def transformer_reference(x):
     return res1 + gelu @ w["w2"] + w["b2"]
 
 
+# ---- tiny causal language model (dynamic batch and sequence) ---------------------------------
+
+LM_V, LM_D, LM_H, LM_MAXLEN, LM_TYPES = 40, 16, 2, 32, 2
+LM_DH = LM_D // LM_H
+LM_W = weights(6, {"tok_emb": ((LM_V, LM_D), 0.5), "pos_emb": ((LM_MAXLEN, LM_D), 0.3),
+                   "type_emb": ((LM_TYPES, LM_D), 0.3),
+                   "wq": ((LM_D, LM_D), 0.3), "wk": ((LM_D, LM_D), 0.3), "wv": ((LM_D, LM_D), 0.3),
+                   "wo": ((LM_D, LM_D), 0.3), "ln.gamma": ((LM_D,), 0.1), "ln.beta": ((LM_D,), 0.1)})
+LM_W["ln.gamma"] += 1.0
+
+
+def make_tiny_lm():
+    n = helper.make_node
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+    f32 = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+    consts = [
+        i64("position_ids", np.arange(LM_MAXLEN)[None, :]),  # PyTorch's registered buffer
+        i64("i0", [0]), i64("i1", [1]), i64("s0", 0), i64("s1", 1), i64("one", [1]), i64("minus_one", [-1]),
+        i64("heads", [LM_H, LM_DH]), i64("model_dim", [LM_D]), i64("ones4", [1, 1, 1, 1]),
+        f32("scale", math.sqrt(LM_DH)), f32("f_one", 1.0), f32("neg_big", -1e4), f32("zero", 0.0),
+    ]
+    nodes = [
+        n("Shape", ["input_ids"], ["ids_shape"]),
+        n("Gather", ["ids_shape", "i0"], ["batch"], axis=0),
+        n("Gather", ["ids_shape", "i1"], ["seq"], axis=0),
+        n("Gather", ["ids_shape", "s1"], ["seq_scalar"], axis=0),
+        # Embeddings: tokens, positions (the buffer cut to the sequence), token types (zeros).
+        n("Gather", ["tok_emb", "input_ids"], ["tok"], axis=0),
+        n("Slice", ["position_ids", "i0", "seq", "i1"], ["pos_ids"]),
+        n("Gather", ["pos_emb", "pos_ids"], ["pos"], axis=0),
+        n("ConstantOfShape", ["ids_shape"], ["type_ids"],
+          value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+        n("Gather", ["type_emb", "type_ids"], ["typ"], axis=0),
+        n("Add", ["tok", "pos"], ["emb0"]),
+        n("Add", ["emb0", "typ"], ["emb"]),
+        n("LayerNormalization", ["emb", "ln.gamma", "ln.beta"], ["h"], axis=-1, epsilon=1e-5),
+        # Causal mask from Range(0, seq): key position <= query position.
+        n("Range", ["s0", "seq_scalar", "s1"], ["steps"]),
+        n("Unsqueeze", ["steps", "i0"], ["key_pos"]),
+        n("Unsqueeze", ["steps", "i1"], ["query_pos"]),
+        n("LessOrEqual", ["key_pos", "query_pos"], ["causal"]),
+        n("Where", ["causal", "zero", "neg_big"], ["causal_bias"]),
+        # Padding mask [batch, 1, 1, seq] expanded to [batch, 1, seq, seq] as PyTorch's legacy
+        # exporter writes expand(): Where(Equal(shape, -1), 1, shape).
+        n("Unsqueeze", ["attention_mask", "i1"], ["m1"]),
+        n("Unsqueeze", ["m1", "i1"], ["m2"]),
+        n("Concat", ["batch", "one", "seq", "seq"], ["mask_shape"], axis=0),
+        n("Equal", ["mask_shape", "minus_one"], ["is_free"]),
+        n("Where", ["is_free", "ones4", "mask_shape"], ["expand_shape"]),
+        n("Expand", ["m2", "expand_shape"], ["m4"]),
+        n("Cast", ["m4"], ["mf"], to=TensorProto.FLOAT),
+        n("Sub", ["f_one", "mf"], ["inv"]),
+        n("Mul", ["inv", "neg_big"], ["pad_bias"]),
+        n("Add", ["pad_bias", "causal_bias"], ["bias"]),
+        n("Concat", ["batch", "seq", "heads"], ["split_shape"], axis=0),
+        n("Concat", ["batch", "seq", "model_dim"], ["merge_shape"], axis=0),
+    ]
+    for p in "qkv":
+        nodes += [n("MatMul", ["h", "w" + p], [p + "_lin"]),
+                  n("Reshape", [p + "_lin", "split_shape"], [p + "_heads"])]
+    nodes += [
+        n("Transpose", ["q_heads"], ["q_t"], perm=[0, 2, 1, 3]),
+        n("Transpose", ["k_heads"], ["k_t"], perm=[0, 2, 3, 1]),
+        n("Transpose", ["v_heads"], ["v_t"], perm=[0, 2, 1, 3]),
+        n("MatMul", ["q_t", "k_t"], ["scores"]),
+        n("Div", ["scores", "scale"], ["scaled"]),
+        n("Add", ["scaled", "bias"], ["masked"]),
+        n("Softmax", ["masked"], ["attn"], axis=-1),
+        n("MatMul", ["attn", "v_t"], ["ctx"]),
+        n("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx_t", "merge_shape"], ["ctx_m"]),
+        n("MatMul", ["ctx_m", "wo"], ["o"]),
+        n("Add", ["emb", "o"], ["res"]),
+        # Tied LM head: logits = res @ tok_emb^T.
+        n("Transpose", ["tok_emb"], ["tok_emb_t"], perm=[1, 0]),
+        n("MatMul", ["res", "tok_emb_t"], ["logits"]),
+    ]
+    return _model(nodes, "tiny_lm",
+                  [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+                   helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", LM_V])],
+                  [_init(k, v) for k, v in LM_W.items()] + consts)
+
+
+def tiny_lm_reference(input_ids, attention_mask):
+    w = {k: v.astype(np.float64) for k, v in LM_W.items()}
+    b, s = input_ids.shape
+    emb = w["tok_emb"][input_ids] + w["pos_emb"][np.arange(s)][None] + w["type_emb"][0]
+    h = (emb - emb.mean(-1, keepdims=True)) / np.sqrt(emb.var(-1, keepdims=True) + 1e-5) * w["ln.gamma"] + w["ln.beta"]
+    q, k, v = ((h @ w["w" + p]).reshape(b, s, LM_H, LM_DH).transpose(0, 2, 1, 3) for p in "qkv")
+    causal = np.where(np.arange(s)[None, :] <= np.arange(s)[:, None], 0.0, -1e4)
+    pad = (1.0 - attention_mask[:, None, None, :].astype(np.float64)) * -1e4
+    attn = softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(LM_DH) + pad + causal)
+    ctx = (attn @ v).transpose(0, 2, 1, 3).reshape(b, s, LM_D)
+    return (emb + ctx @ w["wo"]) @ w["tok_emb"].T
+
+
+def tiny_lm_inputs(rng):
+    """Three (batch, sequence) sizes through one compiled model, with padding at the ends."""
+    cases = []
+    for b, s in ((2, 5), (1, 17), (3, 32)):
+        ids = rng.integers(0, LM_V, size=(b, s)).astype(np.int64)
+        mask = np.ones((b, s), dtype=np.int64)
+        for row in range(1, b):
+            mask[row, s - row:] = 0
+        cases.append({"input_ids": ids, "attention_mask": mask})
+    return cases
+
+
+def _normal_inputs(**shapes):
+    return lambda rng: [{k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}]
+
+
+# name -> (builder, NumPy reference, inputs(rng) -> a list of input dicts, each one run)
 MODELS = {
-    "mlp": (make_mlp, mlp_reference, {"x": (5, 16)}),
-    "cnn": (make_cnn, cnn_reference, {"x": (2, 3, 16, 16)}),
-    "transformer_encoder": (make_transformer, transformer_reference, {"x": (3, S, D)}),
+    "mlp": (make_mlp, mlp_reference, _normal_inputs(x=(5, 16))),
+    "cnn": (make_cnn, cnn_reference, _normal_inputs(x=(2, 3, 16, 16))),
+    "transformer_encoder": (make_transformer, transformer_reference, _normal_inputs(x=(3, S, D))),
+    "tiny_lm": (make_tiny_lm, tiny_lm_reference, tiny_lm_inputs),
 }
 
 
 def reference(name, inputs):
     """The NumPy reference output of model `name` (float64 math) for the given input arrays."""
-    return MODELS[name][1](*[np.asarray(a, dtype=np.float64) for a in inputs.values()])
+    args = [np.asarray(a, dtype=np.float64) if np.issubdtype(a.dtype, np.floating) else a for a in inputs.values()]
+    return MODELS[name][1](*args)
 
 
 def main():

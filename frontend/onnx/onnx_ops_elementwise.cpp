@@ -1,6 +1,7 @@
 // Converters for ONNX elementwise operators: unary math, activations (decomposed into Kiln
 // elementwise ops where Kiln has no direct op), binary arithmetic and Mod, comparisons, logic, Where,
 // Cast, Clip, Identity.
+#include <algorithm>
 #include <cmath>
 
 #include "frontend/onnx/onnx_internal.h"
@@ -19,8 +20,100 @@ Converter unary(OpKind op) {
   };
 }
 
+// Whether input i is an import-time shape vector holding a symbolic dim (which has no tensor
+// form: it must be computed on at import).
+Result<bool> is_dynamic_shape_vector(Importer& im, int i) {
+  KILN_ASSIGN_OR_RETURN(Value v, im.input_value(i));
+  return v.node == ir::kNoNode && !ir::is_static(*v.dims);
+}
+
+// One element of arithmetic or comparison on shape vectors: static sizes compute, and the
+// identities that keep a symbol (S + 0, S * 1, S / 1, S - S, S == -1, ...) apply. Anything else
+// would need a size that is an expression of symbols, which Kiln's shapes cannot state.
+Result<ir::Dim> dim_arithmetic(Importer& im, OpKind op, const ir::Dim& a, const ir::Dim& b) {
+  using ir::Dim;
+  if (a.is_static() && b.is_static()) {
+    const int64_t x = a.size(), y = b.size();
+    switch (op) {
+      case OpKind::kAdd: return Dim::of(int64_t(uint64_t(x) + uint64_t(y)));
+      case OpKind::kSub: return Dim::of(int64_t(uint64_t(x) - uint64_t(y)));
+      case OpKind::kMul: return Dim::of(int64_t(uint64_t(x) * uint64_t(y)));
+      case OpKind::kDiv:
+        if (y == 0) return im.error("division by zero in shape arithmetic");
+        if (y == -1) return Dim::of(int64_t(0 - uint64_t(x)));
+        return Dim::of(x / y);
+      case OpKind::kEqual: return Dim::of(x == y);
+      default: break;
+    }
+  }
+  const bool same = a == b;
+  auto zero = [](const Dim& d) { return d.is_static() && d.size() == 0; };
+  auto one = [](const Dim& d) { return d.is_static() && d.size() == 1; };
+  switch (op) {
+    case OpKind::kAdd:
+      if (zero(b)) return a;
+      if (zero(a)) return b;
+      break;
+    case OpKind::kSub:
+      if (zero(b)) return a;
+      if (same) return Dim::of(0);
+      break;
+    case OpKind::kMul:
+      if (one(b)) return a;
+      if (one(a)) return b;
+      if (zero(a) || zero(b)) return Dim::of(0);
+      break;
+    case OpKind::kDiv:
+      if (one(b)) return a;
+      break;
+    case OpKind::kEqual:
+      // A size is never negative (PyTorch's exports compare with -1 before an Expand).
+      if (same) return Dim::of(1);
+      if ((a.is_static() && a.size() < 0) || (b.is_static() && b.size() < 0)) return Dim::of(0);
+      break;
+    default: break;
+  }
+  return im.unsupported(im.current->op_type() + " of the sizes " + a.to_string() + " and " + b.to_string() +
+                        ": the result is not a size Kiln can name (symbolic sizes are names, not expressions)");
+}
+
+// Add/Sub/Mul/Div/Equal on shape vectors with symbolic dims, elementwise with broadcasting of
+// one-element operands; Equal yields a bool constant.
+Status shape_vector_binary(Importer& im, OpKind op) {
+  KILN_ASSIGN_OR_RETURN(Value va, im.input_value(0));
+  KILN_ASSIGN_OR_RETURN(Value vb, im.input_value(1));
+  KILN_ASSIGN_OR_RETURN(ir::Shape a, im.input_dims(0, "a shape arithmetic operand"));
+  KILN_ASSIGN_OR_RETURN(ir::Shape b, im.input_dims(1, "a shape arithmetic operand"));
+  auto is_scalar = [&](const Value& v, int i) {
+    return v.node == ir::kNoNode ? v.dims_scalar : im.type(v.node).rank() == 0;
+  };
+  const bool scalar = is_scalar(va, 0) && is_scalar(vb, 1);
+  const size_t n = std::max(a.size(), b.size());
+  if ((a.size() != n && a.size() != 1) || (b.size() != n && b.size() != 1)) {
+    return im.error("shape vectors of lengths " + std::to_string(a.size()) + " and " + std::to_string(b.size()) +
+                    " do not broadcast");
+  }
+  ir::Shape out;
+  for (size_t i = 0; i < n; ++i) {
+    KILN_ASSIGN_OR_RETURN(ir::Dim d, dim_arithmetic(im, op, a[a.size() == 1 ? 0 : i], b[b.size() == 1 ? 0 : i]));
+    out.push_back(d);
+  }
+  if (op != OpKind::kEqual) return im.set_output_dims(0, out, scalar);
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kBool, scalar ? std::vector<int64_t>{}
+                                                                                  : std::vector<int64_t>{int64_t(n)}));
+  for (size_t i = 0; i < n; ++i) t.set_element_from_double(int64_t(i), double(out[i].size()));
+  return im.set_output(0, im.add_constant(std::move(t), "equal"));
+}
+
 Converter binary_op(OpKind op) {
   return [op](Importer& im) -> Status {
+    const bool shape_op = op == OpKind::kAdd || op == OpKind::kSub || op == OpKind::kMul ||
+                          op == OpKind::kDiv || op == OpKind::kEqual;
+    if (shape_op) {
+      KILN_ASSIGN_OR_RETURN(bool a_dynamic, is_dynamic_shape_vector(im, 0));
+      KILN_ASSIGN_OR_RETURN(bool b_dynamic, is_dynamic_shape_vector(im, 1));
+      if (a_dynamic || b_dynamic) return shape_vector_binary(im, op);
+    }
     KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
     KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
     KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(op, {a, b}));
@@ -227,6 +320,29 @@ Status mod_op(Importer& im) {
 }
 
 Status where_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(bool a_dynamic, is_dynamic_shape_vector(im, 1));
+  KILN_ASSIGN_OR_RETURN(bool b_dynamic, is_dynamic_shape_vector(im, 2));
+  if (a_dynamic || b_dynamic) {
+    // Choosing between shape vectors (PyTorch's Expand exports: where(shape == -1, 1, shape)).
+    KILN_ASSIGN_OR_RETURN(NodeId cond, im.input(0));
+    const ir::Tensor* c = im.const_data(cond);
+    if (c == nullptr || c->dtype() != ir::DType::kBool || c->rank() > 1) {
+      return im.unsupported("choosing between shape vectors with dynamic sizes needs a constant 0-d or 1-d condition");
+    }
+    KILN_ASSIGN_OR_RETURN(ir::Shape a, im.input_dims(1, "a shape"));
+    KILN_ASSIGN_OR_RETURN(ir::Shape b, im.input_dims(2, "a shape"));
+    const size_t n = std::max({size_t(c->num_elements()), a.size(), b.size()});
+    for (size_t len : {size_t(c->num_elements()), a.size(), b.size()}) {
+      if (len != n && len != 1) return im.error("the condition and shape vectors do not broadcast");
+    }
+    ir::Shape out;
+    for (size_t i = 0; i < n; ++i) {
+      const bool pick_a = c->element_as_int(c->num_elements() == 1 ? 0 : int64_t(i)) != 0;
+      out.push_back(pick_a ? a[a.size() == 1 ? 0 : i] : b[b.size() == 1 ? 0 : i]);
+    }
+    KILN_ASSIGN_OR_RETURN(Value va, im.input_value(1));
+    return im.set_output_dims(0, out, c->rank() == 0 && va.dims_scalar);
+  }
   KILN_ASSIGN_OR_RETURN(NodeId c, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId a, im.input(1));
   KILN_ASSIGN_OR_RETURN(NodeId b, im.input(2));

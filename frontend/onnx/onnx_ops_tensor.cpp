@@ -80,17 +80,57 @@ Status expand_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// A slice whose bounds include sizes of dynamic dims. An end equal to the axis' own size is no
+// bound at all; x[..., 0:S] of a longer axis (a buffer of positions cut to the sequence length)
+// is a gather of iota([S]) along it (a run with S beyond the axis reads out of range: an error
+// on the reference device, clamped on the others). Other symbolic bounds are unsupported.
+Status dynamic_slice(Importer& im, std::vector<int64_t> starts, std::vector<int64_t> ends, const Shape& start_dims,
+                     const Shape& end_dims, const std::vector<int64_t>& axes, const std::vector<int64_t>& steps) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const int64_t rank = im.type(x).rank();
+  std::vector<std::pair<int64_t, Dim>> gathers;  // (axis, length) applied after the static slice
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (i >= end_dims.size() || i >= axes.size() || i >= steps.size()) break;
+    if (start_dims[i].is_symbolic()) {
+      return im.unsupported("a slice starting at the dynamic size '" + start_dims[i].symbol_name() + "'");
+    }
+    if (end_dims[i].is_static()) continue;
+    KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, axes[i], rank));
+    const Dim& extent = im.type(x).shape[size_t(axis)];
+    if (steps[i] > 0 && extent == end_dims[i]) {
+      ends[i] = INT64_MAX;
+    } else if (steps[i] == 1 && starts[i] == 0) {
+      ends[i] = INT64_MAX;
+      gathers.emplace_back(axis, end_dims[i]);
+    } else {
+      return im.unsupported("a slice ending at the dynamic size '" + end_dims[i].symbol_name() +
+                            "' that is not the axis' own size, from a start other than 0 or with a step other than 1");
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kSlice, {x}, ir::SliceAttrs{starts, ends, axes, steps}));
+  for (const auto& [axis, length] : gathers) {
+    KILN_ASSIGN_OR_RETURN(NodeId positions, im.add(OpKind::kIota, {}, ir::IotaAttrs{{length}, 0, ir::DType::kI64}));
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kGather, {y, positions}, ir::AxisAttrs{axis}));
+  }
+  return im.set_output(0, y);
+}
+
 Status slice_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
   std::vector<int64_t> starts, ends, axes, steps;
+  Shape start_dims, end_dims;  // from opset 10: the bounds as given, possibly symbolic
   if (im.opset < 10) {
     // Before opset 10 starts / ends / axes are attributes and there are no steps.
     starts = im.attr_ints("starts").value_or(std::vector<int64_t>{});
     ends = im.attr_ints("ends").value_or(std::vector<int64_t>{});
     axes = im.attr_ints("axes").value_or(std::vector<int64_t>{});
   } else {
-    KILN_ASSIGN_OR_RETURN(starts, im.input_ints(1, "starts"));
-    KILN_ASSIGN_OR_RETURN(ends, im.input_ints(2, "ends"));
+    // Bounds may be sizes of dynamic dims (x[:, :seq_len], PyTorch's position-id buffers):
+    // resolved below where Kiln can express them.
+    KILN_ASSIGN_OR_RETURN(start_dims, im.input_dims(1, "starts"));
+    KILN_ASSIGN_OR_RETURN(end_dims, im.input_dims(2, "ends"));
+    for (const Dim& d : start_dims) starts.push_back(d.is_static() ? d.size() : 0);
+    for (const Dim& d : end_dims) ends.push_back(d.is_static() ? d.size() : 0);
     if (im.has_input(3)) {
       KILN_ASSIGN_OR_RETURN(axes, im.input_ints(3, "axes"));
     }
@@ -107,6 +147,10 @@ Status slice_op(Importer& im) {
   }
   for (int64_t s : steps) {
     if (s == 0) return im.error("slice steps must not be 0");
+  }
+  if (!ir::is_static(start_dims) || !ir::is_static(end_dims)) {
+    if (xv.dims) return im.unsupported("slicing a shape vector at a dynamic position");
+    return dynamic_slice(im, starts, ends, start_dims, end_dims, axes, steps);
   }
   if (xv.dims && !xv.dims_scalar) {
     // Slicing an import-time shape vector.
@@ -382,9 +426,6 @@ Status size_op(Importer& im) {
 
 Status constant_of_shape(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Shape shape, im.input_dims(0, "the shape input"));
-  if (!ir::is_static(shape)) return im.unsupported("ConstantOfShape with a dynamic shape");
-  const std::optional<int64_t> numel = ir::static_num_elements(shape);
-  if (!numel || *numel > kMaxImportElements) return im.unsupported("ConstantOfShape of more than 2^26 elements");
   ir::Tensor value;
   if (const auto* a = im.attr("value")) {
     KILN_ASSIGN_OR_RETURN(value, tensor_from_proto(a->t(), im.base_dir));
@@ -392,6 +433,14 @@ Status constant_of_shape(Importer& im) {
   } else {
     KILN_ASSIGN_OR_RETURN(value, ir::Tensor::zeros(ir::DType::kF32, {1}));
   }
+  if (!ir::is_static(shape)) {
+    // A dynamic shape (masks of the sequence length): the value broadcast at run time.
+    KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar(value.element_as_double(0), value.dtype()));
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kBroadcastTo, {one}, ir::BroadcastToAttrs{shape}));
+    return im.set_output(0, y);
+  }
+  const std::optional<int64_t> numel = ir::static_num_elements(shape);
+  if (!numel || *numel > kMaxImportElements) return im.unsupported("ConstantOfShape of more than 2^26 elements");
   KILN_ASSIGN_OR_RETURN(ir::Tensor out, ir::Tensor::zeros(value.dtype(), ir::static_sizes(shape)));
   const double v = value.element_as_double(0);
   for (int64_t i = 0; i < out.num_elements(); ++i) out.set_element_from_double(i, v);
@@ -399,6 +448,23 @@ Status constant_of_shape(Importer& im) {
 }
 
 Status range_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(Value limit_value, im.input_value(1));
+  if (limit_value.node == ir::kNoNode && !ir::is_static(*limit_value.dims)) {
+    const Shape& limit_dims = *limit_value.dims;
+    // Up to a dynamic size (position ids of the sequence): 0, 1, ..., S - 1 is an iota; other
+    // starts or steps would have a length that is an expression of S.
+    KILN_ASSIGN_OR_RETURN(NodeId start, im.input(0));
+    KILN_ASSIGN_OR_RETURN(NodeId delta, im.input(2));
+    const ir::Tensor* s = im.const_data(start);
+    const ir::Tensor* d = im.const_data(delta);
+    if (s == nullptr || d == nullptr || s->num_elements() != 1 || d->num_elements() != 1 ||
+        s->element_as_double(0) != 0 || d->element_as_double(0) != 1 || limit_dims.size() != 1) {
+      return im.unsupported("a Range up to the dynamic size '" + limit_dims[0].to_string() +
+                            "' must start at a constant 0 with a constant step of 1");
+    }
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kIota, {}, ir::IotaAttrs{{limit_dims[0]}, 0, s->dtype()}));
+    return im.set_output(0, y);
+  }
   const ir::Tensor* args[3];
   for (int i = 0; i < 3; ++i) {
     KILN_ASSIGN_OR_RETURN(NodeId a, im.input(i));

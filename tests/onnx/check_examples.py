@@ -123,42 +123,43 @@ def main():
 
     regen = os.path.join(args.work, "regenerated")
     run([sys.executable, os.path.join(args.examples, "make_models.py"), regen])
-    for name, (_, _, input_shapes) in make_models.MODELS.items():
+    for name, (_, _, make_inputs) in make_models.MODELS.items():
         model = os.path.join(args.examples, name + ".onnx")
         with open(model, "rb") as a, open(os.path.join(regen, name + ".onnx"), "rb") as b:
             if a.read() != b.read():
                 print(f"FAIL {name}: {model} differs from what make_models.py builds")
                 failures += 1
-        rng = np.random.default_rng(42)
-        arrays = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in input_shapes.items()}
-        paths = {}
-        for k, a in arrays.items():
-            paths[k] = os.path.join(args.work, f"{name}_{k}.npy")
-            np.save(paths[k], a)
-        want = make_models.reference(name, arrays)
-        ort_ref = None
-        if use_ort:
-            ort_out = os.path.join(args.work, name + "_ort.npy")
-            run([args.ort_python, "-c", ORT_SCRIPT, model, ort_out] + [f"{k}={v}" for k, v in paths.items()])
-            ort_ref = np.load(ort_out)
-            failures += not compare(f"{name}: onnxruntime vs NumPy", ort_ref, want)
         artifact = os.path.join(args.work, name + ".kiln")
         run([args.kilnc, model, "-o", artifact])
-        reference_out = None
-        for device in devices:
-            got = kiln_outputs(args.kiln_run, artifact, device, paths,
-                               os.path.join(args.work, f"{name}_{device.replace(':', '_')}"))
-            if device == "reference":
-                reference_out = got
-            failures += not compare(f"{name} on {device} vs NumPy", got, want)
-            if ort_ref is not None:
-                failures += not compare(f"{name} on {device} vs onnxruntime", got, ort_ref)
+        # One compile, every input case (models with dynamic sizes list several).
+        for case, arrays in enumerate(make_inputs(np.random.default_rng(42))):
+            label = name if case == 0 else f"{name} case {case}"
+            sizes = ", ".join(f"{k}{list(a.shape)}" for k, a in arrays.items())
+            paths = {}
+            for k, a in arrays.items():
+                paths[k] = os.path.join(args.work, f"{name}_{case}_{k}.npy")
+                np.save(paths[k], a)
+            want = make_models.reference(name, arrays)
+            ort_ref = None
+            if use_ort:
+                ort_out = os.path.join(args.work, f"{name}_{case}_ort.npy")
+                run([args.ort_python, "-c", ORT_SCRIPT, model, ort_out] + [f"{k}={v}" for k, v in paths.items()])
+                ort_ref = np.load(ort_out)
+                failures += not compare(f"{label} ({sizes}): onnxruntime vs NumPy", ort_ref, want)
+            for device in devices:
+                got = kiln_outputs(args.kiln_run, artifact, device, paths,
+                                   os.path.join(args.work, f"{name}_{case}_{device.replace(':', '_')}"))
+                if device == "reference" and case == 0:
+                    reference_out, first_paths = got, paths
+                failures += not compare(f"{label} ({sizes}) on {device} vs NumPy", got, want)
+                if ort_ref is not None:
+                    failures += not compare(f"{label} ({sizes}) on {device} vs onnxruntime", got, ort_ref)
         # The printed IR recompiles and computes the same thing.
         graph_path = os.path.join(args.work, name + ".graph")
         run([args.kilnc, "--emit=ir", model, "-o", graph_path])
         graph_artifact = os.path.join(args.work, name + "_from_ir.kiln")
         run([args.kilnc, graph_path, "-o", graph_artifact])
-        again = kiln_outputs(args.kiln_run, graph_artifact, "reference", paths,
+        again = kiln_outputs(args.kiln_run, graph_artifact, "reference", first_paths,
                              os.path.join(args.work, name + "_from_ir"))
         failures += not compare(f"{name}: --emit=ir output recompiled, vs the model on reference",
                                 again, reference_out, rtol=1e-5, atol=1e-6)

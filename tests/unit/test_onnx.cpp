@@ -257,6 +257,92 @@ TEST_CASE("onnx: Shape -> Gather -> Concat -> Reshape keeps a dynamic batch symb
   CHECK(r->outputs().at(0).declared.to_string() == "f32[batch, 2, 12]");
 }
 
+TEST_CASE("onnx: Range, ConstantOfShape, Slice and shape arithmetic over a dynamic sequence length") {
+  // position ids = buffer[:, 0:seq]; steps = Range(0, seq); zeros = ConstantOfShape(shape);
+  // seq - seq + seq * 1 stays seq; Equal(shape, -1) is false.
+  ModelBuilder m(13);
+  m.input("ids", {"batch", "seq"}, onnx::TensorProto::INT64);
+  m.init_ints("i0", {0});
+  m.init_ints("i1", {1});
+  m.init_ints("minus_one", {-1});
+  auto* buffer = m.graph->add_initializer();
+  buffer->set_name("buffer");
+  buffer->set_data_type(onnx::TensorProto::INT64);
+  buffer->add_dims(1);
+  buffer->add_dims(64);
+  for (int64_t i = 0; i < 64; ++i) buffer->add_int64_data(100 + i);
+  m.node("Shape", {"ids"}, {"shape"});
+  m.node("Gather", {"shape", "i1"}, {"seq"});
+  m.node("Sub", {"seq", "seq"}, {"zero"});
+  m.node("Mul", {"seq", "i1"}, {"seq_again"});
+  m.node("Add", {"zero", "seq_again"}, {"seq_sum"});
+  m.node("Slice", {"buffer", "i0", "seq_sum", "i1"}, {"positions"});
+  m.node("Squeeze", {"seq_sum", "i0"}, {"seq_scalar"});
+  auto* s0 = m.graph->add_initializer();
+  s0->set_name("s0");
+  s0->set_data_type(onnx::TensorProto::INT64);
+  s0->add_int64_data(0);
+  auto* s1 = m.graph->add_initializer();
+  s1->set_name("s1");
+  s1->set_data_type(onnx::TensorProto::INT64);
+  s1->add_int64_data(1);
+  m.node("Range", {"s0", "seq_scalar", "s1"}, {"steps"});
+  m.node("Equal", {"shape", "minus_one"}, {"is_minus_one"});
+  m.node("Where", {"is_minus_one", "i1", "shape"}, {"target"});
+  m.node("ConstantOfShape", {"target"}, {"zeros"});
+  m.node("Add", {"ids", "positions"}, {"y"});
+  m.output("y");
+  m.output("steps");
+  m.output("zeros");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(r->outputs().at(0).declared.to_string() == "i64[batch, seq]");
+  CHECK(r->outputs().at(1).declared.to_string() == "i64[seq]");
+  CHECK(r->outputs().at(2).declared.to_string() == "f32[batch, seq]");
+  CHECK(count_ops(*r, ir::OpKind::kIota) == 2);  // Range, and the slice's gather positions
+
+  ir::Tensor ids = *ir::Tensor::zeros(ir::DType::kI64, {2, 3});
+  std::vector<ir::Tensor> inputs;
+  inputs.push_back(std::move(ids));
+  auto out = ir::interpret(*r, inputs);
+  REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+  CHECK((*out)[0].element_as_int(5) == 102);  // ids[1][2] + buffer[0][2]
+  CHECK((*out)[1].num_elements() == 3);
+  CHECK((*out)[1].element_as_int(2) == 2);
+  CHECK((*out)[2].num_elements() == 6);
+}
+
+TEST_CASE("onnx: sizes Kiln cannot name are reported at the node") {
+  auto diagnose = [](const std::string& op, bool range) {
+    ModelBuilder m(13);
+    m.input("x", {"seq"});
+    m.init_ints("two", {2});
+    m.node("Shape", {"x"}, {"shape"});
+    if (range) {
+      auto* start = m.graph->add_initializer();
+      start->set_name("start");
+      start->set_data_type(onnx::TensorProto::INT64);
+      start->add_int64_data(1);
+      m.node("Squeeze", {"shape"}, {"n"});
+      m.node("Range", {"start", "n", "start"}, {"y"}, "range");
+    } else {
+      m.node(op, {"shape", "two"}, {"s2"}, "arith");
+      m.node("Reshape", {"x", "s2"}, {"y"});
+    }
+    m.output("y");
+    Diagnostics diags;
+    auto r = import(m.bytes(), diags);
+    CHECK_FALSE(r.is_ok());
+    return diags.to_string();
+  };
+  CHECK(diagnose("Mul", false).find("node 'arith' (Mul, opset 13): Mul of the sizes seq and 2: the result is not a size "
+                                    "Kiln can name") != std::string::npos);
+  CHECK(diagnose("Add", false).find("Add of the sizes seq and 2") != std::string::npos);
+  CHECK(diagnose("", true).find("node 'range' (Range, opset 13): a Range up to the dynamic size 'seq' must start at a "
+                                "constant 0 with a constant step of 1") != std::string::npos);
+}
+
 TEST_CASE("onnx: unnamed dynamic dims get generated symbols; names become Kiln identifiers") {
   ModelBuilder m(13);
   m.input("in/put:0", {"", "3"});
