@@ -18,6 +18,8 @@ PACKAGES=(
   libvulkan-dev mesa-vulkan-drivers vulkan-tools glslc libshaderc-dev spirv-tools
   # ONNX import: the ONNX library (protobuf), its Python package for test-data generation
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx
+  # Real exports on CI (tests/onnx/torch_exports.py): Debian's PyTorch 1.13 and torchvision
+  python3-torch python3-torchvision
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -43,9 +45,14 @@ ONNX_VERSION=1.23.2
 # onnxruntime 1.16 is built against NumPy 1.x; an unpinned install pulls NumPy 2 and fails to import.
 NUMPY_VERSION=1.26.4
 VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv"
-if ! "$VENV/bin/python" -c "import onnxruntime, onnx; assert onnx.__version__ == '$ONNX_VERSION'" >/dev/null 2>&1; then
+# Built on Debian's Python, whose packages (NumPy, PyTorch for tests/onnx/torch_exports.py) the
+# virtualenv sees, even where another python3 comes first on PATH.
+BASE_PYTHON=/usr/bin/python3
+[ -x "$BASE_PYTHON" ] || BASE_PYTHON=python3
+if ! "$VENV/bin/python" -c "import onnxruntime, onnx, torch; assert onnx.__version__ == '$ONNX_VERSION'" >/dev/null 2>&1; then
   echo "setup: installing onnxruntime==$ORT_VERSION onnx==$ONNX_VERSION into $VENV"
-  (python3 -m venv --system-site-packages "$VENV" &&
+  rm -rf "$VENV"
+  ("$BASE_PYTHON" -m venv --system-site-packages "$VENV" &&
    "$VENV/bin/python" -m pip install -q "onnxruntime==$ORT_VERSION" "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION") ||
     { if [ "${CI:-}" = true ]; then
         echo "setup: error: could not install the test virtualenv; CI requires onnxruntime and onnx $ONNX_VERSION" >&2

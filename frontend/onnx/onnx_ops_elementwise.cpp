@@ -373,11 +373,18 @@ Status identity(Importer& im) {
 
 Status dropout(Importer& im) {
   // Inference: the identity, and a mask of ones (bool from opset 10, the input's type before). A
-  // training_mode input that is not a constant false cannot be expressed.
+  // training_mode input that is not a constant false cannot be expressed, unless the ratio is a
+  // constant 0 (torchvision 0.14's Swin exports training_mode=true with ratio 0): no dropout.
   if (im.has_input(2)) {
     KILN_ASSIGN_OR_RETURN(NodeId mode, im.input(2));
     const ir::Tensor* t = im.const_data(mode);
-    if (t == nullptr || t->num_elements() != 1 || t->element_as_int(0) != 0) {
+    bool zero_ratio = false;
+    if (im.has_input(1)) {
+      KILN_ASSIGN_OR_RETURN(NodeId ratio, im.input(1));
+      const ir::Tensor* r = im.const_data(ratio);
+      zero_ratio = r != nullptr && r->num_elements() == 1 && r->element_as_double(0) == 0.0;
+    }
+    if (!zero_ratio && (t == nullptr || t->num_elements() != 1 || t->element_as_int(0) != 0)) {
       return im.unsupported("training_mode must be a constant false (training is not supported)");
     }
   }

@@ -6,6 +6,7 @@
 // (Value::dims), so dynamic dims stay symbolic instead of becoming run-time tensors.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "frontend/onnx/onnx_importer.h"
@@ -266,6 +267,103 @@ Status gather_elements_op(Importer& im) {
 // batch dims, P: the k indexed dims), each tuple's row there as a linear offset (its batch's
 // iota times P plus the tuple's components, negatives wrapped, times their strides), and one
 // gather along axis 0. The data's indexed dims and the indices' shape must be static.
+// ScatterND and ScatterElements (and opset 9-10's Scatter) of constants, evaluated at import:
+// exporters write them for tables built in Python (Swin's shifted-window attention mask). Kiln
+// has no scatter primitive yet, so a scatter of values computed at run time is reported.
+struct ScatterOperands {
+  const ir::Tensor* data;
+  const ir::Tensor* indices;
+  const ir::Tensor* updates;
+};
+
+Result<ScatterOperands> constant_scatter_operands(Importer& im) {
+  ScatterOperands ops{};
+  const ir::Tensor** slots[] = {&ops.data, &ops.indices, &ops.updates};
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(NodeId id, im.input(i));
+    *slots[i] = im.const_data(id);
+    if (*slots[i] == nullptr) {
+      return im.unsupported("a scatter into or from values computed at run time (only constant operands, "
+                            "evaluated at import, are supported)");
+    }
+  }
+  if (!ir::is_integer(ops.indices->dtype())) return im.error("indices must be integers");
+  if (ops.updates->dtype() != ops.data->dtype()) return im.error("updates must have the data's element type");
+  return ops;
+}
+
+// out[i] = combine(out[i], v) per the `reduction` attribute (opset 16+; "none" replaces).
+Result<std::function<double(double, double)>> scatter_reduction(Importer& im) {
+  const std::string r = im.attr_string("reduction", "none");
+  if (r == "none") return std::function<double(double, double)>([](double, double v) { return v; });
+  if (r == "add") return std::function<double(double, double)>([](double a, double v) { return a + v; });
+  if (r == "mul") return std::function<double(double, double)>([](double a, double v) { return a * v; });
+  if (r == "max") return std::function<double(double, double)>([](double a, double v) { return std::max(a, v); });
+  if (r == "min") return std::function<double(double, double)>([](double a, double v) { return std::min(a, v); });
+  return im.error("unknown reduction '" + r + "'");
+}
+
+Status scatter_nd_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(ScatterOperands ops, constant_scatter_operands(im));
+  KILN_ASSIGN_OR_RETURN(auto combine, scatter_reduction(im));
+  const std::vector<int64_t>& ds = ops.data->shape();
+  const std::vector<int64_t>& is = ops.indices->shape();
+  if (is.empty()) return im.error("indices must have rank 1 or more");
+  const int64_t k = is.back();
+  if (k < 1 || k > int64_t(ds.size())) return im.error("the last dim of indices must be in 1..rank(data)");
+  int64_t slice = 1;
+  for (size_t d = size_t(k); d < ds.size(); ++d) slice *= ds[d];
+  const int64_t count = ops.indices->num_elements() / k;
+  if (ops.updates->num_elements() != count * slice) return im.error("updates do not have the shape indices and data imply");
+  ir::Tensor out = ops.data->clone();
+  for (int64_t u = 0; u < count; ++u) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t idx = ops.indices->element_as_int(u * k + j);
+      const int64_t dim = ds[size_t(j)];
+      if (idx < 0) idx += dim;
+      if (idx < 0 || idx >= dim) return im.error("index " + std::to_string(idx) + " is out of range for a dim of " + std::to_string(dim));
+      offset = offset * dim + idx;
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      const int64_t at = offset * slice + e;
+      out.set_element_from_double(at, combine(out.element_as_double(at), ops.updates->element_as_double(u * slice + e)));
+    }
+  }
+  return im.set_output(0, im.add_constant(std::move(out), "scattered"));
+}
+
+Status scatter_elements_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(ScatterOperands ops, constant_scatter_operands(im));
+  KILN_ASSIGN_OR_RETURN(auto combine, scatter_reduction(im));
+  const std::vector<int64_t>& ds = ops.data->shape();
+  const std::vector<int64_t>& is = ops.indices->shape();
+  if (is.size() != ds.size() || ops.updates->shape() != is) {
+    return im.error("data, indices and updates must have the same rank, and updates the shape of indices");
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), int64_t(ds.size())));
+  ir::Tensor out = ops.data->clone();
+  std::vector<int64_t> coord(is.size(), 0);
+  for (int64_t i = 0; i < ops.indices->num_elements(); ++i) {
+    int64_t rem = i;
+    for (size_t d = is.size(); d-- > 0;) {
+      coord[d] = rem % is[d];
+      rem /= is[d];
+    }
+    int64_t idx = ops.indices->element_as_int(i);
+    if (idx < 0) idx += ds[size_t(axis)];
+    if (idx < 0 || idx >= ds[size_t(axis)]) return im.error("index " + std::to_string(idx) + " is out of range");
+    int64_t at = 0;
+    for (size_t d = 0; d < ds.size(); ++d) {
+      const int64_t c = d == size_t(axis) ? idx : coord[d];
+      if (c >= ds[d]) return im.error("indices have a dim larger than the data's");
+      at = at * ds[d] + c;
+    }
+    out.set_element_from_double(at, combine(out.element_as_double(at), ops.updates->element_as_double(i)));
+  }
+  return im.set_output(0, im.add_constant(std::move(out), "scattered"));
+}
+
 Status gather_nd_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
@@ -705,6 +803,9 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["Gather"] = gather_op;
   t["GatherElements"] = gather_elements_op;
   t["GatherND"] = gather_nd_op;
+  t["ScatterND"] = scatter_nd_op;
+  t["ScatterElements"] = scatter_elements_op;
+  t["Scatter"] = scatter_elements_op;
   t["Squeeze"] = squeeze_op;
   t["Unsqueeze"] = unsqueeze_op;
   t["Flatten"] = flatten_op;
