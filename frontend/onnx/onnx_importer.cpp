@@ -175,11 +175,12 @@ Result<NodeId> Importer::scalar(double v, ir::DType dtype) {
   return add_constant(std::move(t));
 }
 
-Result<NodeId> Importer::iota(int64_t n, int64_t axis, int64_t rank) {
-  std::vector<int64_t> shape(size_t(rank), 1);
+Result<NodeId> Importer::iota(ir::Dim n, int64_t axis, int64_t rank) {
+  ir::Shape shape(size_t(rank), ir::Dim::of(1));
   shape[size_t(axis)] = n;
-  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, shape));
-  for (int64_t i = 0; i < n; ++i) t.mutable_data_as<int64_t>()[i] = i;
+  if (n.is_symbolic()) return add(ir::OpKind::kIota, {}, ir::IotaAttrs{shape, axis, ir::DType::kI64});
+  KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(ir::DType::kI64, ir::static_sizes(shape)));
+  for (int64_t i = 0; i < n.size(); ++i) t.mutable_data_as<int64_t>()[i] = i;
   return add_constant(std::move(t), "iota");
 }
 

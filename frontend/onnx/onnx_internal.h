@@ -66,8 +66,10 @@ class Importer {
   ir::NodeId add_constant(ir::Tensor data, std::string_view base = "c");
   Result<ir::NodeId> scalar(double v, ir::DType dtype);
   Result<ir::NodeId> ints_constant(const std::vector<int64_t>& v);
-  // An i64 constant of shape [1, .., n, .., 1] (rank `rank`) counting 0..n-1 along `axis`.
-  Result<ir::NodeId> iota(int64_t n, int64_t axis, int64_t rank);
+  // An i64 value of shape [1, .., n, .., 1] (rank `rank`) counting 0..n-1 along `axis`: a
+  // constant, or Kiln's iota op when n is symbolic.
+  Result<ir::NodeId> iota(ir::Dim n, int64_t axis, int64_t rank);
+  Result<ir::NodeId> iota(int64_t n, int64_t axis, int64_t rank) { return iota(ir::Dim::of(n), axis, rank); }
   // `indices` as i64 with the negative ones counted from `extent` (ONNX's index convention).
   Result<ir::NodeId> wrap_negative(ir::NodeId indices, int64_t extent);
   const ir::TensorType& type(ir::NodeId id) const { return graph.node(id).type; }

@@ -49,8 +49,18 @@ Result<int64_t> axis_in(Importer& im, int64_t axis, int64_t rank) {
 // ---- shape and layout ---------------------------------------------------------------------
 
 Status reshape_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(Shape target, im.input_dims(1, "the shape input"));
+  KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
+  if (xv.node == ir::kNoNode && !ir::is_static(*xv.dims)) {
+    // A shape vector reshaped to a vector or (one entry) to a scalar stays a shape vector.
+    const int64_t n = int64_t(xv.dims->size());
+    if (target.size() == 1 && target[0].is_static() && (target[0].size() == -1 || target[0].size() == n)) {
+      return im.set_output_dims(0, *xv.dims, false);
+    }
+    if (target.empty() && n == 1) return im.set_output_dims(0, *xv.dims, true);
+    return im.unsupported("reshaping a shape vector with dynamic sizes to " + ir::shape_to_string(target));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const bool allow_zero = im.attr_int("allowzero", 0) != 0;
   const Shape& in = im.type(x).shape;
   for (size_t i = 0; i < target.size(); ++i) {
@@ -233,26 +243,33 @@ Status gather_op(Importer& im) {
 // GatherElements: out[i] = data[i with coordinate `axis` replaced by indices[i]]. Lowered to a
 // gather from the flattened data at the linear offsets sum_d coord_d * stride_d, where coord_axis
 // is the index (negative ones count from the end) and the other coordinates are iotas over the
-// indices' shape. The data's shape must be static (its strides are constants).
+// indices' shape (symbolic sizes allowed). The data's shape must be static (its strides are
+// constants) once it is cut to the indices' static extent on the other axes (PyTorch's exports
+// gather from a [batch, N] expansion of a [1, N] buffer with [1, S] indices).
 Status gather_elements_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
-  const Shape ds = im.type(data).shape, is = im.type(idx).shape;  // copies: adding nodes moves types
   const int64_t rank = im.type(data).rank();
   if (rank < 1 || im.type(idx).rank() != rank) return im.error("data and indices must have the same rank (at least 1)");
   KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), rank));
+  const Shape is = im.type(idx).shape;  // a copy: adding nodes moves types
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis || !is[size_t(d)].is_static() || im.type(data).shape[size_t(d)].is_static()) continue;
+    // A slice of a symbolic dim has no static size: the first n entries as a gather instead.
+    KILN_ASSIGN_OR_RETURN(NodeId first, im.iota(is[size_t(d)].size(), 0, 1));
+    KILN_ASSIGN_OR_RETURN(data, im.add(OpKind::kGather, {data, first}, ir::AxisAttrs{d}));
+  }
+  const Shape ds = im.type(data).shape;
   std::optional<int64_t> count = ir::static_num_elements(ds);
-  if (!count) return im.unsupported("the data's shape must be static");
-  for (int64_t d = 0; d < rank; ++d)
-    if (!is[size_t(d)].is_static()) return im.unsupported("the indices' shape must be static");
+  if (!count) return im.unsupported("the data's shape must be static (or static where the indices' is)");
   std::vector<int64_t> strides(size_t(rank), 1);
   for (int64_t d = rank - 2; d >= 0; --d) strides[size_t(d)] = strides[size_t(d + 1)] * ds[size_t(d + 1)].size();
   KILN_ASSIGN_OR_RETURN(NodeId offset, im.wrap_negative(idx, ds[size_t(axis)].size()));
   KILN_ASSIGN_OR_RETURN(NodeId axis_stride, im.scalar(double(strides[size_t(axis)]), ir::DType::kI64));
   KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kMul, {offset, axis_stride}));
   for (int64_t d = 0; d < rank; ++d) {
-    if (d == axis || is[size_t(d)].size() == 1) continue;
-    KILN_ASSIGN_OR_RETURN(NodeId coord, im.iota(is[size_t(d)].size(), d, rank));
+    if (d == axis || is[size_t(d)].is_one()) continue;
+    KILN_ASSIGN_OR_RETURN(NodeId coord, im.iota(is[size_t(d)], d, rank));
     KILN_ASSIGN_OR_RETURN(NodeId stride, im.scalar(double(strides[size_t(d)]), ir::DType::kI64));
     KILN_ASSIGN_OR_RETURN(coord, im.apply(OpKind::kMul, {coord, stride}));
     KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kAdd, {offset, coord}));
@@ -262,11 +279,6 @@ Status gather_elements_op(Importer& im) {
   return im.set_output(0, y);
 }
 
-// GatherND: each index tuple (the indices' last dim, k long) picks a slice of the data after its
-// first batch_dims dims. Lowered like GatherElements: the data as [B * P, rest...] (B: the
-// batch dims, P: the k indexed dims), each tuple's row there as a linear offset (its batch's
-// iota times P plus the tuple's components, negatives wrapped, times their strides), and one
-// gather along axis 0. The data's indexed dims and the indices' shape must be static.
 // ScatterND and ScatterElements (and opset 9-10's Scatter) of constants, evaluated at import:
 // exporters write them for tables built in Python (Swin's shifted-window attention mask). Kiln
 // has no scatter primitive yet, so a scatter of values computed at run time is reported.
@@ -364,6 +376,11 @@ Status scatter_elements_op(Importer& im) {
   return im.set_output(0, im.add_constant(std::move(out), "scattered"));
 }
 
+// GatherND: each index tuple (the indices' last dim, k long) picks a slice of the data after its
+// first batch_dims dims. Lowered like GatherElements: the data as [B * P, rest...] (B: the
+// batch dims, P: the k indexed dims), each tuple's row there as a linear offset (its batch's
+// iota times P plus the tuple's components, negatives wrapped, times their strides), and one
+// gather along axis 0. The data's indexed dims and the indices' shape must be static.
 Status gather_nd_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));

@@ -291,15 +291,26 @@ TEST_CASE("onnx: Range, ConstantOfShape, Slice and shape arithmetic over a dynam
   m.node("Where", {"is_minus_one", "i1", "shape"}, {"target"});
   m.node("ConstantOfShape", {"target"}, {"zeros"});
   m.node("Add", {"ids", "positions"}, {"y"});
+  // HF BERT's token types: a [1, 64] buffer expanded to [batch, 64], gathered at [1, seq].
+  m.node("Gather", {"shape", "i0"}, {"batch_dim"});
+  set_int(m.node("Concat", {"batch_dim", "sixty_four"}, {"wide"}), "axis", 0);
+  m.init_ints("sixty_four", {64});
+  m.node("Expand", {"buffer", "wide"}, {"expanded"});
+  m.node("Unsqueeze", {"steps", "i0"}, {"step_row"});
+  set_int(m.node("GatherElements", {"expanded", "step_row"}, {"picked"}), "axis", 1);
+  m.node("Reshape", {"shape", "minus_one"}, {"shape_again"});
+  m.node("Expand", {"picked", "shape_again"}, {"types"});
   m.output("y");
   m.output("steps");
   m.output("zeros");
+  m.output("types");
   Diagnostics diags;
   auto r = import(m.bytes(), diags);
   REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
   CHECK(r->outputs().at(0).declared.to_string() == "i64[batch, seq]");
   CHECK(r->outputs().at(1).declared.to_string() == "i64[seq]");
   CHECK(r->outputs().at(2).declared.to_string() == "f32[batch, seq]");
+  CHECK(r->outputs().at(3).declared.to_string() == "i64[batch, seq]");
   CHECK(count_ops(*r, ir::OpKind::kIota) == 2);  // Range, and the slice's gather positions
 
   ir::Tensor ids = *ir::Tensor::zeros(ir::DType::kI64, {2, 3});
@@ -311,6 +322,7 @@ TEST_CASE("onnx: Range, ConstantOfShape, Slice and shape arithmetic over a dynam
   CHECK((*out)[1].num_elements() == 3);
   CHECK((*out)[1].element_as_int(2) == 2);
   CHECK((*out)[2].num_elements() == 6);
+  CHECK((*out)[3].element_as_int(4) == 101);  // buffer[0][steps[1]]
 }
 
 TEST_CASE("onnx: sizes Kiln cannot name are reported at the node") {
