@@ -55,7 +55,12 @@ std::string Emitter::float_lit(double v) const {
 
 std::string Emitter::dim(const ir::Dim& d) const {
   if (d.is_static()) return "TO_IDX(" + std::to_string(d.size()) + ")";
-  return sanitize_identifier(d.symbol_name());  // "k_N": a symbol argument
+  // "k_N": a symbol argument; a product of symbols multiplies them.
+  const std::vector<std::string> factors = d.symbol_factors();
+  if (factors.size() == 1 && d.coefficient() == 1) return sanitize_identifier(factors[0]);
+  std::string out = "(TO_IDX(" + std::to_string(d.coefficient()) + ")";
+  for (const std::string& f : factors) out += " * " + sanitize_identifier(f);
+  return out + ")";
 }
 
 std::string Emitter::product(const ir::Shape& shape) const {

@@ -29,7 +29,9 @@ namespace {
 
 void collect_symbols(const ir::Shape& shape, std::set<std::string>& symbols) {
   for (const ir::Dim& d : shape) {
-    if (d.is_symbolic()) symbols.insert(d.symbol_name());
+    if (d.is_symbolic()) {
+      for (const std::string& symbol : d.symbol_factors()) symbols.insert(symbol);
+    }
   }
 }
 

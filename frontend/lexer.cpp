@@ -49,6 +49,7 @@ std::string_view token_kind_name(TokenKind kind) {
     case TokenKind::kEquals: return "'='";
     case TokenKind::kArrow: return "'->'";
     case TokenKind::kMinus: return "'-'";
+    case TokenKind::kStar: return "'*'";
   }
   return "token";
 }
@@ -150,6 +151,7 @@ Token Lexer::next() {
     case ',': kind = TokenKind::kComma; break;
     case ':': kind = TokenKind::kColon; break;
     case '=': kind = TokenKind::kEquals; break;
+    case '*': kind = TokenKind::kStar; break;
     case '-':
       if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '>') {
         advance(2);

@@ -26,6 +26,7 @@ enum class TokenKind : uint8_t {
   kString,    // "...", with \" \\ \n \t escapes; Token::text includes the quotes
   kLParen, kRParen, kLBracket, kRBracket, kLBrace, kRBrace,
   kComma, kColon, kEquals, kArrow, kMinus,
+  kStar,      // '*', between the factors of a symbolic size product (batch*seq)
 };
 
 // "identifier", "'('", ... for messages such as "expected ')', found identifier".

@@ -57,6 +57,42 @@ std::optional<double> Parser::parse_float_token(const Token& number, bool negati
   return negative ? -v : v;
 }
 
+bool Parser::check_bound(const ir::Dim& dim, const SourceLoc& loc) {
+  for (const std::string& symbol : dim.symbol_factors()) {
+    if (!bound_symbols_.count(symbol)) {
+      error(loc, "symbolic size '" + symbol + "' is not bound by any graph input");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Parser::parse_size_product(ir::Dim& acc) {
+  while (at(TokenKind::kStar)) {
+    take();
+    const Token f = peek();
+    ir::Dim factor;
+    if (f.kind == TokenKind::kInt) {
+      std::optional<int64_t> v = parse_signed_int(f, false);
+      if (!v) return false;
+      factor = ir::Dim::of(*v);
+    } else if (f.kind == TokenKind::kIdent && !is_keyword(f.text)) {
+      factor = ir::Dim::symbol(std::string(f.text));
+    } else {
+      error_expected("a size factor (an integer or a symbolic size) after '*'");
+      return false;
+    }
+    take();
+    std::optional<ir::Dim> product = ir::Dim::product(acc, factor);
+    if (!product) {
+      error(loc_of(f), "the size product overflows 64 bits");
+      return false;
+    }
+    acc = *product;
+  }
+  return true;
+}
+
 std::optional<ir::TensorType> Parser::parse_type(bool binds_symbols) {
   const Token dtype_token = peek();
   std::optional<ir::DType> dtype;
@@ -86,7 +122,19 @@ std::optional<ir::TensorType> Parser::parse_type(bool binds_symbols) {
         } else if (*size == 0) {
           static_product = 0;
         }
-        type.shape.push_back(ir::Dim::of(*size));
+        ir::Dim dim = ir::Dim::of(*size);
+        if (at(TokenKind::kStar)) {
+          // 2*N: a product; the static product tracked above only counts static dims.
+          if (!parse_size_product(dim)) return std::nullopt;
+          if (dim.is_symbolic() && binds_symbols) {
+            error(loc_of(t), "an input's size '" + dim.to_string() + "' must be a single symbol or an integer");
+            for (const std::string& symbol : dim.symbol_factors()) bound_symbols_.insert(symbol);  // no cascade
+            ok = false;
+          } else if (dim.is_symbolic() && !check_bound(dim, loc_of(t))) {
+            ok = false;
+          }
+        }
+        type.shape.push_back(dim);
       }
     } else if (t.kind == TokenKind::kMinus) {
       error(loc_of(t), "dimension sizes cannot be negative");
@@ -95,14 +143,22 @@ std::optional<ir::TensorType> Parser::parse_type(bool binds_symbols) {
       ok = false;
     } else if (t.kind == TokenKind::kIdent && !is_keyword(t.text)) {
       take();
-      std::string symbol(t.text);
-      if (binds_symbols) {
-        bound_symbols_.insert(symbol);
-      } else if (!bound_symbols_.count(symbol)) {
-        error(loc_of(t), "symbolic size '" + symbol + "' is not bound by any graph input");
+      ir::Dim dim = ir::Dim::symbol(std::string(t.text));
+      if (!parse_size_product(dim)) return std::nullopt;
+      if (dim.is_symbolic() && dim.symbol_factors().size() == 1 && dim.coefficient() == 1 && binds_symbols) {
+        bound_symbols_.insert(dim.symbol_name());
+      } else if (binds_symbols && dim.is_symbolic()) {
+        // Inputs bind plain symbols; a product cannot be solved for its factors.
+        error(loc_of(t), "an input's size '" + dim.to_string() + "' must be a single symbol or an integer");
+        for (const std::string& symbol : dim.symbol_factors()) bound_symbols_.insert(symbol);  // no cascade
+        ok = false;
+      } else if (dim.is_symbolic() && !check_bound(dim, loc_of(t))) {
         ok = false;
       }
-      type.shape.push_back(ir::Dim::symbol(std::move(symbol)));
+      if (!dim.is_symbolic()) {
+        if (__builtin_mul_overflow(static_product, dim.size(), &static_product)) overflow = true;
+      }
+      type.shape.push_back(dim);
     } else {
       error_expected("a dimension (an integer or a symbolic size)");
       return std::nullopt;

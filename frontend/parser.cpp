@@ -487,8 +487,7 @@ std::optional<Operand> Parser::parse_call(const std::string& stmt_name, bool top
     }
     // Symbolic sizes inside shape lists must be bound by the graph inputs.
     for (const AttrValue& element : attr.value.list) {
-      if (element.kind == AttrValue::Kind::kIdent && !bound_symbols_.count(element.text)) {
-        error(element.loc, "symbolic size '" + element.text + "' is not bound by any graph input");
+      if (element.kind == AttrValue::Kind::kIdent && !check_bound(ir::Dim::symbol(element.text), element.loc)) {
         ok = false;
       }
     }
@@ -622,6 +621,17 @@ std::optional<AttrValue> Parser::parse_attr_value() {
         value.kind = AttrValue::Kind::kInt;
         value.int_value = *v;
         value.float_value = double(*v);
+        if (!negative && at(TokenKind::kStar)) {  // shape=[2*batch]
+          ir::Dim dim = ir::Dim::of(*v);
+          if (!parse_size_product(dim)) return std::nullopt;
+          if (dim.is_symbolic()) {
+            value.kind = AttrValue::Kind::kIdent;
+            value.text = dim.to_string();
+          } else {
+            value.int_value = dim.size();
+            value.float_value = double(dim.size());
+          }
+        }
       } else {
         std::optional<double> v = parse_float_token(number, negative);
         if (!v) return std::nullopt;
@@ -649,7 +659,9 @@ std::optional<AttrValue> Parser::parse_attr_value() {
                                             : std::numeric_limits<double>::quiet_NaN();
       } else {
         value.kind = AttrValue::Kind::kIdent;
-        value.text = std::string(t.text);
+        ir::Dim dim = ir::Dim::symbol(std::string(t.text));
+        if (!parse_size_product(dim)) return std::nullopt;  // shape=[batch*seq, 64]
+        value.text = dim.to_string();
       }
       return value;
     case TokenKind::kLBracket: {

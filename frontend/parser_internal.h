@@ -126,6 +126,11 @@ class Parser {
   // errors (a size that overflows, an unbound symbol) are reported, the type is returned, and
   // last_type_valid_ is false.
   std::optional<ir::TensorType> parse_type(bool binds_symbols);
+  // After a size factor (`acc`): `* factor` repeated, each an integer or a symbol, into the
+  // canonical product (Kiln's extension: batch*seq). False after reporting an error.
+  bool parse_size_product(ir::Dim& acc);
+  // Whether every symbol of `dim` is bound by a graph input; reports the first that is not.
+  bool check_bound(const ir::Dim& dim, const SourceLoc& loc);
   // A possibly negative integer (INT or '-' INT) that fits in int64.
   std::optional<int64_t> parse_signed_int(const Token& number, bool negative);
   std::optional<double> parse_float_token(const Token& number, bool negative);

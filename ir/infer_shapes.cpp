@@ -34,7 +34,8 @@ ShapeFactors factor(const Shape& shape) {
   ShapeFactors f;
   for (const Dim& d : shape) {
     if (d.is_symbolic()) {
-      f.symbols.push_back(d.symbol_name());
+      for (std::string& symbol : d.symbol_factors()) f.symbols.push_back(std::move(symbol));
+      if (__builtin_mul_overflow(f.static_product, d.coefficient(), &f.static_product)) f.overflow = true;
     } else if (d.size() != -1) {
       if (__builtin_mul_overflow(f.static_product, d.size(), &f.static_product)) f.overflow = true;
     }
@@ -183,16 +184,16 @@ Result<TensorType> infer_reshape(OpKind, const Operands& in, Attrs& node_attrs) 
   }
   std::set_difference(from.symbols.begin(), from.symbols.end(), to.symbols.begin(), to.symbols.end(),
                       std::back_inserter(remaining));
-  Dim inferred;
-  if (remaining.empty()) {
-    if (to.static_product == 0 || from.static_product % to.static_product != 0) {
-      return invalid_argument(failure);
-    }
-    inferred = Dim::of(from.static_product / to.static_product);
-  } else if (remaining.size() == 1 && from.static_product == to.static_product) {
-    inferred = Dim::symbol(remaining.front());
-  } else {
-    return invalid_argument(failure + " (the -1 would have to stand for a product of symbolic sizes)");
+  // The -1 stands for the left-over symbols times the static quotient (a product of symbolic
+  // sizes, such as batch*seq when [batch, seq, D] becomes [-1, D]).
+  if (to.static_product == 0 || from.static_product % to.static_product != 0) {
+    return invalid_argument(failure);
+  }
+  Dim inferred = Dim::of(from.static_product / to.static_product);
+  for (const std::string& symbol : remaining) {
+    std::optional<Dim> grown = Dim::product(inferred, Dim::symbol(symbol));
+    if (!grown) return invalid_argument(failure);
+    inferred = *grown;
   }
   Shape out = target;
   for (Dim& d : out) {

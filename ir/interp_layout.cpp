@@ -19,9 +19,9 @@ Result<std::vector<int64_t>> resolve_attr_shape(const EvalContext& ctx, const Sh
       sizes.push_back(d.size());
       continue;
     }
-    auto it = ctx.bindings.find(d.symbol_name());
-    if (it == ctx.bindings.end()) return node_error(ctx, "symbol " + d.symbol_name() + " is not bound");
-    sizes.push_back(it->second);
+    Result<int64_t> size = resolve_dim(d, ctx.bindings);
+    if (!size.is_ok()) return node_error(ctx, size.status().message());
+    sizes.push_back(*size);
   }
   return sizes;
 }

@@ -43,7 +43,8 @@ SizeExpr SizeExpr::of_shape(const Shape& shape, int64_t scale) {
       // 64 bits; the wrapping multiply only keeps absurd byte sizes free of undefined behaviour.
       wrapping_mul(coeff, d.size());
     } else {
-      monomial.push_back(d.symbol_name());
+      wrapping_mul(coeff, d.coefficient());
+      for (std::string& symbol : d.symbol_factors()) monomial.push_back(std::move(symbol));
     }
   }
   SizeExpr e;

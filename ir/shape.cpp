@@ -2,6 +2,7 @@
 #include "ir/shape.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace kiln::ir {
 
@@ -48,19 +49,84 @@ std::optional<int64_t> static_num_elements(const Shape& shape) {
   return product;
 }
 
+namespace {
+
+// A dim from its constant and symbols (sorted here): static when there are no symbols.
+std::optional<Dim> make_product(int64_t coefficient, std::vector<std::string> symbols) {
+  if (symbols.empty() || coefficient == 0) return Dim::of(coefficient);
+  std::sort(symbols.begin(), symbols.end());
+  std::string name = coefficient == 1 ? "" : std::to_string(coefficient) + "*";
+  for (size_t i = 0; i < symbols.size(); ++i) name += (i ? "*" : "") + symbols[i];
+  return Dim::symbol(std::move(name));
+}
+
+}  // namespace
+
+std::vector<std::string> Dim::symbol_factors() const {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= symbol_.size()) {
+    size_t end = symbol_.find('*', start);
+    if (end == std::string::npos) end = symbol_.size();
+    std::string factor = symbol_.substr(start, end - start);
+    if (!factor.empty() && !std::isdigit(static_cast<unsigned char>(factor[0]))) out.push_back(std::move(factor));
+    start = end + 1;
+  }
+  return out;
+}
+
+int64_t Dim::coefficient() const {
+  if (symbol_.empty() || !std::isdigit(static_cast<unsigned char>(symbol_[0]))) return 1;
+  return std::stoll(symbol_.substr(0, symbol_.find('*')));
+}
+
+std::optional<Dim> Dim::product(const Dim& a, const Dim& b) {
+  int64_t coefficient = 1;
+  std::vector<std::string> symbols;
+  for (const Dim* d : {&a, &b}) {
+    const int64_t c = d->is_static() ? d->size() : d->coefficient();
+    if (__builtin_mul_overflow(coefficient, c, &coefficient)) return std::nullopt;
+    if (d->is_symbolic()) {
+      for (std::string& s : d->symbol_factors()) symbols.push_back(std::move(s));
+    }
+  }
+  return make_product(coefficient, std::move(symbols));
+}
+
+std::optional<Dim> Dim::quotient(const Dim& a, const Dim& b) {
+  const int64_t ca = a.is_static() ? a.size() : a.coefficient();
+  const int64_t cb = b.is_static() ? b.size() : b.coefficient();
+  if (cb <= 0 || ca % cb != 0) return std::nullopt;
+  std::vector<std::string> symbols = a.is_symbolic() ? a.symbol_factors() : std::vector<std::string>{};
+  if (b.is_symbolic()) {
+    for (const std::string& s : b.symbol_factors()) {
+      auto it = std::find(symbols.begin(), symbols.end(), s);
+      if (it == symbols.end()) return std::nullopt;
+      symbols.erase(it);
+    }
+  }
+  return make_product(ca / cb, std::move(symbols));
+}
+
+Result<int64_t> resolve_dim(const Dim& d, const SymbolBindings& bindings) {
+  if (d.is_static()) return d.size();
+  int64_t size = d.coefficient();
+  for (const std::string& s : d.symbol_factors()) {
+    auto it = bindings.find(s);
+    if (it == bindings.end()) return invalid_argument("symbolic size '" + s + "' is not bound");
+    if (__builtin_mul_overflow(size, it->second, &size)) {
+      return invalid_argument("symbolic size '" + d.symbol_name() + "' overflows 64 bits");
+    }
+  }
+  return size;
+}
+
 Result<std::vector<int64_t>> resolve_shape(const Shape& shape, const SymbolBindings& bindings) {
   std::vector<int64_t> sizes;
   sizes.reserve(shape.size());
   for (const Dim& d : shape) {
-    if (d.is_static()) {
-      sizes.push_back(d.size());
-      continue;
-    }
-    auto it = bindings.find(d.symbol_name());
-    if (it == bindings.end()) {
-      return invalid_argument("symbolic size '" + d.symbol_name() + "' is not bound");
-    }
-    sizes.push_back(it->second);
+    KILN_ASSIGN_OR_RETURN(int64_t size, resolve_dim(d, bindings));
+    sizes.push_back(size);
   }
   return sizes;
 }

@@ -1,8 +1,10 @@
 // Shapes with static and symbolic dimensions.
 //
-// A Dim is either a static size (>= 0) or a symbol (a name such as "N", bound at run time).
-// Two symbolic dims are equal exactly when they name the same symbol; a symbol never equals a
-// static size at compile time.
+// A Dim is either a static size (>= 0) or a symbolic size: a symbol (a name such as "N", bound
+// at run time) or a product of symbols and a constant, such as "batch*seq" or "2*batch" (what
+// flattening or merging dims over symbolic sizes gives). A product's name is canonical (the
+// constant first when it is not 1, then the symbols sorted), so two symbolic dims are equal
+// exactly when their names are; a symbolic dim never equals a static size at compile time.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,15 @@ class Dim {
 
   std::string to_string() const { return is_static() ? std::to_string(size_) : symbol_; }
 
+  // The product a * b (static when both are), canonical; nullopt when the constant overflows.
+  static std::optional<Dim> product(const Dim& a, const Dim& b);
+  // a / b when it is exact (b's symbols are among a's and the constants divide), else nullopt.
+  static std::optional<Dim> quotient(const Dim& a, const Dim& b);
+  // The symbols of a symbolic dim, one entry per factor ("batch*seq" -> batch, seq), and its
+  // constant (1 for a plain symbol). Precondition: is_symbolic().
+  std::vector<std::string> symbol_factors() const;
+  int64_t coefficient() const;
+
  private:
   int64_t size_ = 0;
   std::string symbol_;
@@ -55,7 +66,9 @@ std::vector<int64_t> static_sizes(const Shape& shape);
 Shape shape_of(const std::vector<int64_t>& sizes);
 // Product of the static dims, or nullopt if any dim is symbolic or the product overflows int64.
 std::optional<int64_t> static_num_elements(const Shape& shape);
-// Replaces each symbol by its binding. Fails naming the first unbound symbol.
+// Replaces each symbol by its binding (a product by the product of its factors' bindings).
+// Fails naming the first unbound symbol, or when a product overflows int64.
+Result<int64_t> resolve_dim(const Dim& dim, const SymbolBindings& bindings);
 Result<std::vector<int64_t>> resolve_shape(const Shape& shape, const SymbolBindings& bindings);
 // NumPy broadcasting of two shapes; error message says which dims disagree.
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);

@@ -1087,8 +1087,8 @@ artifact::KernelDispatch cuda_dispatch(const KernelModel& m) {
         ir::SizeExpr grown;
         for (const auto& [monomial, coeff] : units.terms()) {
           std::vector<std::string> with = monomial;
-          with.insert(std::upper_bound(with.begin(), with.end(), dim.symbol_name()), dim.symbol_name());
-          grown.mutable_terms()[with] += coeff;
+          for (const std::string& f : dim.symbol_factors()) with.insert(std::upper_bound(with.begin(), with.end(), f), f);
+          grown.mutable_terms()[with] += coeff * dim.coefficient();
           grown.mutable_terms()[monomial] += coeff * (int64_t(tile) - 1);
         }
         units = grown;

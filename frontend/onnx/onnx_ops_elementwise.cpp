@@ -27,9 +27,9 @@ Result<bool> is_dynamic_shape_vector(Importer& im, int i) {
   return v.node == ir::kNoNode && !ir::is_static(*v.dims);
 }
 
-// One element of arithmetic or comparison on shape vectors: static sizes compute, and the
-// identities that keep a symbol (S + 0, S * 1, S / 1, S - S, S == -1, ...) apply. Anything else
-// would need a size that is an expression of symbols, which Kiln's shapes cannot state.
+// One element of arithmetic or comparison on shape vectors: static sizes compute, products and
+// exact quotients of symbolic sizes are sizes too (batch*heads), and the identities S + 0,
+// S - S, S == S, S == -1 apply. Sums of symbolic sizes have no name in Kiln's shapes.
 Result<ir::Dim> dim_arithmetic(Importer& im, OpKind op, const ir::Dim& a, const ir::Dim& b) {
   using ir::Dim;
   if (a.is_static() && b.is_static()) {
@@ -59,12 +59,10 @@ Result<ir::Dim> dim_arithmetic(Importer& im, OpKind op, const ir::Dim& a, const 
       if (same) return Dim::of(0);
       break;
     case OpKind::kMul:
-      if (one(b)) return a;
-      if (one(a)) return b;
-      if (zero(a) || zero(b)) return Dim::of(0);
+      if (std::optional<Dim> p = Dim::product(a, b)) return *p;  // batch*heads
       break;
     case OpKind::kDiv:
-      if (one(b)) return a;
+      if (std::optional<Dim> q = Dim::quotient(a, b)) return *q;  // exact only
       break;
     case OpKind::kEqual:
       // A size is never negative (PyTorch's exports compare with -1 before an Expand).
@@ -74,7 +72,7 @@ Result<ir::Dim> dim_arithmetic(Importer& im, OpKind op, const ir::Dim& a, const 
     default: break;
   }
   return im.unsupported(im.current->op_type() + " of the sizes " + a.to_string() + " and " + b.to_string() +
-                        ": the result is not a size Kiln can name (symbolic sizes are names, not expressions)");
+                        ": the result is not a size Kiln can name (symbolic sizes are names or products of names)");
 }
 
 // Add/Sub/Mul/Div/Equal on shape vectors with symbolic dims, elementwise with broadcasting of

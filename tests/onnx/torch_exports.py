@@ -97,6 +97,20 @@ class BertStyleEncoder(torch.nn.Module):
         return h
 
 
+class TorchEncoder(torch.nn.Module):
+    """PyTorch's own nn.TransformerEncoder (batch_first, key padding mask): its attention merges
+    the heads into the batch (sizes batch*heads over a dynamic batch)."""
+
+    def __init__(self, vocab, d, heads, layers, ffn):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, d)
+        layer = torch.nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, activation="gelu", batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, input_ids, attention_mask):
+        return self.encoder(self.tok(input_ids), src_key_padding_mask=attention_mask == 0)
+
+
 class HfBert(torch.nn.Module):
     """transformers' own BertModel (where the package is installed), last hidden state."""
 
@@ -253,7 +267,7 @@ def main():
         torch.manual_seed(0)
         x = torch.from_numpy(rng.standard_normal((1, 3, res, res)).astype(np.float32))
         cases.append((name, reinitialize(make()).eval(), (x,), ["x"], {}, [(x,)]))
-    encoders = [("encoder", BertStyleEncoder)]
+    encoders = [("encoder", BertStyleEncoder), ("torch_encoder", TorchEncoder)]
     try:
         import transformers  # noqa: F401
         encoders.append(("hf_bert", HfBert))

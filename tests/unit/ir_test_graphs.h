@@ -28,7 +28,8 @@ inline TensorType type_of(const std::string& text) {
     if (comma == std::string::npos) comma = inner.size();
     std::string dim = inner.substr(pos, comma - pos);
     while (!dim.empty() && dim.front() == ' ') dim.erase(dim.begin());
-    if (!dim.empty() && (std::isdigit(static_cast<unsigned char>(dim[0])) || dim[0] == '-')) {
+    const bool product = dim.find('*') != std::string::npos;  // "2*N": a symbolic product
+    if (!dim.empty() && !product && (std::isdigit(static_cast<unsigned char>(dim[0])) || dim[0] == '-')) {
       t.shape.push_back(Dim::of(std::stoll(dim)));
     } else {
       t.shape.push_back(Dim::symbol(dim));

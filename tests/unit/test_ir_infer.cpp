@@ -162,9 +162,12 @@ TEST_CASE("ir.infer: reshape with -1 and symbolic dims") {
   CHECK(reshape("f32[N, 28, 28]", {N, m1}) == "f32[N, 784]");
   CHECK(reshape("f32[N, 4, 8]", {N, Dim::of(32)}) == "f32[N, 32]");
   CHECK(reshape("f32[N, 32]", {N, Dim::of(4), m1}) == "f32[N, 4, 8]");
-  CHECK(reshape("f32[N, T, 64]", {m1, Dim::of(64)}) ==
-        "error: reshape cannot turn f32[N, T, 64] into [-1, 64] (the -1 would have to stand for a product of "
-        "symbolic sizes)");
+  // A -1 over several symbols is their product (canonical: the constant first, symbols sorted).
+  CHECK(reshape("f32[T, N, 64]", {m1, Dim::of(64)}) == "f32[N*T, 64]");
+  CHECK(reshape("f32[N, 12, 64]", {m1, Dim::of(32)}) == "f32[24*N, 32]");
+  CHECK(reshape("f32[N*T, 64]", {N, m1, Dim::of(16)}) == "f32[N, 4*T, 16]");
+  CHECK(reshape("f32[2*N, 8]", {N, Dim::of(16)}) == "f32[N, 16]");
+  CHECK(reshape("f32[N, 6]", {m1, Dim::of(4)}) == "error: reshape cannot turn f32[N, 6] into [-1, 4]");
   CHECK(reshape("f32[6]", {Dim::of(4), m1}) == "error: reshape cannot turn f32[6] into [4, -1]");
   CHECK(reshape("f32[6]", {Dim::of(4), Dim::of(2)}) == "error: reshape cannot turn f32[6] into [4, 2]");
   CHECK(reshape("f32[N, 3]", {N, Dim::of(4)}) == "error: reshape cannot turn f32[N, 3] into [N, 4]");

@@ -325,6 +325,46 @@ TEST_CASE("onnx: Range, ConstantOfShape, Slice and shape arithmetic over a dynam
   CHECK((*out)[3].element_as_int(4) == 101);  // buffer[0][steps[1]]
 }
 
+TEST_CASE("onnx: nn.MultiheadAttention's batch*heads reshapes over a dynamic batch") {
+  // [seq, batch, 8] -> [seq, batch*2, 4] -> [seq*batch*2, 4] -> back: products of symbols.
+  ModelBuilder m(13);
+  m.input("x", {"seq", "batch", "8"});
+  m.init_ints("i0", {0});
+  m.init_ints("i1", {1});
+  m.init_ints("two", {2});
+  m.init_ints("four", {4});
+  m.init_ints("eight", {8});
+  m.node("Shape", {"x"}, {"shape"});
+  m.node("Gather", {"shape", "i0"}, {"seq"});
+  m.node("Gather", {"shape", "i1"}, {"batch"});
+  m.node("Mul", {"batch", "two"}, {"batch_heads"});
+  set_int(m.node("Concat", {"seq", "batch_heads", "four"}, {"split"}), "axis", 0);
+  m.node("Reshape", {"x", "split"}, {"heads"});
+  m.node("Relu", {"heads"}, {"r"});
+  set_int(m.node("Concat", {"seq", "batch", "eight"}, {"merge"}), "axis", 0);
+  m.node("Reshape", {"r", "merge"}, {"y"});
+  m.output("heads");
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(r->outputs().at(0).declared.to_string() == "f32[seq, 2*batch, 4]");
+  CHECK(r->outputs().at(1).declared.to_string() == "f32[seq, batch, 8]");
+  // Printed, the products parse back.
+  Diagnostics parse_diags;
+  auto again = frontend::parse_graph_text(ir::print_graph(*r), "printed.graph", "", parse_diags);
+  REQUIRE_MESSAGE(again.is_ok(), parse_diags.to_string());
+  ir::Tensor x = *ir::Tensor::zeros(ir::DType::kF32, {3, 5, 8});
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.set_element_from_double(i, double(i % 7) - 3);
+  std::vector<ir::Tensor> inputs;
+  inputs.push_back(std::move(x));
+  auto out = ir::interpret(*again, inputs);
+  REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+  CHECK((*out)[0].shape() == std::vector<int64_t>{3, 10, 4});
+  CHECK((*out)[1].element_as_double(0) == 0.0);  // relu(-3)
+  CHECK((*out)[1].element_as_double(4) == 1.0);  // relu(1)
+}
+
 TEST_CASE("onnx: sizes Kiln cannot name are reported at the node") {
   auto diagnose = [](const std::string& op, bool range) {
     ModelBuilder m(13);
@@ -348,9 +388,11 @@ TEST_CASE("onnx: sizes Kiln cannot name are reported at the node") {
     CHECK_FALSE(r.is_ok());
     return diags.to_string();
   };
-  CHECK(diagnose("Mul", false).find("node 'arith' (Mul, opset 13): Mul of the sizes seq and 2: the result is not a size "
+  CHECK(diagnose("Add", false).find("node 'arith' (Add, opset 13): Add of the sizes seq and 2: the result is not a size "
                                     "Kiln can name") != std::string::npos);
-  CHECK(diagnose("Add", false).find("Add of the sizes seq and 2") != std::string::npos);
+  CHECK(diagnose("Sub", false).find("Sub of the sizes seq and 2") != std::string::npos);
+  // A product is a size, but [seq] has seq elements, not 2*seq.
+  CHECK(diagnose("Mul", false).find("reshape cannot turn f32[seq] into [2*seq]") != std::string::npos);
   CHECK(diagnose("", true).find("node 'range' (Range, opset 13): a Range up to the dynamic size 'seq' must start at a "
                                 "constant 0 with a constant step of 1") != std::string::npos);
 }
