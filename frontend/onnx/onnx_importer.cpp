@@ -184,12 +184,12 @@ Result<NodeId> Importer::iota(ir::Dim n, int64_t axis, int64_t rank) {
   return add_constant(std::move(t), "iota");
 }
 
-Result<NodeId> Importer::wrap_negative(NodeId indices, int64_t extent) {
+Result<NodeId> Importer::wrap_negative(NodeId indices, ir::Dim extent) {
   if (type(indices).dtype != ir::DType::kI64) {
     KILN_ASSIGN_OR_RETURN(indices, add(ir::OpKind::kCast, {indices}, ir::CastAttrs{ir::DType::kI64}));
   }
   KILN_ASSIGN_OR_RETURN(NodeId zero, scalar(0, ir::DType::kI64));
-  KILN_ASSIGN_OR_RETURN(NodeId extent_node, scalar(double(extent), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId extent_node, size_value(extent));
   KILN_ASSIGN_OR_RETURN(NodeId negative, apply(ir::OpKind::kLess, {indices, zero}));
   KILN_ASSIGN_OR_RETURN(NodeId wrapped, apply(ir::OpKind::kAdd, {indices, extent_node}));
   return add(ir::OpKind::kWhere, {negative, wrapped, indices}, ir::NoAttrs{});
@@ -248,21 +248,37 @@ Result<Value> Importer::input_value(int i) {
 Result<NodeId> Importer::input(int i) {
   KILN_ASSIGN_OR_RETURN(Value v, input_value(i));
   if (v.node != ir::kNoNode) return v.node;
-  // An import-time shape vector used as data: materialize it when it is static.
-  std::vector<int64_t> sizes;
-  for (const ir::Dim& d : *v.dims) {
-    if (d.is_symbolic()) {
-      return unsupported("input '" + current->input(i) + "' is a shape with the dynamic dim '" +
-                         d.symbol_name() + "', used as tensor data");
+  // An import-time shape vector used as data: a constant when it is static, else its entries
+  // computed at run time (index arithmetic such as b * seq + k in PyTorch's exports).
+  NodeId id = ir::kNoNode;
+  if (ir::is_static(*v.dims)) {
+    KILN_ASSIGN_OR_RETURN(id, ints_constant(ir::static_sizes(*v.dims)));
+  } else {
+    std::vector<NodeId> entries;
+    for (const ir::Dim& d : *v.dims) {
+      KILN_ASSIGN_OR_RETURN(NodeId entry, size_value(d));
+      KILN_ASSIGN_OR_RETURN(entry, reshape(entry, {ir::Dim::of(1)}));
+      entries.push_back(entry);
     }
-    sizes.push_back(d.size());
+    id = entries.size() == 1 ? entries[0] : ir::kNoNode;
+    if (id == ir::kNoNode) {
+      KILN_ASSIGN_OR_RETURN(id, add(ir::OpKind::kConcat, entries, ir::AxisAttrs{0}));
+    }
   }
-  KILN_ASSIGN_OR_RETURN(NodeId id, ints_constant(sizes));
   if (v.dims_scalar) {
     KILN_ASSIGN_OR_RETURN(id, reshape(id, {}));
   }
   values[current->input(i)].node = id;
   return id;
+}
+
+Result<NodeId> Importer::size_value(const ir::Dim& d) {
+  if (d.is_static()) return scalar(double(d.size()), ir::DType::kI64);
+  // The number of elements of a [d] tensor of ones: the size as i64 data, without Kiln needing
+  // an op that reads a symbol's binding.
+  KILN_ASSIGN_OR_RETURN(NodeId one, scalar(1.0, ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId ones, add(ir::OpKind::kBroadcastTo, {one}, ir::BroadcastToAttrs{{d}}));
+  return add(ir::OpKind::kReduceSum, {ones}, ir::ReduceAttrs{.axes = {0}, .all_axes = false, .keepdims = false});
 }
 
 Result<ir::Shape> Importer::input_dims(int i, std::string_view what) {

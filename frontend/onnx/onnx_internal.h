@@ -71,7 +71,10 @@ class Importer {
   Result<ir::NodeId> iota(ir::Dim n, int64_t axis, int64_t rank);
   Result<ir::NodeId> iota(int64_t n, int64_t axis, int64_t rank) { return iota(ir::Dim::of(n), axis, rank); }
   // `indices` as i64 with the negative ones counted from `extent` (ONNX's index convention).
-  Result<ir::NodeId> wrap_negative(ir::NodeId indices, int64_t extent);
+  Result<ir::NodeId> wrap_negative(ir::NodeId indices, ir::Dim extent);
+  Result<ir::NodeId> wrap_negative(ir::NodeId indices, int64_t extent) { return wrap_negative(indices, ir::Dim::of(extent)); }
+  // A size as an i64 scalar value: a constant, or computed at run time when symbolic.
+  Result<ir::NodeId> size_value(const ir::Dim& d);
   const ir::TensorType& type(ir::NodeId id) const { return graph.node(id).type; }
   // The data of a constant value, or nullptr.
   const ir::Tensor* const_data(ir::NodeId id) const;

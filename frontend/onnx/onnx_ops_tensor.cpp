@@ -380,7 +380,8 @@ Status scatter_elements_op(Importer& im) {
 // first batch_dims dims. Lowered like GatherElements: the data as [B * P, rest...] (B: the
 // batch dims, P: the k indexed dims), each tuple's row there as a linear offset (its batch's
 // iota times P plus the tuple's components, negatives wrapped, times their strides), and one
-// gather along axis 0. The data's indexed dims and the indices' shape must be static.
+// gather along axis 0. Symbolic sizes work throughout: B * P and the strides are products, and
+// strides over symbolic dims are computed at run time (Importer::size_value).
 Status gather_nd_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
@@ -392,33 +393,37 @@ Status gather_nd_op(Importer& im) {
   if (b < 0 || b >= std::min(rank, irank) || k < 1 || b + k > rank) {
     return im.error("batch_dims and the index length do not fit the data's rank");
   }
-  for (const Dim& d : is)
-    if (!d.is_static()) return im.unsupported("the indices' shape must be static");
-  for (int64_t d = 0; d < b + k; ++d) {
-    if (!ds[size_t(d)].is_static()) return im.unsupported("the data's batch and indexed dims must be static");
-    if (d < b && ds[size_t(d)].size() != is[size_t(d)].size()) return im.error("data and indices differ in a batch dim");
+  for (int64_t d = 0; d < b; ++d) {
+    if (ds[size_t(d)] != is[size_t(d)]) return im.error("data and indices differ in a batch dim");
   }
-  int64_t rows = 1;  // B * P
-  for (int64_t d = 0; d < b + k; ++d) rows *= ds[size_t(d)].size();
+  // Row strides of the data's first b + k dims, as sizes (products over symbolic dims).
+  std::vector<Dim> strides(size_t(b + k), Dim::of(1));
+  Dim rows = Dim::of(1);  // B * P
+  for (int64_t d = b + k; d-- > 0;) {
+    strides[size_t(d)] = rows;
+    std::optional<Dim> grown = Dim::product(rows, ds[size_t(d)]);
+    if (!grown) return im.error("the data is too large");
+    rows = *grown;
+  }
   // The linear row of each tuple, shaped as the indices without their last dim.
   Shape tuple_shape(is.begin(), is.end() - 1);
   NodeId offset = ir::kNoNode;
-  int64_t stride = rows;
   for (int64_t d = 0; d < b + k; ++d) {
-    stride /= ds[size_t(d)].size();
     NodeId term = ir::kNoNode;
     if (d < b) {
-      KILN_ASSIGN_OR_RETURN(term, im.iota(ds[size_t(d)].size(), d, irank - 1));
+      KILN_ASSIGN_OR_RETURN(term, im.iota(ds[size_t(d)], d, irank - 1));
     } else {
       KILN_ASSIGN_OR_RETURN(term, im.add(OpKind::kSlice, {idx}, ir::SliceAttrs{{d - b}, {d - b + 1}, {irank - 1}, {1}}));
       KILN_ASSIGN_OR_RETURN(term, im.reshape(term, tuple_shape));
-      KILN_ASSIGN_OR_RETURN(term, im.wrap_negative(term, ds[size_t(d)].size()));
+      KILN_ASSIGN_OR_RETURN(term, im.wrap_negative(term, ds[size_t(d)]));
     }
-    KILN_ASSIGN_OR_RETURN(NodeId scale, im.scalar(double(stride), ir::DType::kI64));
-    KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, scale}));
+    if (!strides[size_t(d)].is_one()) {
+      KILN_ASSIGN_OR_RETURN(NodeId scale, im.size_value(strides[size_t(d)]));
+      KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, scale}));
+    }
     KILN_ASSIGN_OR_RETURN(offset, im.add_term(offset, term));
   }
-  Shape flat_shape = {Dim::of(rows)};
+  Shape flat_shape = {rows};
   flat_shape.insert(flat_shape.end(), ds.begin() + (b + k), ds.end());
   KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, flat_shape));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGather, {flat, offset}, ir::AxisAttrs{0}));

@@ -365,6 +365,38 @@ TEST_CASE("onnx: nn.MultiheadAttention's batch*heads reshapes over a dynamic bat
   CHECK((*out)[1].element_as_double(4) == 1.0);  // relu(1)
 }
 
+TEST_CASE("onnx: dynamic sizes as tensor data, and GatherND over dynamic dims") {
+  ModelBuilder m(13);
+  m.input("x", {"batch", "seq"});
+  m.input("idx", {"n", "2"}, onnx::TensorProto::INT64);
+  m.init_ints("i1", {1});
+  m.node("Shape", {"x"}, {"shape"});
+  m.node("Gather", {"shape", "i1"}, {"seq"});
+  set_int(m.node("Cast", {"seq"}, {"seq_f"}), "to", onnx::TensorProto::FLOAT);
+  m.node("Mul", {"x", "seq_f"}, {"scaled"});
+  m.node("GatherND", {"x", "idx"}, {"picked"});
+  m.output("scaled");
+  m.output("picked");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(r->outputs().at(1).declared.to_string() == "f32[n]");
+  ir::Tensor x = floats({2, 3}, {0, 1, 2, 3, 4, 5});
+  ir::Tensor idx = *ir::Tensor::zeros(ir::DType::kI64, {2, 2});
+  idx.mutable_data_as<int64_t>()[0] = 1;   // x[1][2] = 5
+  idx.mutable_data_as<int64_t>()[1] = 2;
+  idx.mutable_data_as<int64_t>()[2] = 0;   // x[0][-1] = 2
+  idx.mutable_data_as<int64_t>()[3] = -1;
+  std::vector<ir::Tensor> inputs;
+  inputs.push_back(std::move(x));
+  inputs.push_back(std::move(idx));
+  auto out = ir::interpret(*r, inputs);
+  REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+  CHECK((*out)[0].element_as_double(4) == 12.0);  // 4 * seq
+  CHECK((*out)[1].element_as_double(0) == 5.0);
+  CHECK((*out)[1].element_as_double(1) == 2.0);
+}
+
 TEST_CASE("onnx: sizes Kiln cannot name are reported at the node") {
   auto diagnose = [](const std::string& op, bool range) {
     ModelBuilder m(13);
