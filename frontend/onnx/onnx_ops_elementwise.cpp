@@ -24,7 +24,7 @@ Converter unary(OpKind op) {
 // form: it must be computed on at import).
 Result<bool> is_dynamic_shape_vector(Importer& im, int i) {
   KILN_ASSIGN_OR_RETURN(Value v, im.input_value(i));
-  return v.node == ir::kNoNode && !ir::is_static(*v.dims);
+  return v.dims.has_value() && !ir::is_static(*v.dims);
 }
 
 // One element of arithmetic or comparison on shape vectors: static sizes compute, products and
@@ -83,7 +83,7 @@ Status shape_vector_binary(Importer& im, OpKind op) {
   KILN_ASSIGN_OR_RETURN(ir::Shape a, im.input_dims(0, "a shape arithmetic operand"));
   KILN_ASSIGN_OR_RETURN(ir::Shape b, im.input_dims(1, "a shape arithmetic operand"));
   auto is_scalar = [&](const Value& v, int i) {
-    return v.node == ir::kNoNode ? v.dims_scalar : im.type(v.node).rank() == 0;
+    return v.dims ? v.dims_scalar : im.type(v.node).rank() == 0;
   };
   const bool scalar = is_scalar(va, 0) && is_scalar(vb, 1);
   const size_t n = std::max(a.size(), b.size());
@@ -353,7 +353,7 @@ Status cast_op(Importer& im) {
   const std::optional<ir::DType> dtype = dtype_from_onnx(int32_t(to));
   if (!dtype) return im.unsupported(std::string("cast to ") + onnx_type_name(int32_t(to)) + " is not supported");
   KILN_ASSIGN_OR_RETURN(Value v, im.input_value(0));
-  if (v.node == ir::kNoNode && *dtype == ir::DType::kI64) {
+  if (v.dims && *dtype == ir::DType::kI64) {
     return im.set_output_dims(0, *v.dims, v.dims_scalar);  // a shape vector stays one
   }
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
@@ -365,7 +365,7 @@ Status cast_op(Importer& im) {
 Status identity(Importer& im) {
   KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
   KILN_ASSIGN_OR_RETURN(Value v, im.input_value(0));
-  if (v.node == ir::kNoNode) return im.set_output_dims(0, *v.dims, v.dims_scalar);
+  if (v.dims) return im.set_output_dims(0, *v.dims, v.dims_scalar);
   return im.set_output(0, v.node);
 }
 

@@ -51,7 +51,7 @@ Result<int64_t> axis_in(Importer& im, int64_t axis, int64_t rank) {
 Status reshape_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Shape target, im.input_dims(1, "the shape input"));
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
-  if (xv.node == ir::kNoNode && !ir::is_static(*xv.dims)) {
+  if (xv.dims && !ir::is_static(*xv.dims)) {
     // A shape vector reshaped to a vector or (one entry) to a scalar stays a shape vector.
     const int64_t n = int64_t(xv.dims->size());
     if (target.size() == 1 && target[0].is_static() && (target[0].size() == -1 || target[0].size() == n)) {
@@ -523,8 +523,14 @@ Status flatten_op(Importer& im) {
 }
 
 Status shape_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  const Shape& in = im.type(x).shape;
+  KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
+  Shape in;
+  if (xv.dims) {
+    // The shape of a shape vector: its length (without materializing it as data).
+    if (!xv.dims_scalar) in.push_back(Dim::of(int64_t(xv.dims->size())));
+  } else {
+    in = im.type(xv.node).shape;
+  }
   const int64_t rank = int64_t(in.size());
   int64_t start = im.attr_int("start", 0);
   int64_t end = im.attr_int("end", rank);
@@ -569,7 +575,7 @@ Status constant_of_shape(Importer& im) {
 
 Status range_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value limit_value, im.input_value(1));
-  if (limit_value.node == ir::kNoNode && !ir::is_static(*limit_value.dims)) {
+  if (limit_value.dims && !ir::is_static(*limit_value.dims)) {
     const Shape& limit_dims = *limit_value.dims;
     // Up to a dynamic size (position ids of the sequence): 0, 1, ..., S - 1 is an iota; other
     // starts or steps would have a length that is an expression of S.
