@@ -27,6 +27,13 @@ Result<bool> is_dynamic_shape_vector(Importer& im, int i) {
   return v.dims.has_value() && !ir::is_static(*v.dims);
 }
 
+// Whether input i is a tensor whose values exist only at run time (neither a shape vector nor a
+// constant).
+Result<bool> is_runtime_tensor(Importer& im, int i) {
+  KILN_ASSIGN_OR_RETURN(Value v, im.input_value(i));
+  return !v.dims && im.const_data(v.node) == nullptr;
+}
+
 // One element of arithmetic or comparison on shape vectors: static sizes compute, products and
 // exact quotients of symbolic sizes are sizes too (batch*heads), and the identities S + 0,
 // S - S, S == S, S == -1 apply. Sums of symbolic sizes have no name in Kiln's shapes.
@@ -110,7 +117,11 @@ Converter binary_op(OpKind op) {
     if (shape_op) {
       KILN_ASSIGN_OR_RETURN(bool a_dynamic, is_dynamic_shape_vector(im, 0));
       KILN_ASSIGN_OR_RETURN(bool b_dynamic, is_dynamic_shape_vector(im, 1));
-      if (a_dynamic || b_dynamic) return shape_vector_binary(im, op);
+      // With a tensor computed at run time on the other side (index arithmetic such as
+      // b * seq + k), the sizes become data instead (Importer::input computes them).
+      KILN_ASSIGN_OR_RETURN(bool a_runtime, is_runtime_tensor(im, 0));
+      KILN_ASSIGN_OR_RETURN(bool b_runtime, is_runtime_tensor(im, 1));
+      if ((a_dynamic || b_dynamic) && !a_runtime && !b_runtime) return shape_vector_binary(im, op);
     }
     KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
     KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
