@@ -42,6 +42,9 @@ Result<ir::Shape> read_shape(const Vector<Offset<fb::Dim>>* dims, int64_t min_st
   shape.reserve(dims->size());
   for (const fb::Dim* d : *dims) {
     if (d->symbol() && d->symbol()->size() > 0) {
+      if (!ir::is_canonical_size_name(d->symbol()->string_view())) {
+        return bad(where + ": '" + d->symbol()->str().substr(0, 64) + "' is not a symbolic size name");
+      }
       shape.push_back(ir::Dim::symbol(d->symbol()->str()));
     } else {
       if (d->size() < min_static)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 namespace kiln::ir {
 
@@ -54,6 +55,7 @@ namespace {
 // A dim from its constant and symbols (sorted here): static when there are no symbols.
 std::optional<Dim> make_product(int64_t coefficient, std::vector<std::string> symbols) {
   if (symbols.empty() || coefficient == 0) return Dim::of(coefficient);
+  if (coefficient < 0) return std::nullopt;  // not a size
   std::sort(symbols.begin(), symbols.end());
   std::string name = coefficient == 1 ? "" : std::to_string(coefficient) + "*";
   for (size_t i = 0; i < symbols.size(); ++i) name += (i ? "*" : "") + symbols[i];
@@ -77,7 +79,34 @@ std::vector<std::string> Dim::symbol_factors() const {
 
 int64_t Dim::coefficient() const {
   if (symbol_.empty() || !std::isdigit(static_cast<unsigned char>(symbol_[0]))) return 1;
-  return std::stoll(symbol_.substr(0, symbol_.find('*')));
+  int64_t c = 1;
+  // Names come from files too (artifacts): an unparsable constant counts as 1, never throws.
+  std::from_chars(symbol_.data(), symbol_.data() + symbol_.find('*'), c);
+  return c;
+}
+
+bool is_canonical_size_name(std::string_view name) {
+  std::optional<Dim> rebuilt = Dim::of(1);
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = std::min(name.find('*', start), name.size());
+    std::string_view factor = name.substr(start, end - start);
+    if (factor.empty()) return false;
+    if (std::isdigit(static_cast<unsigned char>(factor[0]))) {
+      int64_t c = 0;
+      auto [ptr, ec] = std::from_chars(factor.data(), factor.data() + factor.size(), c);
+      if (ec != std::errc() || ptr != factor.data() + factor.size() || c < 2 || start != 0) return false;
+      rebuilt = Dim::product(*rebuilt, Dim::of(c));
+    } else {
+      for (char ch : factor) {
+        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.')) return false;
+      }
+      rebuilt = Dim::product(*rebuilt, Dim::symbol(std::string(factor)));
+    }
+    if (!rebuilt) return false;
+    start = end + 1;
+  }
+  return rebuilt->is_symbolic() && rebuilt->symbol_name() == name;
 }
 
 std::optional<Dim> Dim::product(const Dim& a, const Dim& b) {
@@ -85,7 +114,7 @@ std::optional<Dim> Dim::product(const Dim& a, const Dim& b) {
   std::vector<std::string> symbols;
   for (const Dim* d : {&a, &b}) {
     const int64_t c = d->is_static() ? d->size() : d->coefficient();
-    if (__builtin_mul_overflow(coefficient, c, &coefficient)) return std::nullopt;
+    if (c < 0 || __builtin_mul_overflow(coefficient, c, &coefficient)) return std::nullopt;
     if (d->is_symbolic()) {
       for (std::string& s : d->symbol_factors()) symbols.push_back(std::move(s));
     }

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -66,6 +67,10 @@ std::vector<int64_t> static_sizes(const Shape& shape);
 Shape shape_of(const std::vector<int64_t>& sizes);
 // Product of the static dims, or nullopt if any dim is symbolic or the product overflows int64.
 std::optional<int64_t> static_num_elements(const Shape& shape);
+// Whether `name` is a symbolic size as Kiln writes it: an identifier, or a product of
+// identifiers and one leading integer >= 2, in canonical order (checked on names read from files).
+bool is_canonical_size_name(std::string_view name);
+
 // Replaces each symbol by its binding (a product by the product of its factors' bindings).
 // Fails naming the first unbound symbol, or when a product overflows int64.
 Result<int64_t> resolve_dim(const Dim& dim, const SymbolBindings& bindings);

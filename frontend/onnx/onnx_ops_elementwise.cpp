@@ -55,7 +55,6 @@ Result<ir::Dim> dim_arithmetic(Importer& im, OpKind op, const ir::Dim& a, const 
   }
   const bool same = a == b;
   auto zero = [](const Dim& d) { return d.is_static() && d.size() == 0; };
-  auto one = [](const Dim& d) { return d.is_static() && d.size() == 1; };
   switch (op) {
     case OpKind::kAdd:
       if (zero(b)) return a;
@@ -89,10 +88,8 @@ Status shape_vector_binary(Importer& im, OpKind op) {
   KILN_ASSIGN_OR_RETURN(Value vb, im.input_value(1));
   KILN_ASSIGN_OR_RETURN(ir::Shape a, im.input_dims(0, "a shape arithmetic operand"));
   KILN_ASSIGN_OR_RETURN(ir::Shape b, im.input_dims(1, "a shape arithmetic operand"));
-  auto is_scalar = [&](const Value& v, int i) {
-    return v.dims ? v.dims_scalar : im.type(v.node).rank() == 0;
-  };
-  const bool scalar = is_scalar(va, 0) && is_scalar(vb, 1);
+  auto is_scalar = [&](const Value& v) { return v.dims ? v.dims_scalar : im.type(v.node).rank() == 0; };
+  const bool scalar = is_scalar(va) && is_scalar(vb);
   const size_t n = std::max(a.size(), b.size());
   if ((a.size() != n && a.size() != 1) || (b.size() != n && b.size() != 1)) {
     return im.error("shape vectors of lengths " + std::to_string(a.size()) + " and " + std::to_string(b.size()) +
@@ -331,13 +328,11 @@ Status mod_op(Importer& im) {
 Status where_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(bool a_dynamic, is_dynamic_shape_vector(im, 1));
   KILN_ASSIGN_OR_RETURN(bool b_dynamic, is_dynamic_shape_vector(im, 2));
-  if (a_dynamic || b_dynamic) {
-    // Choosing between shape vectors (PyTorch's Expand exports: where(shape == -1, 1, shape)).
-    KILN_ASSIGN_OR_RETURN(NodeId cond, im.input(0));
-    const ir::Tensor* c = im.const_data(cond);
-    if (c == nullptr || c->dtype() != ir::DType::kBool || c->rank() > 1) {
-      return im.unsupported("choosing between shape vectors with dynamic sizes needs a constant 0-d or 1-d condition");
-    }
+  KILN_ASSIGN_OR_RETURN(NodeId cond, im.input(0));
+  const ir::Tensor* c = im.const_data(cond);
+  if ((a_dynamic || b_dynamic) && c != nullptr && c->dtype() == ir::DType::kBool && c->rank() <= 1) {
+    // Choosing between shape vectors (PyTorch's Expand exports: where(shape == -1, 1, shape));
+    // with a condition known only at run time the sizes become data (Importer::input).
     KILN_ASSIGN_OR_RETURN(ir::Shape a, im.input_dims(1, "a shape"));
     KILN_ASSIGN_OR_RETURN(ir::Shape b, im.input_dims(2, "a shape"));
     const size_t n = std::max({size_t(c->num_elements()), a.size(), b.size()});
@@ -352,10 +347,9 @@ Status where_op(Importer& im) {
     KILN_ASSIGN_OR_RETURN(Value va, im.input_value(1));
     return im.set_output_dims(0, out, c->rank() == 0 && va.dims_scalar);
   }
-  KILN_ASSIGN_OR_RETURN(NodeId c, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId a, im.input(1));
   KILN_ASSIGN_OR_RETURN(NodeId b, im.input(2));
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {c, a, b}, ir::NoAttrs{}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kWhere, {cond, a, b}, ir::NoAttrs{}));
   return im.set_output(0, y);
 }
 

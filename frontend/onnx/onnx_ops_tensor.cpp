@@ -120,7 +120,7 @@ Status dynamic_slice(Importer& im, std::vector<int64_t> starts, std::vector<int6
   }
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kSlice, {x}, ir::SliceAttrs{starts, ends, axes, steps}));
   for (const auto& [axis, length] : gathers) {
-    KILN_ASSIGN_OR_RETURN(NodeId positions, im.add(OpKind::kIota, {}, ir::IotaAttrs{{length}, 0, ir::DType::kI64}));
+    KILN_ASSIGN_OR_RETURN(NodeId positions, im.iota(length, 0, 1));
     KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kGather, {y, positions}, ir::AxisAttrs{axis}));
   }
   return im.set_output(0, y);

@@ -89,3 +89,35 @@ TEST_CASE("ir.shape: normalize_axis") {
   CHECK_FALSE(normalize_axis(0, 0).is_ok());
   CHECK_FALSE(normalize_axis(std::numeric_limits<int64_t>::min(), 4).is_ok());
 }
+
+TEST_CASE("ir.shape: products of symbolic sizes are canonical, divide exactly and resolve") {
+  const Dim N = Dim::symbol("N"), T = Dim::symbol("T");
+  CHECK(Dim::product(T, N)->to_string() == "N*T");
+  CHECK(Dim::product(N, T) == Dim::product(T, N));
+  CHECK(Dim::product(Dim::of(2), N)->to_string() == "2*N");
+  CHECK(Dim::product(*Dim::product(Dim::of(3), N), *Dim::product(Dim::of(4), T))->to_string() == "12*N*T");
+  CHECK(Dim::product(Dim::of(0), N) == Dim::of(0));
+  CHECK_FALSE(Dim::product(Dim::of(-1), N).has_value());  // not a size
+  CHECK(Dim::quotient(*Dim::product(Dim::of(6), N), Dim::of(3))->to_string() == "2*N");
+  CHECK(Dim::quotient(*Dim::product(N, T), N) == T);
+  CHECK(Dim::quotient(*Dim::product(Dim::of(2), N), Dim::of(2)) == N);
+  CHECK_FALSE(Dim::quotient(N, T).has_value());
+  CHECK_FALSE(Dim::quotient(*Dim::product(Dim::of(2), N), Dim::of(4)).has_value());
+  const Dim nt2 = *Dim::product(*Dim::product(N, T), Dim::of(2));
+  CHECK(nt2.coefficient() == 2);
+  CHECK(nt2.symbol_factors() == std::vector<std::string>{"N", "T"});
+  CHECK(*resolve_dim(nt2, {{"N", 3}, {"T", 5}}) == 30);
+  CHECK(resolve_dim(nt2, {{"N", 3}}).status().message() == "symbolic size 'T' is not bound");
+  CHECK(resolve_dim(nt2, {{"N", int64_t(1) << 40}, {"T", int64_t(1) << 40}}).status().message().find("overflows") !=
+        std::string::npos);
+  // Names read from files must be what Kiln writes.
+  CHECK(is_canonical_size_name("N"));
+  CHECK(is_canonical_size_name("2*N*T"));
+  CHECK_FALSE(is_canonical_size_name("T*N"));
+  CHECK_FALSE(is_canonical_size_name("N*2"));
+  CHECK_FALSE(is_canonical_size_name("1*N"));
+  CHECK_FALSE(is_canonical_size_name("99999999999999999999*N"));
+  CHECK_FALSE(is_canonical_size_name("N**T"));
+  CHECK_FALSE(is_canonical_size_name("a b"));
+  CHECK_FALSE(is_canonical_size_name("4"));
+}
