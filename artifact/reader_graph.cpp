@@ -160,6 +160,10 @@ Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
       t.seq_major = a->seq_major();
       return ir::Attrs(t);
     }
+    case fb::Attrs::TopKAttrs: {
+      const auto* a = node.attrs_as_TopKAttrs();
+      return ir::Attrs(ir::TopKAttrs{a->k(), a->axis(), a->largest()});
+    }
     case fb::Attrs::IotaAttrs: {
       const auto* a = node.attrs_as_IotaAttrs();
       KILN_ASSIGN_OR_RETURN(ir::Shape shape, read_shape(a->shape(), 0, where));

@@ -135,6 +135,44 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       x_coords.insert(x_coords.end(), p.coords.begin() + axis + long(idx.size()), p.coords.end());
       return load(buffer_of(a.inputs[0]), row_major_offset(x, x_coords));
     }
+    case OpKind::kTopK: {
+      // The output's coordinate along the axis is the rank r: pick the best element r + 1 times,
+      // each pick the best one ranked after the previous pick. O(k^2 n / 2) per row, which suits
+      // the small k of classification and sampling heads.
+      const auto& attrs = std::get<ir::TopKAttrs>(a.attrs);
+      const size_t axis = size_t(attrs.axis);
+      const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+      const int bx = buffer_of(a.inputs[0]);
+      const Num xk = num_of(m_.node(a.inputs[0]).type.dtype);
+      const std::string t = ctype(xk);
+      // before(v, i, w, j): v at index i ranks before w at j (ir::interp's topk_before).
+      auto before = [&](const std::string& v, const std::string& i, const std::string& w, const std::string& j) {
+        const std::string order = attrs.largest ? ">" : "<";
+        const std::string plain = "(" + v + " " + order + " " + w + " || (" + v + " == " + w + " && " + i + " < " + j + "))";
+        if (xk != Num::kF) return plain;
+        const std::string vn = "isnan(" + v + ")", wn = "isnan(" + w + ")";
+        return "((" + vn + " || " + wn + ") ? ((" + vn + " && " + wn + ") ? " + i + " < " + j + " : " +
+               (attrs.largest ? vn : wn) + ") : " + plain + ")";
+      };
+      const std::string pv = fresh("pv"), pi = fresh("pi"), bv = fresh("bv"), bi = fresh("bi");
+      const std::string r = fresh("r"), s = fresh("s"), v = fresh("v");
+      line(t + " " + pv + " = " + lit(xk, "0") + ";");
+      line("IDX " + pi + " = TO_IDX(-1);");
+      open("for (IDX " + r + " = TO_IDX(0); " + r + " <= " + p.coords[axis] + "; ++" + r + ")");
+      line(t + " " + bv + " = " + lit(xk, "0") + ";");
+      line("IDX " + bi + " = TO_IDX(-1);");
+      open("for (IDX " + s + " = TO_IDX(0); " + s + " < " + dim(x[axis]) + "; ++" + s + ")");
+      std::vector<std::string> xc = p.coords;
+      xc[axis] = s;
+      line(t + " " + v + " = " + load(bx, row_major_offset(x, xc)) + ";");
+      line("if (" + pi + " >= TO_IDX(0) && !" + before(pv, pi, v, s) + ") continue;");
+      line("if (" + bi + " < TO_IDX(0) || " + before(v, s, bv, bi) + ") { " + bv + " = " + v + "; " + bi + " = " + s + "; }");
+      close();
+      line(pv + " = " + bv + ";");
+      line(pi + " = " + bi + ";");
+      close();
+      return convert(pi, glsl() ? Num::kI : Num::kL, a.type.dtype);
+    }
     case OpKind::kIota: {
       const auto& attrs = std::get<ir::IotaAttrs>(a.attrs);
       // Coordinates are IDX: 32-bit in GLSL, 64-bit in OpenCL C and CUDA.

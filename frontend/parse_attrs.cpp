@@ -195,6 +195,12 @@ std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, co
     if (name != "shape") return unknown(c);
     return get_shape(c, a->shape, /*allow_minus_one=*/false);
   }
+  if (auto* a = std::get_if<ir::TopKAttrs>(&attrs)) {
+    if (name == "k") return get_int(c, a->k);
+    if (name == "axis") return get_int(c, a->axis);
+    if (name == "largest") return get_bool(c, a->largest);
+    return unknown(c);
+  }
   if (auto* a = std::get_if<ir::IotaAttrs>(&attrs)) {
     if (name == "shape") return get_shape(c, a->shape, /*allow_minus_one=*/false);
     if (name == "axis") return get_int(c, a->axis);

@@ -255,6 +255,21 @@ Result<TensorType> infer_iota(OpKind, const Operands&, Attrs& node_attrs) {
   return TensorType{attrs.dtype, attrs.shape};
 }
 
+Result<TensorType> infer_topk(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<TopKAttrs>(node_attrs);
+  const TensorType& x = in[0];
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, x));
+  KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, x.rank()));
+  const Dim& n = x.shape[size_t(attrs.axis)];
+  if (attrs.k < 0 || (n.is_static() && attrs.k > n.size())) {
+    return invalid_argument("topk k=" + std::to_string(attrs.k) + " is out of range for axis " +
+                            std::to_string(attrs.axis) + " of " + x.to_string());
+  }
+  Shape shape = x.shape;
+  shape[size_t(attrs.axis)] = Dim::of(attrs.k);
+  return TensorType{DType::kI64, std::move(shape)};
+}
+
 Result<TensorType> infer_slice(OpKind, const Operands& in, Attrs& node_attrs) {
   auto& attrs = std::get<SliceAttrs>(node_attrs);
   const TensorType& x = in[0];

@@ -9,6 +9,7 @@
 //    zero elements are errors (NumPy raises too).
 //  - reduce_max / reduce_min propagate NaN; argmax returns the first maximal index, and a NaN
 //    counts as the maximum (NumPy's rule).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -198,6 +199,41 @@ Result<Tensor> eval_layer_norm(const EvalContext& ctx, const LayerNormAttrs& att
 
 Result<Tensor> eval_reduce(const EvalContext& ctx) {
   return eval_reduction(ctx, std::get<ReduceAttrs>(ctx.node.attrs));
+}
+
+// The order topk ranks elements in: larger (or smaller) first, NaN first when largest and last
+// when smallest, equal values by index. Kernels emit the same comparison (c_family_pointwise.cpp).
+bool topk_before(double v, int64_t i, double w, int64_t j, bool largest) {
+  const bool vn = std::isnan(v), wn = std::isnan(w);
+  if (vn || wn) return vn && wn ? i < j : (largest ? vn : wn);
+  if (v != w) return largest ? v > w : v < w;
+  return i < j;
+}
+
+Result<Tensor> eval_topk(const EvalContext& ctx) {
+  const auto& attrs = std::get<TopKAttrs>(ctx.node.attrs);
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, attrs.axis, x.rank()));
+  const AxisSplit s = split_at(x.shape(), axis);
+  if (attrs.k > s.size) return node_error(ctx, "topk k=" + std::to_string(attrs.k) + " exceeds the axis size " + std::to_string(s.size));
+  std::vector<int64_t> out_shape = x.shape();
+  out_shape[size_t(axis)] = attrs.k;
+  // Integers compare exactly as doubles up to 2^53, which covers every Kiln integer type but
+  // the extremes of i64.
+  const std::vector<double> v = load_doubles(x);
+  std::vector<int64_t> out(size_t(s.outer * attrs.k * s.inner));
+  std::vector<int64_t> order(size_t(s.size));
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const double* row = v.data() + o * s.size * s.inner + i;
+      for (int64_t t = 0; t < s.size; ++t) order[size_t(t)] = t;
+      std::partial_sort(order.begin(), order.begin() + attrs.k, order.end(), [&](int64_t a, int64_t b) {
+        return topk_before(row[a * s.inner], a, row[b * s.inner], b, attrs.largest);
+      });
+      for (int64_t r = 0; r < attrs.k; ++r) out[size_t((o * attrs.k + r) * s.inner + i)] = order[size_t(r)];
+    }
+  }
+  return tensor_from_ints(ctx.out_dtype, out_shape, out);
 }
 
 Result<Tensor> eval_argmax(const EvalContext& ctx) {

@@ -316,6 +316,8 @@ constexpr OpInfo kOpTable[] = {
        interp::eval_gather),
     op(K::kIota, "iota", F::kLayout, 0, 0, X::kOwnKernel, D::kAny, defaults<IotaAttrs>, {"shape"}, infer_iota,
        interp::eval_iota),
+    op(K::kTopK, "topk", F::kLayout, 1, 1, X::kOwnKernel, D::kNumeric, defaults<TopKAttrs>, {"k"}, infer_topk,
+       interp::eval_topk),
 
     op(K::kConv2d, "conv2d", F::kConv, 2, 3, X::kEpilogueAnchor, D::kAny, defaults<Conv2dAttrs>, {},
        infer_conv2d, interp::eval_conv2d),

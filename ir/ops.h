@@ -40,7 +40,7 @@ namespace kiln::ir {
   /* linear algebra */                                                                        \
   X(MatMul) X(Attention)                                                                      \
   /* layout */                                                                                \
-  X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather) X(Iota)                 \
+  X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather) X(Iota) X(TopK)         \
   /* convolution and pooling (NCHW, or NHWC with channels_last) */                                                        \
   X(Conv2d) X(MaxPool2d) X(AvgPool2d) X(GlobalAvgPool2d)
 
@@ -169,6 +169,17 @@ struct BroadcastToAttrs {
 // iota(shape=[..], axis=I, dtype=DTYPE): a tensor of `shape` (symbolic dims allowed) whose
 // element is its coordinate along `axis`, as `dtype` (default i64). Kiln's extension: it is how
 // ranges over dynamic sizes (ONNX Range over a sequence length) exist without constants.
+// topk(x, k=K, axis=-1, largest=true) -> i64: the indices along `axis` of the k largest (or
+// smallest) elements of each row, best first; equal values in index order; NaN ranks above every
+// number when largest, below when smallest (its values are a gather of these indices). Kiln's
+// extension, for ONNX TopK.
+struct TopKAttrs {
+  int64_t k = 1;
+  int64_t axis = -1;
+  bool largest = true;
+  bool operator==(const TopKAttrs&) const = default;
+};
+
 struct IotaAttrs {
   Shape shape;
   int64_t axis = 0;
@@ -220,7 +231,7 @@ struct Pool2dAttrs {
 using Attrs = std::variant<NoAttrs, InputAttrs, ConstantAttrs, GeluAttrs, CastAttrs, ClampAttrs,
                            ReduceAttrs, ArgMaxAttrs, AxisAttrs, LayerNormAttrs, ReshapeAttrs,
                            TransposeAttrs, BroadcastToAttrs, SliceAttrs, Conv2dAttrs, Pool2dAttrs,
-                           AttentionAttrs, IotaAttrs>;
+                           AttentionAttrs, IotaAttrs, TopKAttrs>;
 
 // ---- the operator table ---------------------------------------------------------------------
 //

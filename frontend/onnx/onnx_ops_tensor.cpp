@@ -243,15 +243,13 @@ Status gather_op(Importer& im) {
 // GatherElements: out[i] = data[i with coordinate `axis` replaced by indices[i]]. Lowered to a
 // gather from the flattened data at the linear offsets sum_d coord_d * stride_d, where coord_axis
 // is the index (negative ones count from the end) and the other coordinates are iotas over the
-// indices' shape (symbolic sizes allowed). The data's shape must be static (its strides are
-// constants) once it is cut to the indices' static extent on the other axes (PyTorch's exports
-// gather from a [batch, N] expansion of a [1, N] buffer with [1, S] indices).
-Status gather_elements_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
+// indices' shape. Symbolic sizes work throughout (strides over them are computed at run time);
+// the data is first cut to the indices' static extent on the other axes (PyTorch's exports gather
+// from a [batch, N] expansion of a [1, N] buffer with [1, S] indices).
+Result<NodeId> gather_elements(Importer& im, NodeId data, NodeId idx, int64_t axis_attr) {
   const int64_t rank = im.type(data).rank();
   if (rank < 1 || im.type(idx).rank() != rank) return im.error("data and indices must have the same rank (at least 1)");
-  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), rank));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, axis_attr, rank));
   const Shape is = im.type(idx).shape;  // a copy: adding nodes moves types
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis || !is[size_t(d)].is_static() || im.type(data).shape[size_t(d)].is_static()) continue;
@@ -260,23 +258,57 @@ Status gather_elements_op(Importer& im) {
     KILN_ASSIGN_OR_RETURN(data, im.add(OpKind::kGather, {data, first}, ir::AxisAttrs{d}));
   }
   const Shape ds = im.type(data).shape;
-  std::optional<int64_t> count = ir::static_num_elements(ds);
-  if (!count) return im.unsupported("the data's shape must be static (or static where the indices' is)");
-  std::vector<int64_t> strides(size_t(rank), 1);
-  for (int64_t d = rank - 2; d >= 0; --d) strides[size_t(d)] = strides[size_t(d + 1)] * ds[size_t(d + 1)].size();
-  KILN_ASSIGN_OR_RETURN(NodeId offset, im.wrap_negative(idx, ds[size_t(axis)].size()));
-  KILN_ASSIGN_OR_RETURN(NodeId axis_stride, im.scalar(double(strides[size_t(axis)]), ir::DType::kI64));
-  KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kMul, {offset, axis_stride}));
+  // Row-major strides and the element count as sizes (products over symbolic dims, computed at
+  // run time where they are symbolic).
+  std::vector<Dim> strides(size_t(rank), Dim::of(1));
+  Dim count = Dim::of(1);
+  for (int64_t d = rank; d-- > 0;) {
+    strides[size_t(d)] = count;
+    std::optional<Dim> grown = Dim::product(count, ds[size_t(d)]);
+    if (!grown) return im.error("the data is too large");
+    count = *grown;
+  }
+  auto scaled = [&](NodeId term, const Dim& stride) -> Result<NodeId> {
+    if (stride.is_one()) return term;
+    KILN_ASSIGN_OR_RETURN(NodeId s, im.size_value(stride));
+    return im.apply(OpKind::kMul, {term, s});
+  };
+  KILN_ASSIGN_OR_RETURN(NodeId offset, im.wrap_negative(idx, ds[size_t(axis)]));
+  KILN_ASSIGN_OR_RETURN(offset, scaled(offset, strides[size_t(axis)]));
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis || is[size_t(d)].is_one()) continue;
     KILN_ASSIGN_OR_RETURN(NodeId coord, im.iota(is[size_t(d)], d, rank));
-    KILN_ASSIGN_OR_RETURN(NodeId stride, im.scalar(double(strides[size_t(d)]), ir::DType::kI64));
-    KILN_ASSIGN_OR_RETURN(coord, im.apply(OpKind::kMul, {coord, stride}));
+    KILN_ASSIGN_OR_RETURN(coord, scaled(coord, strides[size_t(d)]));
     KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kAdd, {offset, coord}));
   }
-  KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, {Dim::of(*count)}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGather, {flat, offset}, ir::AxisAttrs{0}));
+  KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, {count}));
+  return im.add(OpKind::kGather, {flat, offset}, ir::AxisAttrs{0});
+}
+
+Status gather_elements_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId y, gather_elements(im, data, idx, im.attr_int("axis", 0)));
   return im.set_output(0, y);
+}
+
+// TopK: Kiln's topk gives the indices (best first, ties by index, as ONNX orders them; `sorted=0`
+// allows any order, so sorted output is fine), the values are a GatherElements of them. K must be
+// a constant (it is the output's size).
+Status topk_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  int64_t k = im.attr_int("k", -1);
+  if (im.opset >= 10) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ks, im.input_ints(1, "K"));
+    if (ks.size() != 1) return im.error("K must hold one value");
+    k = ks[0];
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", -1), im.type(x).rank()));
+  ir::TopKAttrs attrs{k, axis, im.attr_int("largest", 1) != 0};
+  KILN_ASSIGN_OR_RETURN(NodeId indices, im.add(OpKind::kTopK, {x}, attrs));
+  KILN_ASSIGN_OR_RETURN(NodeId values, gather_elements(im, x, indices, axis));
+  KILN_RETURN_IF_ERROR(im.set_output(0, values));
+  return im.set_output(1, indices);
 }
 
 // ScatterND and ScatterElements (and opset 9-10's Scatter) of constants, evaluated at import:
@@ -830,6 +862,7 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["Concat"] = concat_op;
   t["Gather"] = gather_op;
   t["GatherElements"] = gather_elements_op;
+  t["TopK"] = topk_op;
   t["GatherND"] = gather_nd_op;
   t["ScatterND"] = scatter_nd_op;
   t["ScatterElements"] = scatter_elements_op;

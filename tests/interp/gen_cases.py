@@ -431,6 +431,30 @@ def gen_layout():
         x = rand("i32", src, -9, 9)
         case("broadcast_to_%s" % name, [("x", "i32", x)], [("y", "i32", np.broadcast_to(x, tgt).copy())],
              "y = broadcast_to(x, shape=[%s])" % ", ".join(map(str, tgt)))
+    # topk: indices of the k best per row, ties by index; NaN first when largest, last when smallest.
+    def topk_ref(x, k, axis, largest):
+        def key(v, i):
+            nan = np.isnan(v) if np.issubdtype(np.asarray(v).dtype, np.floating) else False
+            if largest:
+                return (0 if nan else 1, 0 if nan else -float(v), i)
+            return (1 if nan else 0, 0 if nan else float(v), i)
+        moved = np.moveaxis(x, axis, -1)
+        out = np.zeros(moved.shape[:-1] + (k,), dtype=np.int64)
+        for idx in np.ndindex(moved.shape[:-1]):
+            row = moved[idx]
+            out[idx] = sorted(range(row.shape[0]), key=lambda i: key(row[i], i))[:k]
+        return np.moveaxis(out, -1, axis)
+    xt = rand("f32", (3, 9))
+    xt[1, 4] = xt[1, 7]  # a tie
+    xt[2, 2] = np.nan
+    case("topk_f32", [("x", "f32", xt)], [("y", "i64", topk_ref(xt, 4, 1, True))], "y = topk(x, k=4)")
+    case("topk_f32_smallest_axis0", [("x", "f32", xt)], [("y", "i64", topk_ref(xt, 2, 0, False))],
+         "y = topk(x, k=2, axis=0, largest=false)")
+    xti = rand("i32", (2, 6), -3, 3)
+    case("topk_i32", [("x", "i32", xti)], [("y", "i64", topk_ref(xti, 3, 1, True))], "y = topk(x, k=3, axis=-1)")
+    xts = rand("f16", (4, 5))
+    case("topk_sym", [("x", "f16", xts, ["N", 5])], [("y", "i64", topk_ref(xts.astype(np.float64), 2, 1, False), ["N", 2])],
+         "y = topk(x, k=2, largest=false)")
     # iota: static (folded at -O1), and over a symbolic size bound by an input.
     case("iota_i64", [], [("y", "i64", np.broadcast_to(np.arange(4)[:, None], (4, 3)).copy())],
          "y = iota(shape=[4, 3])")
