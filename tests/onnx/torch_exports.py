@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real exports: torchvision classification models and a BERT-style encoder, exported to ONNX by
+"""Real exports: torchvision classification models and BERT-style encoders, exported to ONNX by
 PyTorch, compiled with kilnc, run with kiln-run and compared with PyTorch's own outputs.
 
 Every model is built from its constructor with seeded random weights (no downloads) and exported
@@ -8,8 +8,10 @@ Every model is built from its constructor with seeded random weights (no downloa
   - with --convert-opsets 18,21: the legacy export lifted to each listed opset by ONNX's version
     converter (on CI, Debian's PyTorch 1.13 has no dynamo exporter: this is how CI checks the
     newer opsets' forms).
-The BERT-style encoder is exported with dynamic batch and sequence axes (PyTorch builds its
-position ids with arange over the sequence length) and is run at two sizes from one compile.
+The encoders (BERT written as HF transformers writes it, nn.TransformerEncoder, and transformers'
+own BertModel where that package is installed) are exported with dynamic batch and sequence axes
+and run at two sizes from one compile. An export that onnxruntime (when installed) cannot run at
+every size either is skipped, saying why.
 
 --size small (CI): the same architecture families at reduced width/depth and 32-64 pixel images,
 which the reference interpreter and lavapipe run in seconds on 2 cores. --size full: torchvision's
@@ -21,8 +23,8 @@ Usage: torch_exports.py --kilnc K --kiln-run R --work DIR [--size small|full] [-
                         [--exporters legacy,dynamo]
 --devices auto (the ctest's choice): the reference interpreter for --size small, and the first
 cuda and vulkan device present (see auto_devices). Without PyTorch the script exits 77 (a skip),
-except under CI=true. Prints one PASS/FAIL line per (model, export, device, input size) with the max abs error and
-exits 1 on any failure. A model that kilnc rejects is a failure (its diagnostic is printed).
+except under CI=true. Prints one PASS/FAIL line per (model, export, device, input size) with the
+max abs error and exits 1 on any failure. A model that kilnc rejects is a failure (its diagnostic is printed).
 """
 import argparse
 import os
