@@ -314,13 +314,12 @@ def main():
         variants = []
         for exporter in exporters:
             path = os.path.join(args.work, f"{name}_{exporter}.onnx")
-            t0 = time.time()
             try:
                 export(model, example, names, dynamic, path, exporter)
             except Exception as e:  # an exporter failure is PyTorch's, not Kiln's: reported, not counted
                 print(f"SKIP {name} {exporter}: the exporter failed: {type(e).__name__}: {str(e)[:300]}")
                 continue
-            variants.append((exporter, path, time.time() - t0))
+            variants.append((exporter, path))
             if exporter == "legacy":
                 for opset in [int(o) for o in args.convert_opsets.split(",") if o]:
                     lifted = os.path.join(args.work, f"{name}_legacy_opset{opset}.onnx")
@@ -329,8 +328,8 @@ def main():
                     except Exception as e:
                         print(f"SKIP {name} legacy->opset {opset}: the version converter failed: {str(e)[:300]}")
                         continue
-                    variants.append((f"legacy->opset{opset}", lifted, 0.0))
-        for label, path, _ in variants:
+                    variants.append((f"legacy->opset{opset}", lifted))
+        for label, path in variants:
             specialized = ort_failure(path, names, runs)
             if specialized:
                 # PyTorch 2.x's legacy exporter bakes some traced sizes into nn.MultiheadAttention's
