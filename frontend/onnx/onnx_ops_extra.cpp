@@ -2,6 +2,8 @@
 // trigonometric functions (Asin, Acos through atan), CumSum, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
 // DepthToSpace/SpaceToDepth, CastLike, Pad, CenterCropPad and OneHot. Masks and index patterns are built as
 // constants at import, so these need static shapes where noted.
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 
@@ -549,7 +551,137 @@ Status cast_like(Importer& im) {
 
 }  // namespace
 
+// Einsum of one or two operands: labels only in one operand and not in the output are summed
+// first; then a binary einsum is one batched matmul of the operands transposed to
+// [batch, free, contracted] and [batch, contracted, free] and flattened to 3-D (products of
+// sizes are sizes, so symbolic dims work), reshaped and transposed to the output's order.
+// Repeated labels within an operand (diagonals) and ellipses are reported.
+Status einsum_op(Importer& im) {
+  std::string eq = im.attr_string("equation", "");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  if (eq.find("...") != std::string::npos) return im.unsupported("an equation with '...'");
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  const std::string lhs = eq.substr(0, arrow);
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (int(terms.size()) != im.num_inputs() || terms.size() > 2) {
+    return terms.size() > 2 ? im.unsupported("an einsum of more than two operands")
+                            : im.error("the equation has " + std::to_string(terms.size()) + " operands, the node " +
+                                       std::to_string(im.num_inputs()));
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit output: the labels that appear once, in alphabetical order
+    std::string all = terms[0] + (terms.size() > 1 ? terms[1] : "");
+    std::sort(all.begin(), all.end());
+    for (char c : all)
+      if (std::count(all.begin(), all.end(), c) == 1) out += c;
+  }
+  auto valid = [](const std::string& t) {
+    for (char c : t)
+      if (!std::isalpha(static_cast<unsigned char>(c)) || std::count(t.begin(), t.end(), c) > 1) return false;
+    return true;
+  };
+  for (const std::string& t : terms) {
+    if (!valid(t)) return im.unsupported("operand labels '" + t + "' (repeated labels, i.e. diagonals, are not supported)");
+  }
+  if (!valid(out)) return im.error("output labels '" + out + "' must be distinct letters");
+  std::vector<NodeId> x;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(NodeId v, im.input(int(i)));
+    if (im.type(v).rank() != int64_t(terms[i].size())) return im.error("operand " + std::to_string(i) + " has the wrong rank for '" + terms[i] + "'");
+    x.push_back(v);
+  }
+  // Sum the labels of one operand that neither the other operand nor the output has.
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const std::string other = terms.size() > 1 ? terms[1 - i] : "";
+    std::vector<int64_t> axes;
+    std::string kept;
+    for (size_t a = 0; a < terms[i].size(); ++a) {
+      const char c = terms[i][a];
+      if (out.find(c) == std::string::npos && other.find(c) == std::string::npos) axes.push_back(int64_t(a));
+      else kept += c;
+    }
+    if (!axes.empty()) {
+      KILN_ASSIGN_OR_RETURN(x[i], im.add(OpKind::kReduceSum, {x[i]}, ir::ReduceAttrs{.axes = axes, .all_axes = false, .keepdims = false}));
+      terms[i] = kept;
+    }
+  }
+  auto dim_of = [&](size_t i, char c) { return im.type(x[i]).shape[terms[i].find(c)]; };
+  auto permute = [&](size_t i, const std::string& order) -> Result<NodeId> {
+    std::vector<int64_t> perm;
+    for (char c : order) perm.push_back(int64_t(terms[i].find(c)));
+    bool identity = true;
+    for (size_t p = 0; p < perm.size(); ++p) identity = identity && perm[p] == int64_t(p);
+    if (identity) return x[i];
+    return im.add(OpKind::kTranspose, {x[i]}, ir::TransposeAttrs{perm});
+  };
+  auto product = [&](size_t i, const std::string& labels) -> Result<ir::Dim> {
+    ir::Dim p = ir::Dim::of(1);
+    for (char c : labels) {
+      std::optional<ir::Dim> q = ir::Dim::product(p, dim_of(i, c));
+      if (!q) return im.error("the operands are too large");
+      p = *q;
+    }
+    return p;
+  };
+  std::string result_labels;
+  NodeId y;
+  if (terms.size() == 1) {
+    y = x[0];
+    result_labels = terms[0];
+  } else {
+    std::string batch, contracted, a_free, b_free;
+    for (char c : terms[0]) {
+      const bool in_b = terms[1].find(c) != std::string::npos, in_out = out.find(c) != std::string::npos;
+      (in_b ? (in_out ? batch : contracted) : a_free) += c;
+    }
+    for (char c : terms[1])
+      if (terms[0].find(c) == std::string::npos) b_free += c;
+    for (char c : batch + contracted) {
+      if (dim_of(0, c) != dim_of(1, c)) return im.unsupported("label '" + std::string(1, c) + "' has different sizes in the operands (broadcasting)");
+    }
+    KILN_ASSIGN_OR_RETURN(NodeId a, permute(0, batch + a_free + contracted));
+    KILN_ASSIGN_OR_RETURN(NodeId b, permute(1, batch + contracted + b_free));
+    ir::Shape batch_dims;
+    for (char c : batch) batch_dims.push_back(dim_of(0, c));
+    KILN_ASSIGN_OR_RETURN(ir::Dim m, product(0, a_free));
+    KILN_ASSIGN_OR_RETURN(ir::Dim k, product(0, contracted));
+    KILN_ASSIGN_OR_RETURN(ir::Dim n, product(1, b_free));
+    ir::Shape a3 = batch_dims, b3 = batch_dims, full = batch_dims;
+    a3.insert(a3.end(), {m, k});
+    b3.insert(b3.end(), {k, n});
+    for (char c : a_free) full.push_back(dim_of(0, c));
+    for (char c : b_free) full.push_back(dim_of(1, c));
+    KILN_ASSIGN_OR_RETURN(a, im.reshape(a, a3));
+    KILN_ASSIGN_OR_RETURN(b, im.reshape(b, b3));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMatMul, {a, b}));
+    KILN_ASSIGN_OR_RETURN(y, im.reshape(y, full));
+    result_labels = batch + a_free + b_free;
+  }
+  if (result_labels.size() != out.size()) return im.error("the output labels do not match the operands'");
+  std::vector<int64_t> perm;
+  for (char c : out) {
+    const size_t at = result_labels.find(c);
+    if (at == std::string::npos) return im.error("output label '" + std::string(1, c) + "' is in no operand");
+    perm.push_back(int64_t(at));
+  }
+  bool identity = true;
+  for (size_t p = 0; p < perm.size(); ++p) identity = identity && perm[p] == int64_t(p);
+  if (!identity) {
+    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kTranspose, {y}, ir::TransposeAttrs{perm}));
+  }
+  return im.set_output(0, y);
+}
+
 void register_extra_ops(std::map<std::string, Converter>& t) {
+  t["Einsum"] = einsum_op;
   t["Tan"] = tan_op;
   t["Asin"] = inverse_sine(false);
   t["CumSum"] = cumsum_op;

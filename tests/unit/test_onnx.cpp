@@ -397,6 +397,82 @@ TEST_CASE("onnx: dynamic sizes as tensor data, and GatherND over dynamic dims") 
   CHECK((*out)[1].element_as_double(1) == 2.0);
 }
 
+TEST_CASE("onnx: Einsum as batched matmuls, sums and transposes; diagonals are reported") {
+  // One equation per case over A [2, 3, 4] and B [2, 5, 4] (values i+1 and 2*i+1), checked
+  // against a direct evaluation of the sum.
+  auto run = [](const std::string& equation, bool binary, std::vector<int64_t> out_shape,
+                const std::function<double(const std::vector<int64_t>&)>& expected) {
+    ModelBuilder m(13);
+    m.input("a", {"2", "3", "4"});
+    if (binary) m.input("b", {"2", "5", "4"});
+    auto* n = m.node("Einsum", binary ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"a"}, {"y"}, "e");
+    auto* attr = n->add_attribute();
+    attr->set_name("equation");
+    attr->set_type(onnx::AttributeProto::STRING);
+    attr->set_s(equation);
+    m.output("y");
+    Diagnostics diags;
+    auto r = import(m.bytes(), diags);
+    REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+    std::vector<ir::Tensor> inputs;
+    inputs.push_back(*ir::Tensor::zeros(ir::DType::kF32, {2, 3, 4}));
+    for (int64_t i = 0; i < 24; ++i) inputs[0].mutable_data_as<float>()[i] = float(i + 1);
+    if (binary) {
+      inputs.push_back(*ir::Tensor::zeros(ir::DType::kF32, {2, 5, 4}));
+      for (int64_t i = 0; i < 40; ++i) inputs[1].mutable_data_as<float>()[i] = float(2 * i + 1);
+    }
+    auto out = ir::interpret(*r, inputs);
+    REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+    CHECK((*out)[0].shape() == out_shape);
+    int64_t count = 1;
+    for (int64_t d : out_shape) count *= d;
+    for (int64_t i = 0; i < count; ++i) {
+      std::vector<int64_t> idx(out_shape.size());
+      for (int64_t rem = i, d = int64_t(out_shape.size()) - 1; d >= 0; --d) {
+        idx[size_t(d)] = rem % out_shape[size_t(d)];
+        rem /= out_shape[size_t(d)];
+      }
+      CHECK_MESSAGE((*out)[0].element_as_double(i) == doctest::Approx(expected(idx)), equation);
+    }
+  };
+  auto A = [](int64_t b, int64_t i, int64_t j) { return double(b * 12 + i * 4 + j + 1); };
+  auto B = [](int64_t b, int64_t k, int64_t j) { return double(2 * (b * 20 + k * 4 + j) + 1); };
+  run("bij,bkj->bki", true, {2, 5, 3}, [&](const std::vector<int64_t>& o) {
+    double s = 0;
+    for (int64_t j = 0; j < 4; ++j) s += A(o[0], o[2], j) * B(o[0], o[1], j);
+    return s;
+  });
+  run("bij,bkj", true, {3, 5}, [&](const std::vector<int64_t>& o) {  // implicit: "ik" (b is repeated)
+    double s = 0;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t j = 0; j < 4; ++j) s += A(b, o[0], j) * B(b, o[1], j);
+    return s;
+  });
+  run("bij,ckl->", true, {}, [&](const std::vector<int64_t>&) {
+    double sa = 0, sb = 0;
+    for (int64_t i = 0; i < 24; ++i) sa += double(i + 1);
+    for (int64_t i = 0; i < 40; ++i) sb += double(2 * i + 1);
+    return sa * sb;
+  });
+  run("bij->jb", false, {4, 2}, [&](const std::vector<int64_t>& o) {
+    double s = 0;
+    for (int64_t i = 0; i < 3; ++i) s += A(o[1], i, o[0]);
+    return s;
+  });
+  ModelBuilder m(13);
+  m.input("a", {"3", "3"});
+  auto* n = m.node("Einsum", {"a"}, {"y"}, "diag");
+  auto* attr = n->add_attribute();
+  attr->set_name("equation");
+  attr->set_type(onnx::AttributeProto::STRING);
+  attr->set_s("ii->i");
+  m.output("y");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'diag' (Einsum, opset 13): operand labels 'ii' (repeated labels, i.e. diagonals, "
+                               "are not supported)") != std::string::npos);
+}
+
 TEST_CASE("onnx: sizes Kiln cannot name are reported at the node") {
   auto diagnose = [](const std::string& op, bool range) {
     ModelBuilder m(13);
