@@ -272,6 +272,24 @@ Result<NodeId> Importer::input(int i) {
   return id;
 }
 
+Result<NodeId> Importer::times_size(NodeId term, const ir::Dim& size) {
+  if (size.is_one()) return term;
+  KILN_ASSIGN_OR_RETURN(NodeId s, size_value(size));
+  return apply(ir::OpKind::kMul, {term, s});
+}
+
+Result<std::pair<std::vector<ir::Dim>, ir::Dim>> Importer::row_major_strides(const ir::Shape& shape) const {
+  std::vector<ir::Dim> strides(shape.size(), ir::Dim::of(1));
+  ir::Dim count = ir::Dim::of(1);
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = count;
+    std::optional<ir::Dim> grown = ir::Dim::product(count, shape[d]);
+    if (!grown) return error("the tensor is too large");
+    count = *grown;
+  }
+  return std::make_pair(std::move(strides), count);
+}
+
 Result<NodeId> Importer::size_value(const ir::Dim& d) {
   if (d.is_static()) return scalar(double(d.size()), ir::DType::kI64);
   // The number of elements of a [d] tensor of ones: the size as i64 data, without Kiln needing

@@ -29,6 +29,9 @@ struct Value {
   ir::NodeId node = ir::kNoNode;
   std::optional<ir::Shape> dims;
   bool dims_scalar = false;  // a 0-d value (Gather of one index)
+
+  // A shape vector holding a symbolic size (which only import-time shape arithmetic can use).
+  bool has_dynamic_dims() const { return dims && !ir::is_static(*dims); }
 };
 
 // An ONNX value name as a Kiln IDENT (not made unique).
@@ -75,6 +78,11 @@ class Importer {
   Result<ir::NodeId> wrap_negative(ir::NodeId indices, int64_t extent) { return wrap_negative(indices, ir::Dim::of(extent)); }
   // A size as an i64 scalar value: a constant, or computed at run time when symbolic.
   Result<ir::NodeId> size_value(const ir::Dim& d);
+  // term * size (see size_value); term itself for a size of 1.
+  Result<ir::NodeId> times_size(ir::NodeId term, const ir::Dim& size);
+  // The row-major strides of `shape` and its element count, as sizes (products of symbols where
+  // the dims are symbolic). Fails when the count overflows.
+  Result<std::pair<std::vector<ir::Dim>, ir::Dim>> row_major_strides(const ir::Shape& shape) const;
   const ir::TensorType& type(ir::NodeId id) const { return graph.node(id).type; }
   // The data of a constant value, or nullptr.
   const ir::Tensor* const_data(ir::NodeId id) const;

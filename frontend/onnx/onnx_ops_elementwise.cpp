@@ -24,7 +24,7 @@ Converter unary(OpKind op) {
 // form: it must be computed on at import).
 Result<bool> is_dynamic_shape_vector(Importer& im, int i) {
   KILN_ASSIGN_OR_RETURN(Value v, im.input_value(i));
-  return v.dims.has_value() && !ir::is_static(*v.dims);
+  return v.has_dynamic_dims();
 }
 
 // Whether input i is a tensor whose values exist only at run time (neither a shape vector nor a

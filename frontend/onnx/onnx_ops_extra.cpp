@@ -614,22 +614,23 @@ Status einsum_op(Importer& im) {
     }
   }
   auto dim_of = [&](size_t i, char c) { return im.type(x[i]).shape[terms[i].find(c)]; };
-  auto permute = [&](size_t i, const std::string& order) -> Result<NodeId> {
+  // `v` (labelled `from`) transposed to the label order `to` (a permutation of `from`).
+  auto reorder = [&](NodeId v, const std::string& from, const std::string& to) -> Result<NodeId> {
     std::vector<int64_t> perm;
-    for (char c : order) perm.push_back(int64_t(terms[i].find(c)));
     bool identity = true;
-    for (size_t p = 0; p < perm.size(); ++p) identity = identity && perm[p] == int64_t(p);
-    if (identity) return x[i];
-    return im.add(OpKind::kTranspose, {x[i]}, ir::TransposeAttrs{perm});
-  };
-  auto product = [&](size_t i, const std::string& labels) -> Result<ir::Dim> {
-    ir::Dim p = ir::Dim::of(1);
-    for (char c : labels) {
-      std::optional<ir::Dim> q = ir::Dim::product(p, dim_of(i, c));
-      if (!q) return im.error("the operands are too large");
-      p = *q;
+    for (char c : to) {
+      perm.push_back(int64_t(from.find(c)));
+      identity = identity && perm.back() == int64_t(perm.size() - 1);
     }
-    return p;
+    if (identity) return v;
+    return im.add(OpKind::kTranspose, {v}, ir::TransposeAttrs{perm});
+  };
+  // The number of elements spanned by `labels` of operand i.
+  auto product = [&](size_t i, const std::string& labels) -> Result<ir::Dim> {
+    ir::Shape dims;
+    for (char c : labels) dims.push_back(dim_of(i, c));
+    KILN_ASSIGN_OR_RETURN(auto layout, im.row_major_strides(dims));
+    return layout.second;
   };
   std::string result_labels;
   NodeId y;
@@ -647,8 +648,8 @@ Status einsum_op(Importer& im) {
     for (char c : batch + contracted) {
       if (dim_of(0, c) != dim_of(1, c)) return im.unsupported("label '" + std::string(1, c) + "' has different sizes in the operands (broadcasting)");
     }
-    KILN_ASSIGN_OR_RETURN(NodeId a, permute(0, batch + a_free + contracted));
-    KILN_ASSIGN_OR_RETURN(NodeId b, permute(1, batch + contracted + b_free));
+    KILN_ASSIGN_OR_RETURN(NodeId a, reorder(x[0], terms[0], batch + a_free + contracted));
+    KILN_ASSIGN_OR_RETURN(NodeId b, reorder(x[1], terms[1], batch + contracted + b_free));
     ir::Shape batch_dims;
     for (char c : batch) batch_dims.push_back(dim_of(0, c));
     KILN_ASSIGN_OR_RETURN(ir::Dim m, product(0, a_free));
@@ -666,17 +667,10 @@ Status einsum_op(Importer& im) {
     result_labels = batch + a_free + b_free;
   }
   if (result_labels.size() != out.size()) return im.error("the output labels do not match the operands'");
-  std::vector<int64_t> perm;
   for (char c : out) {
-    const size_t at = result_labels.find(c);
-    if (at == std::string::npos) return im.error("output label '" + std::string(1, c) + "' is in no operand");
-    perm.push_back(int64_t(at));
+    if (result_labels.find(c) == std::string::npos) return im.error("output label '" + std::string(1, c) + "' is in no operand");
   }
-  bool identity = true;
-  for (size_t p = 0; p < perm.size(); ++p) identity = identity && perm[p] == int64_t(p);
-  if (!identity) {
-    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kTranspose, {y}, ir::TransposeAttrs{perm}));
-  }
+  KILN_ASSIGN_OR_RETURN(y, reorder(y, result_labels, out));
   return im.set_output(0, y);
 }
 

@@ -51,7 +51,7 @@ Result<int64_t> axis_in(Importer& im, int64_t axis, int64_t rank) {
 Status reshape_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Shape target, im.input_dims(1, "the shape input"));
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
-  if (xv.dims && !ir::is_static(*xv.dims)) {
+  if (xv.has_dynamic_dims()) {
     // A shape vector reshaped to a vector or (one entry) to a scalar stays a shape vector.
     const int64_t n = int64_t(xv.dims->size());
     if (target.size() == 1 && target[0].is_static() && (target[0].size() == -1 || target[0].size() == n)) {
@@ -258,27 +258,15 @@ Result<NodeId> gather_elements(Importer& im, NodeId data, NodeId idx, int64_t ax
     KILN_ASSIGN_OR_RETURN(data, im.add(OpKind::kGather, {data, first}, ir::AxisAttrs{d}));
   }
   const Shape ds = im.type(data).shape;
-  // Row-major strides and the element count as sizes (products over symbolic dims, computed at
-  // run time where they are symbolic).
-  std::vector<Dim> strides(size_t(rank), Dim::of(1));
-  Dim count = Dim::of(1);
-  for (int64_t d = rank; d-- > 0;) {
-    strides[size_t(d)] = count;
-    std::optional<Dim> grown = Dim::product(count, ds[size_t(d)]);
-    if (!grown) return im.error("the data is too large");
-    count = *grown;
-  }
-  auto scaled = [&](NodeId term, const Dim& stride) -> Result<NodeId> {
-    if (stride.is_one()) return term;
-    KILN_ASSIGN_OR_RETURN(NodeId s, im.size_value(stride));
-    return im.apply(OpKind::kMul, {term, s});
-  };
+  // Strides over symbolic dims are computed at run time (Importer::times_size).
+  KILN_ASSIGN_OR_RETURN(auto layout, im.row_major_strides(ds));
+  const auto& [strides, count] = layout;
   KILN_ASSIGN_OR_RETURN(NodeId offset, im.wrap_negative(idx, ds[size_t(axis)]));
-  KILN_ASSIGN_OR_RETURN(offset, scaled(offset, strides[size_t(axis)]));
+  KILN_ASSIGN_OR_RETURN(offset, im.times_size(offset, strides[size_t(axis)]));
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis || is[size_t(d)].is_one()) continue;
     KILN_ASSIGN_OR_RETURN(NodeId coord, im.iota(is[size_t(d)], d, rank));
-    KILN_ASSIGN_OR_RETURN(coord, scaled(coord, strides[size_t(d)]));
+    KILN_ASSIGN_OR_RETURN(coord, im.times_size(coord, strides[size_t(d)]));
     KILN_ASSIGN_OR_RETURN(offset, im.apply(OpKind::kAdd, {offset, coord}));
   }
   KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, {count}));
@@ -428,15 +416,9 @@ Status gather_nd_op(Importer& im) {
   for (int64_t d = 0; d < b; ++d) {
     if (ds[size_t(d)] != is[size_t(d)]) return im.error("data and indices differ in a batch dim");
   }
-  // Row strides of the data's first b + k dims, as sizes (products over symbolic dims).
-  std::vector<Dim> strides(size_t(b + k), Dim::of(1));
-  Dim rows = Dim::of(1);  // B * P
-  for (int64_t d = b + k; d-- > 0;) {
-    strides[size_t(d)] = rows;
-    std::optional<Dim> grown = Dim::product(rows, ds[size_t(d)]);
-    if (!grown) return im.error("the data is too large");
-    rows = *grown;
-  }
+  // Row strides of the data's first b + k dims; `rows` is B * P.
+  KILN_ASSIGN_OR_RETURN(auto layout, im.row_major_strides(Shape(ds.begin(), ds.begin() + (b + k))));
+  const auto& [strides, rows] = layout;
   // The linear row of each tuple, shaped as the indices without their last dim.
   Shape tuple_shape(is.begin(), is.end() - 1);
   NodeId offset = ir::kNoNode;
@@ -449,10 +431,7 @@ Status gather_nd_op(Importer& im) {
       KILN_ASSIGN_OR_RETURN(term, im.reshape(term, tuple_shape));
       KILN_ASSIGN_OR_RETURN(term, im.wrap_negative(term, ds[size_t(d)]));
     }
-    if (!strides[size_t(d)].is_one()) {
-      KILN_ASSIGN_OR_RETURN(NodeId scale, im.size_value(strides[size_t(d)]));
-      KILN_ASSIGN_OR_RETURN(term, im.apply(OpKind::kMul, {term, scale}));
-    }
+    KILN_ASSIGN_OR_RETURN(term, im.times_size(term, strides[size_t(d)]));
     KILN_ASSIGN_OR_RETURN(offset, im.add_term(offset, term));
   }
   Shape flat_shape = {rows};
@@ -607,7 +586,7 @@ Status constant_of_shape(Importer& im) {
 
 Status range_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value limit_value, im.input_value(1));
-  if (limit_value.dims && !ir::is_static(*limit_value.dims)) {
+  if (limit_value.has_dynamic_dims()) {
     const Shape& limit_dims = *limit_value.dims;
     // Up to a dynamic size (position ids of the sequence): 0, 1, ..., S - 1 is an iota; other
     // starts or steps would have a length that is an expression of S.
