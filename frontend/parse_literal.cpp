@@ -67,6 +67,16 @@ bool Parser::check_bound(const ir::Dim& dim, const SourceLoc& loc) {
   return true;
 }
 
+bool Parser::accept_symbolic_dim(const ir::Dim& dim, bool binds_symbols, const SourceLoc& loc) {
+  if (!binds_symbols) return check_bound(dim, loc);
+  // Inputs bind plain symbols; a product cannot be solved for its factors. Its factors are bound
+  // anyway, so that the one error does not cascade.
+  for (const std::string& symbol : dim.symbol_factors()) bound_symbols_.insert(symbol);
+  if (dim.symbol_factors().size() == 1 && dim.coefficient() == 1) return true;
+  error(loc, "an input's size '" + dim.to_string() + "' must be a single symbol or an integer");
+  return false;
+}
+
 bool Parser::parse_size_product(ir::Dim& acc) {
   while (at(TokenKind::kStar)) {
     take();
@@ -111,54 +121,30 @@ std::optional<ir::TensorType> Parser::parse_type(bool binds_symbols) {
   bool overflow = false;
   while (!at(TokenKind::kRBracket)) {
     const Token t = peek();
-    if (t.kind == TokenKind::kInt) {
+    if (t.kind == TokenKind::kInt || (t.kind == TokenKind::kIdent && !is_keyword(t.text))) {
       take();
-      std::optional<int64_t> size = parse_signed_int(t, false);
-      if (!size) {
-        ok = false;
+      std::optional<ir::Dim> dim;
+      if (t.kind == TokenKind::kIdent) {
+        dim = ir::Dim::symbol(std::string(t.text));
+      } else if (std::optional<int64_t> size = parse_signed_int(t, false)) {
+        dim = ir::Dim::of(*size);
+      }
+      if (!dim) {
+        ok = false;  // parse_signed_int reported it
       } else {
-        if (*size != 0 && static_product != 0 && __builtin_mul_overflow(static_product, *size, &static_product)) {
-          overflow = true;
-        } else if (*size == 0) {
-          static_product = 0;
+        if (!parse_size_product(*dim)) return std::nullopt;  // 2*N, batch*seq
+        if (dim->is_static()) {
+          if (__builtin_mul_overflow(static_product, dim->size(), &static_product)) overflow = true;
+        } else if (!accept_symbolic_dim(*dim, binds_symbols, loc_of(t))) {
+          ok = false;
         }
-        ir::Dim dim = ir::Dim::of(*size);
-        if (at(TokenKind::kStar)) {
-          // 2*N: a product; the static product tracked above only counts static dims.
-          if (!parse_size_product(dim)) return std::nullopt;
-          if (dim.is_symbolic() && binds_symbols) {
-            error(loc_of(t), "an input's size '" + dim.to_string() + "' must be a single symbol or an integer");
-            for (const std::string& symbol : dim.symbol_factors()) bound_symbols_.insert(symbol);  // no cascade
-            ok = false;
-          } else if (dim.is_symbolic() && !check_bound(dim, loc_of(t))) {
-            ok = false;
-          }
-        }
-        type.shape.push_back(dim);
+        type.shape.push_back(*dim);
       }
     } else if (t.kind == TokenKind::kMinus) {
       error(loc_of(t), "dimension sizes cannot be negative");
       take();
       if (at(TokenKind::kInt)) take();
       ok = false;
-    } else if (t.kind == TokenKind::kIdent && !is_keyword(t.text)) {
-      take();
-      ir::Dim dim = ir::Dim::symbol(std::string(t.text));
-      if (!parse_size_product(dim)) return std::nullopt;
-      if (dim.is_symbolic() && dim.symbol_factors().size() == 1 && dim.coefficient() == 1 && binds_symbols) {
-        bound_symbols_.insert(dim.symbol_name());
-      } else if (binds_symbols && dim.is_symbolic()) {
-        // Inputs bind plain symbols; a product cannot be solved for its factors.
-        error(loc_of(t), "an input's size '" + dim.to_string() + "' must be a single symbol or an integer");
-        for (const std::string& symbol : dim.symbol_factors()) bound_symbols_.insert(symbol);  // no cascade
-        ok = false;
-      } else if (dim.is_symbolic() && !check_bound(dim, loc_of(t))) {
-        ok = false;
-      }
-      if (!dim.is_symbolic()) {
-        if (__builtin_mul_overflow(static_product, dim.size(), &static_product)) overflow = true;
-      }
-      type.shape.push_back(dim);
     } else {
       error_expected("a dimension (an integer or a symbolic size)");
       return std::nullopt;

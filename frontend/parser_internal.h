@@ -131,6 +131,9 @@ class Parser {
   bool parse_size_product(ir::Dim& acc);
   // Whether every symbol of `dim` is bound by a graph input; reports the first that is not.
   bool check_bound(const ir::Dim& dim, const SourceLoc& loc);
+  // A symbolic dim of a type: an input's plain symbol is bound by it (a product there is an
+  // error); elsewhere every factor must be bound. False after reporting an error.
+  bool accept_symbolic_dim(const ir::Dim& dim, bool binds_symbols, const SourceLoc& loc);
   // A possibly negative integer (INT or '-' INT) that fits in int64.
   std::optional<int64_t> parse_signed_int(const Token& number, bool negative);
   std::optional<double> parse_float_token(const Token& number, bool negative);
