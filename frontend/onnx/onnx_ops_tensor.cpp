@@ -100,8 +100,7 @@ Status dynamic_slice(Importer& im, std::vector<int64_t> starts, std::vector<int6
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const int64_t rank = im.type(x).rank();
   std::vector<std::pair<int64_t, Dim>> gathers;  // (axis, length) applied after the static slice
-  for (size_t i = 0; i < starts.size(); ++i) {
-    if (i >= end_dims.size() || i >= axes.size() || i >= steps.size()) break;
+  for (size_t i = 0; i < starts.size(); ++i) {  // slice_op checked that all five lists agree in length
     if (start_dims[i].is_symbolic()) {
       return im.unsupported("a slice starting at the dynamic size '" + start_dims[i].symbol_name() + "'");
     }
