@@ -54,7 +54,13 @@
 extern "C" {
 #endif
 
-#define KILN_RUNTIME_API_VERSION 1
+/* The API level of this header: raised whenever functions, enum values or option fields are
+ * added, so code can test for them at compile time. */
+#define KILN_RUNTIME_API_VERSION 2
+/* The ABI generation: the N of the shared library's SONAME, libkiln_runtime.so.N. Raised only by
+ * a change that breaks programs built against an older header (a removed or changed function,
+ * a renumbered enum value, a reordered struct). */
+#define KILN_RUNTIME_ABI_VERSION 1
 
 typedef enum kiln_status {
   KILN_OK = 0,
