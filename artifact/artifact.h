@@ -17,6 +17,8 @@ namespace kiln::artifact {
 // previous version could not run a new file correctly (see the rules atop kiln.fbs).
 // 3: the constants moved out of the Model FlatBuffer into a data segment (layout atop kiln.fbs).
 inline constexpr uint32_t kFormatVersion = 3;
+// The oldest format version the reader still reads (it converts older layouts on load).
+inline constexpr uint32_t kOldestFormatVersion = 1;
 
 // Every constant's bytes, the data segment and the model start at a multiple of this within the
 // file.

@@ -108,7 +108,8 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
   }
   const auto* header = flatbuffers::GetRoot<fb::Header>(data);
   const uint32_t version = header->format_version();
-  if (version == 0) return corrupt("corrupt Kiln artifact: format version is 0");
+  if (version < kOldestFormatVersion)
+    return corrupt("corrupt Kiln artifact: format version " + std::to_string(version) + " does not exist");
   if (version > kFormatVersion)
     return invalid_argument("artifact format version " + std::to_string(version) +
                        " is newer than this runtime supports (" + std::to_string(kFormatVersion) +

@@ -10,15 +10,27 @@
 
 #include "artifact/targets.h"
 #include "codegen/opencl/opencl_target.h"
-#include "support/version.h"
-#ifdef KILN_HAVE_CUDA
 #include "codegen/cuda/cuda_target.h"
-#endif
+#include "support/version.h"
 #ifdef KILN_HAVE_VULKAN_CODEGEN
 #include "codegen/vulkan/vulkan_target.h"
 #endif
 
 namespace kiln::codegen {
+
+Status check_cuda_arch(std::string_view arch) {
+  const std::string oldest = "sm_" + std::to_string(kCudaMinimumArch);
+  const bool well_formed = arch.size() > 3 && arch.substr(0, 3) == "sm_" &&
+                           arch.find_first_not_of("0123456789", 3) == std::string_view::npos &&
+                           arch.size() < 8;
+  if (!well_formed)
+    return invalid_argument("invalid --gpu-arch '" + std::string(arch) + "' (expected sm_XX with XX at least " +
+                            std::to_string(kCudaMinimumArch) + ", e.g. " + oldest + ", sm_89, sm_90)");
+  if (std::stoi(std::string(arch.substr(3))) < kCudaMinimumArch)
+    return invalid_argument("--gpu-arch " + std::string(arch) + " is not supported: Kiln's CUDA code needs " +
+                            oldest + " or newer (e.g. " + oldest + ", sm_86, sm_89, sm_90)");
+  return Status::ok();
+}
 
 // ---- Target defaults ---------------------------------------------------------------------
 

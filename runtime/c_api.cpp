@@ -16,6 +16,8 @@
 // one device can be bound by every session on that device.
 #include "kiln/runtime.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -27,6 +29,7 @@
 
 #include "artifact/reader.h"
 #include "runtime/device_registry.h"
+#include "runtime/log.h"
 #include "runtime/session.h"
 #include "support/version.h"
 
@@ -41,6 +44,11 @@ namespace hal = kiln::runtime::hal;
 namespace ir = kiln::ir;
 
 thread_local std::string t_last_error;
+
+// The size of kiln_session_options as API level 2 defined it (its last field: allocator). A
+// caller's struct_size may not be smaller; fields added later go after it.
+constexpr size_t kSessionOptionsFirstSize =
+    offsetof(kiln_session_options, allocator) + sizeof(kiln_session_options::allocator);
 
 kiln_status to_c(ErrorCode code) {
   switch (code) {
@@ -331,6 +339,17 @@ const char* kiln_last_error_message(void) { return t_last_error.c_str(); }
 
 const char* kiln_runtime_version(void) { return kiln::kVersion; }
 
+void kiln_artifact_format_versions(uint32_t* oldest, uint32_t* newest) {
+  if (oldest) *oldest = kiln::artifact::kOldestFormatVersion;
+  if (newest) *newest = kiln::artifact::kFormatVersion;
+}
+
+void kiln_set_log_callback(kiln_log_fn fn, void* user_data, kiln_log_level max_level) {
+  const int level = std::clamp(int(max_level), int(KILN_LOG_ERROR), int(KILN_LOG_DEBUG));
+  kiln::runtime::set_log_sink(reinterpret_cast<kiln::runtime::LogSink>(fn), user_data,
+                              kiln::runtime::LogLevel(level));
+}
+
 const char* kiln_dtype_name(kiln_dtype dtype) {
   std::optional<ir::DType> d = to_dtype(dtype);
   return d ? ir::dtype_name(*d).data() : nullptr;  // dtype names are NUL-terminated literals
@@ -458,6 +477,18 @@ kiln_status kiln_artifact_target(const kiln_artifact* artifact, size_t index, co
   return KILN_OK;
 }
 
+kiln_status kiln_artifact_format_version(const kiln_artifact* artifact, uint32_t* version) {
+  KILN_REQUIRE_ARG(artifact && version, "kiln_artifact_format_version: artifact or version is NULL");
+  *version = artifact->loaded->format_version;
+  return KILN_OK;
+}
+
+kiln_status kiln_artifact_producer(const kiln_artifact* artifact, const char** producer) {
+  KILN_REQUIRE_ARG(artifact && producer, "kiln_artifact_producer: artifact or producer is NULL");
+  *producer = artifact->loaded->producer.c_str();
+  return KILN_OK;
+}
+
 kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const char* device_id,
                                           int* can_run) {
   KILN_REQUIRE_ARG(artifact && can_run, "kiln_artifact_supports_device: artifact or can_run is NULL");
@@ -491,28 +522,74 @@ kiln_status kiln_session_create(kiln_artifact* artifact, const char* device_id, 
 kiln_status kiln_session_create_with_options(kiln_artifact* artifact, const char* device_id,
                                              const kiln_device_option* options, size_t count,
                                              kiln_session** out) {
+  kiln_session_options all;
+  kiln_session_options_init(&all);
+  all.device_id = device_id;
+  all.device_options = options;
+  all.device_option_count = count;
+  return kiln_session_create_ex(artifact, &all, out);
+}
+
+void kiln_session_options_init(kiln_session_options* options) {
+  if (!options) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+}
+
+kiln_status kiln_session_create_ex(kiln_artifact* artifact, const kiln_session_options* given,
+                                   kiln_session** out) {
   KILN_REQUIRE_ARG(out, "kiln_session_create: out is NULL");
   *out = nullptr;
   KILN_REQUIRE_ARG(artifact, "kiln_session_create: artifact is NULL");
-  KILN_REQUIRE_ARG(options || count == 0, "kiln_session_create_with_options: options is NULL");
+  // The caller's struct as this library knows it: a smaller (older) struct leaves the newer
+  // fields at their defaults; a larger (newer) one may not set a field this library lacks.
+  kiln_session_options options;
+  kiln_session_options_init(&options);
+  if (given) {
+    KILN_REQUIRE_ARG(given->struct_size >= kSessionOptionsFirstSize,
+                     "kiln_session_create_ex: options->struct_size is " + std::to_string(given->struct_size) +
+                         " (use kiln_session_options_init)");
+    const size_t known = std::min(given->struct_size, sizeof options);
+    std::memcpy(&options, given, known);
+    const auto* tail = reinterpret_cast<const unsigned char*>(given) + known;
+    KILN_REQUIRE_ARG(std::all_of(tail, tail + (given->struct_size - known), [](unsigned char c) { return c == 0; }),
+                     "kiln_session_create_ex: the options set a field that this library (" +
+                         std::string(kiln::kVersion) + ") does not know");
+    options.struct_size = sizeof options;
+  }
+  KILN_REQUIRE_ARG(options.device_options || options.device_option_count == 0,
+                   "kiln_session_create_with_options: options is NULL");
   hal::DeviceOptions device_options;
-  for (size_t i = 0; i < count; ++i) {
-    KILN_REQUIRE_ARG(options[i].key && options[i].value,
+  for (size_t i = 0; i < options.device_option_count; ++i) {
+    KILN_REQUIRE_ARG(options.device_options[i].key && options.device_options[i].value,
                      "kiln_session_create_with_options: an option's key or value is NULL");
-    device_options.set(options[i].key, options[i].value);
+    device_options.set(options.device_options[i].key, options.device_options[i].value);
+  }
+  kiln::runtime::SessionOptions session_options;
+  session_options.native_stream = options.cuda_stream;
+  if (options.allocator) {
+    KILN_REQUIRE_ARG(options.allocator->allocate && options.allocator->deallocate,
+                     "kiln_session_create_ex: the allocator's allocate or deallocate function is NULL");
+    session_options.memory = hal::MemoryHook{options.allocator->user_data, options.allocator->allocate,
+                                             options.allocator->deallocate};
   }
   return guarded([&]() -> Status {
     Runtime& rt = runtime();
-    std::string id = device_id ? device_id : "";
+    std::string id = options.device_id ? options.device_id : "";
     if (id.empty()) {
       KILN_RETURN_IF_ERROR(rt.registry->check_required_drivers_from_env());
       id = rt.registry->default_device_for(*artifact->loaded);
       if (id.empty()) return Status(ErrorCode::kUnavailable, "no device is available");
+      kiln::runtime::log(kiln::runtime::LogLevel::kInfo, "default device: " + id);
     }
+    if (session_options.native_stream && id.rfind("cuda", 0) != 0)
+      return kiln::unsupported("device '" + id + "' cannot run on an application's CUDA stream");
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<DeviceHolder> device, rt.open(id, device_options));
     auto core = std::make_shared<SessionCore>();
     core->device = device;
-    KILN_ASSIGN_OR_RETURN(core->session, Session::create(artifact->loaded, *device->device));
+    KILN_ASSIGN_OR_RETURN(core->session, Session::create(artifact->loaded, *device->device, session_options));
+    kiln::runtime::log(kiln::runtime::LogLevel::kInfo,
+                       "session on " + id + " (" + device->device->info().description + ")");
     auto session = std::make_unique<kiln_session>();
     session->core = std::move(core);
     *out = session.release();
@@ -784,7 +861,9 @@ kiln_status kiln_buffer_create(kiln_session* session, size_t bytes, kiln_buffer*
   KILN_REQUIRE_ARG(out, "kiln_buffer_create: out is NULL");
   *out = nullptr;
   KILN_REQUIRE_ARG(session, "kiln_buffer_create: session is NULL");
-  return new_buffer(session, out, [&](hal::Device& device) { return device.allocate(bytes); });
+  // From the session's allocator when it has one.
+  Session& owner = *session->core->session;
+  return new_buffer(session, out, [&](hal::Device&) { return owner.allocate(bytes); });
 }
 
 kiln_status kiln_buffer_wrap_native(kiln_session* session, void* native, size_t bytes, kiln_buffer** out) {

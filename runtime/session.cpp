@@ -47,11 +47,23 @@ Session::~Session() {
 }
 
 Result<std::unique_ptr<Session>> Session::create(
-    std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device) {
+    std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device,
+    const SessionOptions& options) {
   if (!artifact) return invalid_argument("cannot create a session without an artifact");
+  if (options.memory && (!options.memory->allocate || !options.memory->deallocate))
+    return invalid_argument("the allocator needs both its allocate and deallocate functions");
   std::unique_ptr<Session> session(new Session(artifact, device));
+  session->memory_ = options.memory;
+  if (session->memory_) {
+    // Refuse an allocator the device cannot use now, not at the first run.
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> probe, session->allocate(1));
+  }
   KILN_ASSIGN_OR_RETURN(session->executable_, device.load_executable(artifact));
-  KILN_ASSIGN_OR_RETURN(session->stream_, device.create_stream());
+  if (options.native_stream) {
+    KILN_ASSIGN_OR_RETURN(session->stream_, device.create_stream_on(options.native_stream));
+  } else {
+    KILN_ASSIGN_OR_RETURN(session->stream_, device.create_stream());
+  }
   const ir::Graph& graph = artifact->graph;
   for (ir::NodeId id : graph.inputs())
     session->input_specs_.push_back({graph.node(id).name, graph.node(id).type});
@@ -203,7 +215,7 @@ Result<ir::SymbolBindings> Session::bind_symbols() const {
 Result<hal::Buffer*> Session::buffer_of_size(std::unique_ptr<hal::Buffer>& slot, size_t bytes) {
   if (!slot || slot->size() != bytes) {
     slot.reset();
-    KILN_ASSIGN_OR_RETURN(slot, device_.allocate(bytes));
+    KILN_ASSIGN_OR_RETURN(slot, allocate(bytes));
   }
   return slot.get();
 }

@@ -43,10 +43,22 @@
 #include "ir/shape.h"
 #include "ir/tensor.h"
 #include "runtime/hal/device.h"
+#include "runtime/hal/memory_hook.h"
 #include "runtime/hal/types.h"
 #include "support/status.h"
 
 namespace kiln::runtime {
+
+// How a session is set up beyond its artifact and device.
+struct SessionOptions {
+  // The application's stream or queue to enqueue on (CUDA: a CUstream), or null for the
+  // session's own. Device::create_stream_on says which devices can.
+  void* native_stream = nullptr;
+  // The application's allocator for the session's buffers (inputs, outputs, the plan's arena),
+  // or empty for the device's. The artifact's constants are not the session's: sessions of one
+  // artifact on one device share them, in memory the device allocates.
+  std::optional<hal::MemoryHook> memory;
+};
 
 // One entry of the artifact's signature.
 struct TensorSpec {
@@ -58,7 +70,8 @@ class Session {
  public:
   // Loads `artifact` onto `device` (which must outlive the session).
   static Result<std::unique_ptr<Session>> create(
-      std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device);
+      std::shared_ptr<const artifact::LoadedArtifact> artifact, hal::Device& device,
+      const SessionOptions& options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -68,6 +81,10 @@ class Session {
   const artifact::LoadedArtifact& artifact() const { return *artifact_; }
   const hal::Device& device() const { return device_; }
   hal::Device& device() { return device_; }
+  // A buffer of `bytes` on the session's device, from the session's allocator when it has one.
+  Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) {
+    return hal::allocate_buffer(device_, bytes, memory_ ? &*memory_ : nullptr);
+  }
 
   // Index of an input / output by name. kNotFound for an unknown name (listing the names).
   Result<size_t> input_index(std::string_view name) const;
@@ -148,6 +165,7 @@ class Session {
 
   std::shared_ptr<const artifact::LoadedArtifact> artifact_;
   hal::Device& device_;
+  std::optional<hal::MemoryHook> memory_;
   std::unique_ptr<hal::Executable> executable_;
   std::unique_ptr<hal::Stream> stream_;
   std::vector<TensorSpec> input_specs_;

@@ -34,7 +34,7 @@
 namespace kiln::codegen {
 namespace {
 
-constexpr const char* kPtxArch = "compute_80";
+const std::string kPtxArch = "compute_" + std::to_string(kCudaMinimumArch);
 const std::vector<std::string> kDefaultCubinArchs = {"sm_80", "sm_90"};
 // Kernel source per NVRTC program. Smaller programs spread over more threads but repeat the
 // per-program cost (the prelude, NVRTC's start-up); see docs/performance.md for the measurement

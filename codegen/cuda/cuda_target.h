@@ -6,10 +6,17 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "codegen/target.h"
 
 namespace kiln::codegen {
+// The oldest GPU architecture the generated code runs on: every program is compiled as
+// compute_<N> PTX, which nvJitLink can assemble for sm_<N> and newer only.
+inline constexpr int kCudaMinimumArch = 80;
+// Checks one --gpu-arch value ("sm_90"): kInvalidArgument, naming the accepted forms, for a
+// malformed name or an architecture older than kCudaMinimumArch.
+Status check_cuda_arch(std::string_view arch);
 // kUnavailable when NVRTC or nvJitLink cannot be found.
 Result<std::unique_ptr<Target>> make_cuda_target();
 // Whether make_cuda_target would succeed.

@@ -9,6 +9,7 @@
 // created and run from many threads).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "artifact/reader.h"
@@ -33,12 +34,15 @@ class Device {
   virtual Result<std::unique_ptr<Buffer>> allocate(size_t bytes) = 0;
   // A Buffer over memory the application already holds on this device, used in place and never
   // freed by Kiln (the application keeps it alive until the Buffer is destroyed and no stream
-  // uses it). `native` is the API's handle: CUDA, a CUdeviceptr. kUnsupported for devices whose
-  // driver cannot wrap memory; kInvalidArgument when the handle is not `bytes` of this device's
-  // memory.
-  virtual Result<std::unique_ptr<Buffer>> wrap_native(void* native, size_t bytes) {
+  // uses it). `native` is the API's handle: CUDA, a CUdeviceptr; the reference device, a host
+  // pointer. `on_release`, when given, runs when the Buffer is destroyed (the memory hook
+  // returns its allocation there). kUnsupported for devices whose driver cannot wrap memory;
+  // kInvalidArgument when the handle is not `bytes` of this device's memory.
+  virtual Result<std::unique_ptr<Buffer>> wrap_native(void* native, size_t bytes,
+                                                      std::function<void()> on_release = nullptr) {
     (void)native;
     (void)bytes;
+    (void)on_release;
     return unsupported("device '" + info().id + "' cannot use application-owned memory in place");
   }
   // Prepares `artifact` for this device. kUnsupported when the artifact holds no kernels for
@@ -46,6 +50,13 @@ class Device {
   virtual Result<std::unique_ptr<Executable>> load_executable(
       std::shared_ptr<const artifact::LoadedArtifact> artifact) = 0;
   virtual Result<std::unique_ptr<Stream>> create_stream() = 0;
+  // A Stream that enqueues its work on the application's own queue `native` (CUDA: a CUstream),
+  // which stays the application's (never destroyed by Kiln; it must outlive the Stream).
+  // kUnsupported for devices whose driver cannot.
+  virtual Result<std::unique_ptr<Stream>> create_stream_on(void* native) {
+    (void)native;
+    return unsupported("device '" + info().id + "' cannot run on an application's stream or queue");
+  }
 
  protected:
   Device() = default;

@@ -19,13 +19,10 @@
 #include <string_view>
 #include <vector>
 
-#include "artifact/targets.h"
 #include "artifact/writer.h"
+#include "codegen/compile_cache.h"
 #include "codegen/target.h"
-#include "frontend/parser.h"
-#ifdef KILN_HAVE_ONNX
-#include "frontend/onnx/onnx_importer.h"
-#endif
+#include "compiler/compile.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 #include "support/version.h"
@@ -37,9 +34,10 @@ Compiles a Kiln .graph file into a .kiln artifact (or another form, see --emit).
 
 options:
   -o FILE                  output file ('-' for stdout); default: INPUT with its suffix
-                           replaced (.kiln, .opt.graph, .dot, .plan)
+                           replaced (.kiln, .opt.graph, .dot, .plan); stdout for
+                           --emit=kernels
   --target=LIST            comma list of cuda, vulkan, opencl; default: every target this
-                           build has
+                           build has (every --opt=VALUE option also takes --opt VALUE)
   -O0 | -O1 | -O2          -O0: no simplification or fusion (one kernel per op); default -O2
   -fno-fuse                keep the other optimizations, fuse nothing
   -fchannels-last          run every float convolution network in NHWC (-O1 and up); by
@@ -52,15 +50,17 @@ options:
   -S                       write kernel sources / assembly instead of an artifact: one file
                            per kernel and target, <BASE>.<kernel>.<suffix> (.cl for opencl,
                            .comp and .spvasm for vulkan), and <BASE>.cu and <BASE>.ptx for
-                           cuda (one program for the graph); BASE is -o FILE, else INPUT
-                           without its suffix
+                           cuda (one program for the graph); BASE is -o FILE, else the
+                           input's name without its folder and suffix (in the current
+                           directory, as gcc -S does)
   --emit=KIND              ir | dot | plan | kernels | kiln (default); kernels prints every
                            kernel source of the selected targets
   --print-ir-after-all     print the IR after every pass to stderr
   --print-ir-after=P[,P]   print the IR after the named passes (see --list-passes)
   --list-passes            list the passes of the pipeline and exit
   --gpu-arch=sm_XX[,..]    CUDA architectures for cubin (needs the cuda target; default
-                           sm_80,sm_90); PTX for compute_80 is always embedded too
+                           sm_80,sm_90; sm_80 or newer); PTX for compute_80 is always
+                           embedded too
   --allow-tf32             f32 matmuls run by cuBLASLt may use TF32 tensor cores (cuda)
   -j N, --jobs=N           compile kernels on N threads (default: every core); the output
                            is the same for every N
@@ -77,7 +77,7 @@ options:
 
 // The code-generation targets compiled into this build (codegen/target.cpp decides); every known
 // target is in artifact/targets.h.
-const std::vector<std::string> kBuildTargets = kiln::codegen::available_targets();
+const std::vector<std::string>& kBuildTargets = kiln::compiler::build_targets();
 
 enum class EmitKind { kKiln, kIr, kDot, kPlan, kKernels };
 
@@ -86,14 +86,10 @@ struct Options {
   std::optional<std::string> output;
   EmitKind emit = EmitKind::kKiln;
   bool emit_sources = false;  // -S
-  std::optional<std::vector<std::string>> targets;
-  std::vector<std::string> gpu_archs;
-  bool allow_tf32 = false;
-  std::optional<bool> channels_last;  // -f[no-]channels-last; unset: 16-bit convs when targeting cuda
-  std::optional<bool> fuse_attention;  // -f[no-]fuse-attention; unset: 16-bit only when targeting cuda
-  int jobs = 0;  // 0: every core
-  bool use_cache = true;
-  kiln::passes::PipelineOptions pipeline;
+  kiln::compiler::CompileOptions compile;
+  // The pipeline's dump and timing switches (--print-ir-after*, -ftime-report); the rest of the
+  // pipeline's options follow from `compile`.
+  kiln::passes::PipelineOptions reports;
   bool list_passes = false;
   bool verbose = false;
 };
@@ -127,21 +123,22 @@ std::string join(const std::vector<std::string>& list) {
   return out.empty() ? "none" : out;
 }
 
-// "cuda, vulkan or opencl": every known target (artifact/targets.h).
-std::string known_targets() {
-  const auto& names = kiln::artifact::kTargetNames;
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
-    out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  return out;
-}
-
 // Parses argv. Returns an error message for a bad option; exits for --help/--version.
 std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value_of = [&](std::string_view prefix) -> std::optional<std::string> {
       if (arg.substr(0, prefix.size()) == prefix) return std::string(arg.substr(prefix.size()));
+      return std::nullopt;
+    };
+    // "--name=VALUE" or "--name VALUE", as gcc takes both; nullopt: not this option;
+    // an empty inner optional: the value is missing.
+    auto separate_or_joined = [&](std::string_view name) -> std::optional<std::optional<std::string>> {
+      if (arg == name) {
+        if (i + 1 >= argc) return std::optional<std::string>();
+        return std::optional<std::string>(argv[++i]);
+      }
+      if (auto v = value_of(std::string(name) + "=")) return std::optional<std::string>(*v);
       return std::nullopt;
     };
     if (arg == "--help" || arg == "-h") {
@@ -159,41 +156,41 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
     } else if (arg.size() > 2 && arg.substr(0, 2) == "-o") {
       opts.output = std::string(arg.substr(2));
     } else if (arg == "-O0" || arg == "-O1" || arg == "-O2" || arg == "-O3") {
-      opts.pipeline.opt_level = std::min(arg[2] - '0', 2);
+      opts.compile.opt_level = std::min(arg[2] - '0', 2);
     } else if (arg == "-O") {
-      opts.pipeline.opt_level = 2;
+      opts.compile.opt_level = 2;
     } else if (arg == "-fno-fuse") {
-      opts.pipeline.fuse = false;
+      opts.compile.fuse = false;
     } else if (arg == "-ffuse") {
-      opts.pipeline.fuse = true;
+      opts.compile.fuse = true;
     } else if (arg == "-ffuse-attention" || arg == "-fno-fuse-attention") {
-      opts.fuse_attention = arg == "-ffuse-attention";
+      opts.compile.fuse_attention = arg == "-ffuse-attention";
     } else if (arg == "-fchannels-last" || arg == "-fno-channels-last") {
-      opts.channels_last = arg == "-fchannels-last";
+      opts.compile.channels_last = arg == "-fchannels-last";
     } else if (arg == "-S") {
       opts.emit_sources = true;
-    } else if (auto v = value_of("--emit=")) {
+    } else if (auto e = separate_or_joined("--emit")) {
+      if (!*e) return UsageError{"--emit needs a kind (ir, dot, plan, kernels or kiln)"};
+      const std::optional<std::string> v = *e;
       if (*v == "kiln") opts.emit = EmitKind::kKiln;
       else if (*v == "ir") opts.emit = EmitKind::kIr;
       else if (*v == "dot") opts.emit = EmitKind::kDot;
       else if (*v == "plan") opts.emit = EmitKind::kPlan;
       else if (*v == "kernels") opts.emit = EmitKind::kKernels;
       else return UsageError{"unknown --emit kind '" + *v + "' (expected ir, dot, plan, kernels or kiln)"};
-    } else if (auto v = value_of("--target=")) {
-      opts.targets = split_commas(*v);
-    } else if (auto v = value_of("--gpu-arch=")) {
-      for (const std::string& a : split_commas(*v)) {
-        bool ok = a.size() > 3 && a.substr(0, 3) == "sm_" &&
-                  a.find_first_not_of("0123456789", 3) == std::string::npos;
-        if (!ok) return UsageError{"invalid --gpu-arch '" + a + "' (expected sm_XX, e.g. sm_90)"};
-        opts.gpu_archs.push_back(a);
-      }
+    } else if (auto v = separate_or_joined("--target")) {
+      if (!*v) return UsageError{"--target needs a comma list of targets"};
+      opts.compile.targets = split_commas(**v);
+    } else if (auto v = separate_or_joined("--gpu-arch")) {
+      if (!*v) return UsageError{"--gpu-arch needs a comma list of architectures"};
+      opts.compile.gpu_archs = split_commas(**v);  // checked with the targets
     } else if (arg == "--allow-tf32") {
-      opts.allow_tf32 = true;
+      opts.compile.allow_tf32 = true;
     } else if (arg == "--print-ir-after-all") {
-      opts.pipeline.print_after_all = true;
-    } else if (auto v = value_of("--print-ir-after=")) {
-      for (const std::string& p : split_commas(*v)) opts.pipeline.print_after.push_back(p);
+      opts.reports.print_after_all = true;
+    } else if (auto v = separate_or_joined("--print-ir-after")) {
+      if (!*v) return UsageError{"--print-ir-after needs a comma list of passes (see --list-passes)"};
+      for (const std::string& p : split_commas(**v)) opts.reports.print_after.push_back(p);
     } else if (arg == "--list-passes") {
       opts.list_passes = true;
     } else if (arg.substr(0, 2) == "-j" || value_of("--jobs=")) {
@@ -205,11 +202,11 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       const long n = std::strtol(text.c_str(), &end, 10);
       if (text.empty() || *end != '\0' || n < 1 || n > 1024)
         return UsageError{"-j needs a number of threads from 1 to 1024, not '" + text + "'"};
-      opts.jobs = int(n);
+      opts.compile.jobs = int(n);
     } else if (arg == "--no-cache") {
-      opts.use_cache = false;
+      opts.compile.use_cache = false;
     } else if (arg == "-ftime-report" || arg == "--time-passes") {
-      opts.pipeline.time_report = true;
+      opts.reports.time_report = true;
     } else if (arg == "-v") {
       opts.verbose = true;
     } else if (arg == "-") {
@@ -236,7 +233,7 @@ std::string default_output(const Options& opts) {
     case EmitKind::kIr: return base + ".opt.graph";
     case EmitKind::kDot: return base + ".dot";
     case EmitKind::kPlan: return base + ".plan";
-    case EmitKind::kKernels: return base + ".kernels";
+    case EmitKind::kKernels: return "-";  // an inspection dump: to stdout unless -o says otherwise
   }
   return base + ".out";
 }
@@ -269,51 +266,28 @@ struct Staged {
   int exit_code = 0;
 };
 
-// The targets to compile for, validated before any work is done: known, in this build, and
-// matching the target-specific options.
+// The targets to compile for, validated before any work is done (kiln::compiler::select_targets,
+// plus what -S and --emit=kernels need).
 Staged<std::vector<std::string>> select_targets(const Options& opts) {
-  std::vector<std::string> targets = opts.targets.value_or(kBuildTargets);
   auto error = [](const std::string& message) -> Staged<std::vector<std::string>> {
     std::cerr << "kilnc: error: " << message << "\n";
     return {std::nullopt, 1};
   };
-  for (const std::string& t : targets) {
-    if (!kiln::artifact::is_known_target(t)) return error("unknown target '" + t + "' (expected " + known_targets() + ")");
-    if (!contains(kBuildTargets, t))
-      return error("target '" + t + "' is not available: " + kiln::codegen::unavailable_targets_note() +
-                   " (targets: " + join(kBuildTargets) + ")");
-  }
-  const std::string cuda(kiln::artifact::kCudaTarget);
-  if (!opts.gpu_archs.empty() && !contains(targets, cuda))
-    return error("--gpu-arch needs the cuda target, which is not selected");
-  if (opts.allow_tf32 && !contains(targets, cuda))
-    return error("--allow-tf32 needs the cuda target, which is not selected");
-  if ((opts.emit_sources || opts.emit == EmitKind::kKernels) && targets.empty()) {
+  kiln::Result<std::vector<std::string>> targets = kiln::compiler::select_targets(opts.compile);
+  if (!targets.is_ok()) return error(targets.status().message());
+  if ((opts.emit_sources || opts.emit == EmitKind::kKernels) && targets->empty()) {
     return error(std::string(opts.emit_sources ? "-S" : "--emit=kernels") +
                  " needs a code-generation target, and this build has none (targets: " + join(kBuildTargets) + ")");
   }
-  return {std::move(targets), 0};
+  return {std::move(targets).value(), 0};
 }
 
-// Stage 1, the frontend: .onnx models go through the ONNX importer (when this build has it),
-// everything else through the .graph parser. Prints every error found.
+// Stage 1, the frontend: .onnx models through the ONNX importer, everything else through the
+// .graph parser. Prints every error found.
 Staged<kiln::ir::Graph> read_graph(const Options& opts, std::ostream& log) {
-  const bool is_onnx = opts.input.size() >= 5 && opts.input.substr(opts.input.size() - 5) == ".onnx";
-#ifndef KILN_HAVE_ONNX
-  if (is_onnx) {
-    std::cerr << "kilnc: error: " << opts.input
-              << ": ONNX import is not available in this build (Debian's libonnx-dev was not found)\n";
-    return {std::nullopt, 1};
-  }
-#endif
-  if (opts.verbose) log << "kilnc: " << (is_onnx ? "importing " : "parsing ") << opts.input << "\n";
+  if (opts.verbose) log << "kilnc: reading " << opts.input << "\n";
   kiln::Diagnostics diags;
-#ifdef KILN_HAVE_ONNX
-  kiln::Result<kiln::ir::Graph> parsed = is_onnx ? kiln::onnx_import::import_onnx_file(opts.input, diags)
-                                                 : kiln::frontend::parse_graph_file(opts.input, diags);
-#else
-  kiln::Result<kiln::ir::Graph> parsed = kiln::frontend::parse_graph_file(opts.input, diags);
-#endif
+  kiln::Result<kiln::ir::Graph> parsed = kiln::compiler::read_source_file(opts.input, diags);
   if (diags.has_errors()) {
     std::cerr << diags.to_string();
     return {std::nullopt, 1};
@@ -322,54 +296,41 @@ Staged<kiln::ir::Graph> read_graph(const Options& opts, std::ostream& log) {
   return {std::move(parsed).value(), 0};
 }
 
-// Stage 3, code generation for every selected target. First every target checks every node
-// (all unsupported nodes of all targets are reported, with their locations, and nothing is
-// rendered), then each target renders, compiles and (for an artifact) packages its kernels.
+// Stage 3, code generation for every selected target (kiln::compiler::generate_code), with
+// every unsupported node of every target reported at once.
 Staged<std::vector<kiln::codegen::CompiledKernels>> generate_code(const Options& opts,
                                                                   const std::vector<std::string>& target_names,
                                                                   const kiln::ir::Graph& graph,
                                                                   const kiln::ir::ExecutionPlan& plan,
-                                                                  kiln::codegen::CompileContext& context,
-                                                                  std::ostream& log) {
-  using Out = Staged<std::vector<kiln::codegen::CompiledKernels>>;
-  std::vector<std::unique_ptr<kiln::codegen::Target>> targets;
+                                                                  kiln::codegen::CompileContext& context) {
+  kiln::codegen::TargetOptions target_options;
+  target_options.opt_level = opts.compile.opt_level;
+  target_options.gpu_archs = opts.compile.gpu_archs;
+  target_options.allow_tf32 = opts.compile.allow_tf32;
+  target_options.sources_only = opts.emit_sources || opts.emit == EmitKind::kKernels;
   kiln::Diagnostics unsupported(/*limit=*/100);
-  for (const std::string& name : target_names) {
-    kiln::Result<std::unique_ptr<kiln::codegen::Target>> target = kiln::codegen::create_target(name);
-    if (!target.is_ok()) return Out{std::nullopt, fail(target.status())};
-    (void)kiln::codegen::check_supported(**target, graph, unsupported);  // reported below, all at once
-    targets.push_back(std::move(target).value());
-  }
+  kiln::Result<std::vector<kiln::codegen::CompiledKernels>> results =
+      kiln::compiler::generate_code(target_names, graph, plan, target_options, context, unsupported);
   if (unsupported.has_errors()) {
     std::cerr << unsupported.to_string();
-    return Out{std::nullopt, 1};
+    return {std::nullopt, 1};
   }
-
-  kiln::codegen::TargetOptions target_options;
-  target_options.opt_level = opts.pipeline.opt_level;
-  target_options.gpu_archs = opts.gpu_archs;
-  target_options.allow_tf32 = opts.allow_tf32;
-  target_options.sources_only = opts.emit_sources || opts.emit == EmitKind::kKernels;
-  std::vector<kiln::codegen::CompiledKernels> results;
-  for (const std::unique_ptr<kiln::codegen::Target>& target : targets) {
-    if (opts.verbose) log << "kilnc: generating " << target->name() << " kernels\n";
-    kiln::Result<kiln::codegen::CompiledKernels> compiled =
-        kiln::codegen::compile_graph(*target, graph, plan, target_options, &context);
-    if (!compiled.is_ok()) return Out{std::nullopt, fail(compiled.status())};
-    results.push_back(std::move(compiled).value());
-  }
-  return Out{std::move(results), 0};
+  if (!results.is_ok()) return {std::nullopt, fail(results.status())};
+  return {std::move(results).value(), 0};
 }
 
 // -S: every target's source files, <BASE>[.<kernel>]<suffix>. Returns the exit status.
 int write_source_files(const Options& opts, const std::vector<kiln::codegen::CompiledKernels>& results,
                        std::ostream& log) {
+  // Like gcc -S: into the current directory, named after the input without its folder and
+  // suffix, unless -o names the base (the input's folder may be read-only or shared).
   std::string base = opts.output.value_or("");
   if (base.empty() || base == "-") {
     base = opts.input == "-" ? "out" : opts.input;
-    size_t slash = base.find_last_of('/');
-    size_t dot = base.find_last_of('.');
-    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) base.resize(dot);
+    const size_t slash = base.find_last_of('/');
+    if (slash != std::string::npos) base = base.substr(slash + 1);
+    const size_t dot = base.find_last_of('.');
+    if (dot != std::string::npos && dot > 0) base.resize(dot);
   }
   for (const kiln::codegen::CompiledKernels& compiled : results) {
     for (const kiln::codegen::SourceFile& file : compiled.sources) {
@@ -408,19 +369,6 @@ kiln::Result<std::string> render_output(const Options& opts, const kiln::ir::Gra
   return bytes;
 }
 
-// The artifact's model part: code generation's results (consumed) and the graph's description.
-kiln::Status finish_artifact(kiln::artifact::ArtifactFileWriter& writer, const kiln::ir::Graph& graph,
-                             const kiln::ir::ExecutionPlan& plan,
-                             std::vector<kiln::codegen::CompiledKernels>& results) {
-  kiln::artifact::WriteOptions write_options;
-  write_options.producer = std::string("kilnc ") + kiln::kVersion;
-  for (kiln::codegen::CompiledKernels& compiled : results) {
-    for (kiln::artifact::KernelBinary& k : compiled.kernels) write_options.kernels.push_back(std::move(k));
-    for (kiln::artifact::ModuleBinary& m : compiled.modules) write_options.modules.push_back(std::move(m));
-  }
-  return writer.finish(graph, plan, write_options);
-}
-
 struct StageTimes {
   double parse = 0, passes = 0, codegen = 0, output = 0, total = 0;
 };
@@ -455,19 +403,6 @@ void print_time_report(const StageTimes& t, const std::vector<std::string>& targ
   } else {
     log << "  compile cache: off, " << counts.units << " units compiled\n";
   }
-}
-
-// The compile cache kilnc uses, or null: --no-cache, or a cache that cannot be opened (a
-// warning: the cache only saves time).
-std::unique_ptr<kiln::codegen::CompileCache> open_cache(const Options& opts, std::ostream& log) {
-  if (!opts.use_cache) return nullptr;
-  kiln::Result<std::unique_ptr<kiln::codegen::CompileCache>> cache = kiln::codegen::CompileCache::open_default();
-  if (!cache.is_ok()) {
-    log << "kilnc: warning: compiling without the compile cache: " << cache.status().message() << "\n";
-    return nullptr;
-  }
-  if (opts.verbose) log << "kilnc: compile cache in " << (*cache)->dir() << "\n";
-  return std::move(cache).value();
 }
 
 // Progress on a terminal for compiles longer than a couple of seconds: one line, rewritten in
@@ -512,15 +447,12 @@ int run(int argc, char** argv) {
   }
   Staged<std::vector<std::string>> targets = select_targets(opts);
   if (!targets.value) return targets.exit_code;
-  using Floats = kiln::passes::PipelineOptions::Floats;
-  const bool cuda = contains(*targets.value, std::string(kiln::artifact::kCudaTarget));
-  if (opts.channels_last) opts.pipeline.channels_last = *opts.channels_last ? Floats::kAll : Floats::kNone;
-  else if (cuda) opts.pipeline.channels_last = Floats::k16Bit;
-  if (opts.fuse_attention) opts.pipeline.fuse_attention = *opts.fuse_attention ? Floats::kAll : Floats::kNone;
-  else if (cuda) opts.pipeline.fuse_attention = Floats::k16Bit;
-
   std::ostream& log = std::cerr;
-  opts.pipeline.log = &log;
+  kiln::passes::PipelineOptions pipeline = kiln::compiler::pipeline_options(opts.compile, *targets.value);
+  pipeline.print_after_all = opts.reports.print_after_all;
+  pipeline.print_after = opts.reports.print_after;
+  pipeline.time_report = opts.reports.time_report;
+  pipeline.log = &log;
   StageTimes times;
   const auto total_start = std::chrono::steady_clock::now();
 
@@ -532,11 +464,11 @@ int run(int argc, char** argv) {
 
   // 2. Passes.
   if (opts.verbose) {
-    log << "kilnc: optimizing " << graph.value->num_nodes() << " nodes at -O" << opts.pipeline.opt_level
-        << (opts.pipeline.fuse ? "" : " -fno-fuse") << "\n";
+    log << "kilnc: optimizing " << graph.value->num_nodes() << " nodes at -O" << pipeline.opt_level
+        << (pipeline.fuse ? "" : " -fno-fuse") << "\n";
   }
   stage_start = std::chrono::steady_clock::now();
-  kiln::Result<kiln::ir::ExecutionPlan> plan = kiln::passes::run_pipeline(*graph.value, opts.pipeline);
+  kiln::Result<kiln::ir::ExecutionPlan> plan = kiln::passes::run_pipeline(*graph.value, pipeline);
   times.passes = seconds_since(stage_start);
   if (!plan.is_ok()) return fail(plan.status());
 
@@ -566,14 +498,18 @@ int run(int argc, char** argv) {
   std::vector<kiln::codegen::CompiledKernels> codegen_results;
   const bool generates_code = opts.emit_sources || opts.emit == EmitKind::kKernels || opts.emit == EmitKind::kKiln;
   // Only artifact compiles use the cache (-S and --emit=kernels compile without it).
-  std::unique_ptr<kiln::codegen::CompileCache> cache = writes_artifact ? open_cache(opts, log) : nullptr;
+  std::string cache_warning;
+  std::unique_ptr<kiln::codegen::CompileCache> cache =
+      writes_artifact ? kiln::compiler::open_cache(opts.compile, &cache_warning) : nullptr;
+  if (!cache_warning.empty()) log << "kilnc: warning: " << cache_warning << "\n";
+  if (cache && opts.verbose) log << "kilnc: compile cache in " << cache->dir() << "\n";
   Progress progress(log);
-  kiln::codegen::CompileContext context(opts.jobs, cache.get(), [&](std::string_view label, size_t done, size_t total) {
+  kiln::codegen::CompileContext context(opts.compile.jobs, cache.get(), [&](std::string_view label, size_t done, size_t total) {
     progress.update(label, done, total);
   });
   if (generates_code) {
     Staged<std::vector<kiln::codegen::CompiledKernels>> generated =
-        generate_code(opts, *targets.value, *graph.value, *plan, context, log);
+        generate_code(opts, *targets.value, *graph.value, *plan, context);
     if (!generated.value) return generated.exit_code;
     codegen_results = std::move(*generated.value);
   }
@@ -588,7 +524,8 @@ int run(int argc, char** argv) {
       if (kiln::Status begun = begin_artifact(); !begun.is_ok()) return fail(begun);
     }
     stage_start = std::chrono::steady_clock::now();
-    kiln::Status written = finish_artifact(*artifact_writer, *graph.value, *plan, codegen_results);
+    kiln::Status written =
+        artifact_writer->finish(*graph.value, *plan, kiln::compiler::artifact_contents(codegen_results));
     if (!written.is_ok()) return fail(written);
   } else {
     kiln::Result<std::string> bytes = render_output(opts, *graph.value, *plan, codegen_results);
@@ -601,7 +538,7 @@ int run(int argc, char** argv) {
   }
   times.output += seconds_since(stage_start);
   times.total = seconds_since(total_start);
-  if (opts.pipeline.time_report) print_time_report(times, *targets.value, codegen_results, context, log);
+  if (opts.reports.time_report) print_time_report(times, *targets.value, codegen_results, context, log);
   return 0;
 }
 

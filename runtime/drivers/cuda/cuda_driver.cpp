@@ -195,7 +195,8 @@ Result<std::unique_ptr<hal::Buffer>> CudaDevice::allocate(size_t bytes) {
   return std::unique_ptr<hal::Buffer>(std::move(buffer));
 }
 
-Result<std::unique_ptr<hal::Buffer>> CudaDevice::wrap_native(void* native, size_t bytes) {
+Result<std::unique_ptr<hal::Buffer>> CudaDevice::wrap_native(void* native, size_t bytes,
+                                                             std::function<void()> on_release) {
   const auto pointer = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(native));
   const std::string what = name() + ": application memory " + format_pointer(pointer);
   ScopedContext current(api_, context_);
@@ -218,7 +219,7 @@ Result<std::unique_ptr<hal::Buffer>> CudaDevice::wrap_native(void* native, size_
   if (bytes > available)
     return invalid_argument(what + ": " + std::to_string(bytes) + " bytes asked, but only " +
                             std::to_string(available) + " remain in its allocation");
-  return std::unique_ptr<hal::Buffer>(CudaBuffer::borrow(*this, pointer, bytes));
+  return std::unique_ptr<hal::Buffer>(CudaBuffer::borrow(*this, pointer, bytes, std::move(on_release)));
 }
 
 Result<std::unique_ptr<hal::Executable>> CudaDevice::load_executable(
@@ -241,6 +242,11 @@ Result<std::unique_ptr<hal::Executable>> CudaDevice::load_executable(
 
 Result<std::unique_ptr<hal::Stream>> CudaDevice::create_stream() {
   return create_cuda_stream(*this, options_.graphs.load());
+}
+
+Result<std::unique_ptr<hal::Stream>> CudaDevice::create_stream_on(void* native) {
+  if (!native) return invalid_argument(name() + ": the application's CUDA stream is NULL");
+  return create_cuda_stream(*this, options_.graphs.load(), static_cast<CUstream>(native));
 }
 
 Status CudaDevice::copy_to_device(CUdeviceptr dst, std::span<const std::byte> src) {
@@ -318,12 +324,16 @@ Result<std::unique_ptr<CudaBuffer>> CudaBuffer::create(CudaDevice& device, size_
   return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, pointer, bytes, /*owned=*/true));
 }
 
-std::unique_ptr<CudaBuffer> CudaBuffer::borrow(CudaDevice& device, CUdeviceptr pointer, size_t bytes) {
-  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, pointer, bytes, /*owned=*/false));
+std::unique_ptr<CudaBuffer> CudaBuffer::borrow(CudaDevice& device, CUdeviceptr pointer, size_t bytes,
+                                               std::function<void()> on_release) {
+  return std::unique_ptr<CudaBuffer>(new CudaBuffer(device, pointer, bytes, /*owned=*/false, std::move(on_release)));
 }
 
 CudaBuffer::~CudaBuffer() {
-  if (!owned_) return;
+  if (!owned_) {
+    if (on_release_) on_release_();
+    return;
+  }
   ScopedContext current(device_.api(), device_.context());
   device_.api().cuMemFree_v2(pointer_);
 }

@@ -83,7 +83,9 @@ class CudaDevice final : public hal::Device {
   bool has_device_timers() const override { return true; }
   Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) override;
   // `native` is a CUdeviceptr: device memory of this GPU, `bytes` of it inside one allocation.
-  Result<std::unique_ptr<hal::Buffer>> wrap_native(void* native, size_t bytes) override;
+  Result<std::unique_ptr<hal::Buffer>> wrap_native(void* native, size_t bytes,
+                                                   std::function<void()> on_release) override;
+  Result<std::unique_ptr<hal::Stream>> create_stream_on(void* native) override;
   Result<std::unique_ptr<hal::Executable>> load_executable(
       std::shared_ptr<const artifact::LoadedArtifact> artifact) override;
   Result<std::unique_ptr<hal::Stream>> create_stream() override;
@@ -125,8 +127,10 @@ class CudaDevice final : public hal::Device {
 class CudaBuffer final : public hal::Buffer {
  public:
   static Result<std::unique_ptr<CudaBuffer>> create(CudaDevice& device, size_t bytes);
-  // A buffer over application-owned device memory: used in place, never freed by Kiln.
-  static std::unique_ptr<CudaBuffer> borrow(CudaDevice& device, CUdeviceptr pointer, size_t bytes);
+  // A buffer over application-owned device memory: used in place, never freed by Kiln;
+  // `on_release` (may be empty) runs when the buffer is destroyed.
+  static std::unique_ptr<CudaBuffer> borrow(CudaDevice& device, CUdeviceptr pointer, size_t bytes,
+                                            std::function<void()> on_release);
   ~CudaBuffer() override;
 
   size_t size() const override { return size_; }
@@ -138,13 +142,15 @@ class CudaBuffer final : public hal::Buffer {
   const CudaDevice& device() const { return device_; }
 
  private:
-  CudaBuffer(CudaDevice& device, CUdeviceptr pointer, size_t size, bool owned)
-      : device_(device), pointer_(pointer), size_(size), owned_(owned) {}
+  CudaBuffer(CudaDevice& device, CUdeviceptr pointer, size_t size, bool owned,
+             std::function<void()> on_release = nullptr)
+      : device_(device), pointer_(pointer), size_(size), owned_(owned), on_release_(std::move(on_release)) {}
   Status check_range(size_t offset, size_t count) const;
   CudaDevice& device_;
   CUdeviceptr pointer_;
   size_t size_;
   bool owned_;  // false for borrow(): the application frees the memory
+  std::function<void()> on_release_;
 };
 
 // One module of the artifact (ModuleBinary::id), loaded from the cubin of the device's
@@ -224,6 +230,9 @@ class CudaExecutable final : public hal::Executable {
 };
 
 // Defined in cuda_stream.cpp.
-Result<std::unique_ptr<hal::Stream>> create_cuda_stream(CudaDevice& device, bool use_graphs);
+// A stream of its own, or (application_stream not null) one that enqueues on the application's
+// stream and never destroys it.
+Result<std::unique_ptr<hal::Stream>> create_cuda_stream(CudaDevice& device, bool use_graphs,
+                                                        CUstream application_stream = nullptr);
 
 }  // namespace kiln::runtime::cuda

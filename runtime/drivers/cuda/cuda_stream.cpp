@@ -43,6 +43,7 @@
 #include "runtime/drivers/cuda/cudnn_conv.h"
 #include "runtime/drivers/cuda/cuda_internal.h"
 #include "runtime/hal/stream.h"
+#include "runtime/log.h"
 
 namespace kiln::runtime::cuda {
 namespace {
@@ -113,7 +114,8 @@ class CudaStream final : public hal::Stream {
   CudaStream(CudaDevice& device, bool use_graphs)
       : device_(device), api_(device.api()), use_graphs_(use_graphs) {}
   ~CudaStream() override;
-  Status init();
+  // Creates the stream, or adopts `application_stream` (not destroyed here) when it is not null.
+  Status init(CUstream application_stream);
 
   Status execute(const hal::Executable& executable, const hal::ExecuteArgs& args) override;
   Status synchronize() override;
@@ -138,6 +140,7 @@ class CudaStream final : public hal::Stream {
   bool use_graphs_;
   std::string graphs_off_reason_;  // set when a capture failed
   CUstream stream_ = nullptr;
+  bool owns_stream_ = true;  // false on an application's stream (create_stream_on)
   CUevent start_ = nullptr, end_ = nullptr;  // timed, around every execution
 
   bool prepared_ = false;
@@ -175,14 +178,20 @@ CudaStream::~CudaStream() {
   for (CUevent e : profile_events_) api_.cuEventDestroy_v2(e);
   if (start_) api_.cuEventDestroy_v2(start_);
   if (end_) api_.cuEventDestroy_v2(end_);
-  if (stream_) api_.cuStreamDestroy_v2(stream_);
+  if (stream_ && owns_stream_) api_.cuStreamDestroy_v2(stream_);
 }
 
-Status CudaStream::init() {
+Status CudaStream::init(CUstream application_stream) {
   ScopedContext current(api_, device_.context());
   KILN_RETURN_IF_ERROR(current.status());
-  CUresult r = api_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
-  if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuStreamCreate");
+  CUresult r = CUDA_SUCCESS;
+  if (application_stream) {
+    stream_ = application_stream;
+    owns_stream_ = false;
+  } else {
+    r = api_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuStreamCreate");
+  }
   r = api_.cuEventCreate(&start_, CU_EVENT_DEFAULT);
   if (r == CUDA_SUCCESS) r = api_.cuEventCreate(&end_, CU_EVENT_DEFAULT);
   if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuEventCreate");
@@ -353,6 +362,9 @@ Result<GemmPlan*> CudaStream::gemm_plan(const GemmKey& key, const artifact::Gemm
         }
       }
     }
+    if (!lt_unavailable_.empty())
+      log(LogLevel::kInfo, device_.name() + ": matrix products run as generated kernels: cuBLASLt is unavailable (" +
+                               lt_unavailable_ + ")");
   }
   if (!lt_ || !workspace_) return nullptr;
   auto found = gemm_plans_.find(key);
@@ -716,6 +728,8 @@ Status CudaStream::execute(const hal::Executable& executable, const hal::Execute
         // real launch error shows up again below).
         use_graphs_ = false;
         graphs_off_reason_ = captured.message();
+        log(LogLevel::kWarning, device_.name() + ": CUDA graph capture failed, launching kernels one by one: " +
+                                    graphs_off_reason_);
       }
     }
     if (graph_) {
@@ -763,9 +777,10 @@ Status CudaStream::synchronize() {
 
 }  // namespace
 
-Result<std::unique_ptr<hal::Stream>> create_cuda_stream(CudaDevice& device, bool use_graphs) {
+Result<std::unique_ptr<hal::Stream>> create_cuda_stream(CudaDevice& device, bool use_graphs,
+                                                        CUstream application_stream) {
   auto stream = std::make_unique<CudaStream>(device, use_graphs);
-  KILN_RETURN_IF_ERROR(stream->init());
+  KILN_RETURN_IF_ERROR(stream->init(application_stream));
   return std::unique_ptr<hal::Stream>(std::move(stream));
 }
 

@@ -3,6 +3,7 @@
 #include "runtime/drivers/reference/reference_driver.h"
 
 #include <cstring>
+#include <functional>
 #include <new>
 #include <string>
 
@@ -24,10 +25,15 @@ class HostBuffer final : public hal::Buffer {
         return Status(ErrorCode::kOutOfMemory,
                       "reference device: cannot allocate " + std::to_string(bytes) + " bytes");
     }
-    return std::unique_ptr<hal::Buffer>(new HostBuffer(data, bytes));
+    return std::unique_ptr<hal::Buffer>(new HostBuffer(data, bytes, /*owned=*/true, nullptr));
+  }
+  // Application memory, used in place; `on_release` (may be empty) runs at destruction.
+  static std::unique_ptr<hal::Buffer> borrow(std::byte* data, size_t bytes, std::function<void()> on_release) {
+    return std::unique_ptr<hal::Buffer>(new HostBuffer(data, bytes, /*owned=*/false, std::move(on_release)));
   }
   ~HostBuffer() override {
-    if (data_) ::operator delete(data_, std::align_val_t(64));
+    if (owned_ && data_) ::operator delete(data_, std::align_val_t(64));
+    if (on_release_) on_release_();
   }
 
   size_t size() const override { return size_; }
@@ -44,7 +50,8 @@ class HostBuffer final : public hal::Buffer {
   }
 
  private:
-  HostBuffer(std::byte* data, size_t size) : data_(data), size_(size) {}
+  HostBuffer(std::byte* data, size_t size, bool owned, std::function<void()> on_release)
+      : data_(data), size_(size), owned_(owned), on_release_(std::move(on_release)) {}
   Status check_range(size_t offset, size_t count) const {
     if (offset > size_ || count > size_ - offset)
       return invalid_argument("buffer access of " + std::to_string(count) + " bytes at offset " +
@@ -55,6 +62,8 @@ class HostBuffer final : public hal::Buffer {
 
   std::byte* data_;
   size_t size_;
+  bool owned_;
+  std::function<void()> on_release_;
 };
 
 // The reference device needs no preparation: the executable is the artifact itself.
@@ -122,6 +131,13 @@ class ReferenceDevice final : public hal::Device {
   bool has_device_timers() const override { return false; }
   Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) override {
     return HostBuffer::create(bytes);
+  }
+  // Host memory of the application (the reference device's memory is host memory). The
+  // interpreter reads tensors at any alignment, so any pointer to `bytes` bytes will do.
+  Result<std::unique_ptr<hal::Buffer>> wrap_native(void* native, size_t bytes,
+                                                   std::function<void()> on_release) override {
+    if (!native) return invalid_argument("reference device: the application's memory pointer is NULL");
+    return HostBuffer::borrow(static_cast<std::byte*>(native), bytes, std::move(on_release));
   }
   Result<std::unique_ptr<hal::Executable>> load_executable(
       std::shared_ptr<const artifact::LoadedArtifact> artifact) override {

@@ -105,10 +105,31 @@ const char* kiln_status_name(kiln_status status);
 const char* kiln_last_error_message(void);
 /* The library version, e.g. "0.1.0". Static storage. */
 const char* kiln_runtime_version(void);
+/* The artifact format versions this library reads, oldest and newest; the newest is the one the
+ * kilnc of the same release writes. Either pointer may be NULL. */
+void kiln_artifact_format_versions(uint32_t* oldest, uint32_t* newest);
 /* "f32", "f16", ...; NULL for a value outside the enum. Static storage. */
 const char* kiln_dtype_name(kiln_dtype dtype);
 /* Bytes per element; 0 for a value outside the enum. */
 size_t kiln_dtype_size(kiln_dtype dtype);
+
+/* ---- Logging ------------------------------------------------------------------------------ */
+
+typedef enum kiln_log_level {
+  KILN_LOG_ERROR = 0,
+  KILN_LOG_WARNING = 1, /* a fast path fell back (e.g. a CUDA graph capture failed) */
+  KILN_LOG_INFO = 2,    /* the default device chosen, sessions opened, libraries not found */
+  KILN_LOG_DEBUG = 3
+} kiln_log_level;
+
+/* Receives the runtime's log messages (not the errors of calls: those are statuses). Called from
+ * whichever thread logs, never from two at once; `message` is valid during the call only. */
+typedef void (*kiln_log_fn)(void* user_data, kiln_log_level level, const char* message);
+
+/* Process-wide: sends messages of `max_level` and more severe to `fn` from now on. A NULL `fn`
+ * restores the default: messages up to the level named by the environment variable
+ * KILN_LOG_LEVEL (error, warning, info, debug or off; default warning) go to stderr. */
+void kiln_set_log_callback(kiln_log_fn fn, void* user_data, kiln_log_level max_level);
 
 /* ---- Devices ------------------------------------------------------------------------------ */
 
@@ -164,6 +185,10 @@ kiln_status kiln_artifact_target(const kiln_artifact* artifact, size_t index, co
  * and, when 0, a reason into the thread's error message slot. Does not open the device. */
 kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const char* device_id,
                                           int* can_run);
+/* The artifact's format version, and the compiler that wrote it (e.g. "kilnc 0.1.0"; valid until
+ * the artifact is destroyed). */
+kiln_status kiln_artifact_format_version(const kiln_artifact* artifact, uint32_t* version);
+kiln_status kiln_artifact_producer(const kiln_artifact* artifact, const char** producer);
 
 /* ---- Sessions ----------------------------------------------------------------------------- */
 
@@ -186,6 +211,51 @@ typedef struct kiln_device_option {
 kiln_status kiln_session_create_with_options(kiln_artifact* artifact, const char* device_id,
                                              const kiln_device_option* options, size_t count,
                                              kiln_session** out);
+/* Device memory supplied by the application for a session's buffers (see kiln_session_options).
+ * allocate: `bytes` (at least 1) of memory on the session's device; writes its native handle to
+ * *native (CUDA: a CUdeviceptr cast to void*; the reference device: a host pointer) and returns
+ * 0, or returns non-zero when it cannot (the Kiln call that needed it then fails with
+ * KILN_OUT_OF_MEMORY). deallocate: gives back what allocate returned, with the same size.
+ * Both are called from the thread of the Kiln call that allocates or frees (kiln_session_run,
+ * kiln_buffer_create, kiln_session_destroy, ...), possibly from several threads at once. */
+typedef struct kiln_allocator {
+  void* user_data;
+  int (*allocate)(void* user_data, size_t bytes, void** native);
+  void (*deallocate)(void* user_data, void* native, size_t bytes);
+} kiln_allocator;
+
+/* Options of kiln_session_create_ex. The struct grows at its end in later releases: set
+ * struct_size to sizeof(kiln_session_options) (kiln_session_options_init does it and sets every
+ * field to its default), so that a library newer than the caller's header reads only the fields
+ * the caller knows, and an older one refuses a set field it does not know. */
+typedef struct kiln_session_options {
+  size_t struct_size;
+  /* The device (NULL or "": the default device, as kiln_session_create). */
+  const char* device_id;
+  /* Device options, as kiln_session_create_with_options (count 0: none). */
+  const kiln_device_option* device_options;
+  size_t device_option_count;
+  /* The application's CUDA stream (a CUstream cast to void*) on which the session enqueues its
+   * work, so that it is ordered with the application's own work on that stream; NULL: a stream
+   * of the session's own. Kiln never destroys it; it must outlive the session. Runs still wait
+   * for their results (kiln_session_run waits for the stream). CUDA devices only: elsewhere
+   * KILN_UNSUPPORTED. */
+  void* cuda_stream;
+  /* Device memory for the session's buffers: the inputs it uploads, the outputs it keeps, the
+   * memory plan's arena and kiln_buffer_create's buffers; NULL: the device's own allocations.
+   * The artifact's weights are not the session's (the sessions of one artifact on one device
+   * share them) and stay the device's. Copied at creation; the functions and user_data must stay
+   * valid until the session and its buffers are destroyed. CUDA and reference devices only:
+   * elsewhere KILN_UNSUPPORTED. */
+  const kiln_allocator* allocator;
+} kiln_session_options;
+
+/* Sets struct_size and every field to its default. */
+void kiln_session_options_init(kiln_session_options* options);
+/* kiln_session_create with options (NULL: all defaults). KILN_INVALID_ARGUMENT for a
+ * struct_size below the first version's or a set field this library does not know. */
+kiln_status kiln_session_create_ex(kiln_artifact* artifact, const kiln_session_options* options,
+                                   kiln_session** out);
 /* Waits for a run in flight, then frees the session (outstanding events stay valid). */
 void kiln_session_destroy(kiln_session* session);
 /* The id of the device the session runs on; valid while the session lives. */
@@ -261,7 +331,8 @@ kiln_status kiln_buffer_create(kiln_session* session, size_t bytes, kiln_buffer*
  * must stay valid until the kiln_buffer is destroyed and no run that uses it is in flight; the
  * application orders its own work on the memory against Kiln's runs (kiln_event_wait).
  * KILN_INVALID_ARGUMENT when the pointer is not `bytes` of this device's memory,
- * KILN_UNSUPPORTED on devices whose driver cannot wrap memory (reference, OpenCL, Vulkan). */
+ * KILN_UNSUPPORTED on devices whose driver cannot wrap memory (OpenCL, Vulkan). On the reference
+ * device, whose memory is host memory, `native` is a host pointer. */
 kiln_status kiln_buffer_wrap_native(kiln_session* session, void* native, size_t bytes, kiln_buffer** out);
 void kiln_buffer_destroy(kiln_buffer* buffer);
 kiln_status kiln_buffer_size(const kiln_buffer* buffer, size_t* bytes);

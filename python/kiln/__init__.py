@@ -1,0 +1,67 @@
+"""Kiln: compile tensor graphs (.graph text or ONNX) into .kiln artifacts and run them.
+
+    import kiln, numpy as np
+    art = kiln.compile("model.onnx", targets=["opencl"])   # a path, ONNX bytes or .graph text
+    art.save("m.kiln"); art = kiln.load("m.kiln")
+    sess = kiln.Session(art, device="opencl:0")            # kiln.devices() lists the ids
+    out = sess.run({"x": np.ones((4, 8), np.float32)})     # dict name -> np.ndarray
+
+Errors: kiln.CompileError (a ValueError) carries every compiler diagnostic, one per line;
+kiln.KilnError (a RuntimeError) carries the runtime's message, prefixed with its status name.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence, Union
+
+from ._kiln import (Artifact, CompileError, KernelTime, KilnError, Session, TensorInfo,
+                    build_targets, device_info, devices)
+from . import _kiln
+
+__version__: str = _kiln.runtime_version()
+
+__all__ = ["Artifact", "CompileError", "KernelTime", "KilnError", "Session", "TensorInfo",
+           "build_targets", "compile", "device_info", "devices", "load", "__version__"]
+
+Source = Union[str, bytes, bytearray, memoryview, "os.PathLike[str]"]
+
+
+def _is_graph_text(text: str) -> bool:
+    # A path never holds a newline or a '{'; .graph text always has its graph's body braces.
+    return "{" in text or "\n" in text
+
+
+def compile(source: Source, targets: Optional[Sequence[str]] = None, *, opt_level: int = 2,
+            gpu_archs: Sequence[str] = (), jobs: int = 0, cache: bool = True,
+            base_dir: Optional[str] = None) -> Artifact:
+    """Compiles a model into an Artifact.
+
+    source: a path to a .onnx or .graph file (str or os.PathLike), the bytes of an ONNX model,
+    or .graph source text. targets: a list of "cuda", "vulkan", "opencl" (default: every target
+    this build has, kiln.build_targets()). opt_level: 0, 1 or 2 (kilnc's -O). gpu_archs: cuda
+    cubin architectures (default sm_80, sm_90). jobs: compile threads (0: every core). cache:
+    use the persistent compile cache. base_dir: where a .graph text's `weights` file and an ONNX
+    model's external data are found (default: the current directory).
+    """
+    target_list = None if targets is None else [str(t) for t in targets]
+    if isinstance(targets, str):
+        raise TypeError("targets must be a list of target names, e.g. ['opencl']")
+    args = (target_list, int(opt_level), [str(a) for a in gpu_archs], int(jobs), bool(cache))
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _kiln._compile_onnx_bytes(bytes(source), base_dir or os.getcwd(), *args)
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a path, ONNX bytes or .graph text, not {type(source).__name__}")
+    if _is_graph_text(source):
+        return _kiln._compile_graph_text(source, base_dir or os.getcwd(), *args)
+    if not os.path.isfile(source):
+        raise FileNotFoundError(f"no such model file: '{source}'")
+    return _kiln._compile_file(source, *args)
+
+
+def load(source: Union[str, bytes, "os.PathLike[str]"]) -> Artifact:
+    """Loads an artifact from a .kiln file path or from its bytes."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _kiln._load_bytes(bytes(source))
+    return _kiln._load_file(os.fspath(source))
