@@ -48,6 +48,8 @@ const std::vector<std::string>& build_targets() {
 
 Result<std::vector<std::string>> select_targets(const CompileOptions& options) {
   std::vector<std::string> targets = options.targets.value_or(build_targets());
+  // Architecture names are checked first: they are wrong on any machine, with or without CUDA.
+  for (const std::string& arch : options.gpu_archs) KILN_RETURN_IF_ERROR(codegen::check_cuda_arch(arch));
   for (const std::string& t : targets) {
     if (!artifact::is_known_target(t))
       return invalid_argument("unknown target '" + t + "' (expected " + known_targets() + ")");
@@ -58,7 +60,6 @@ Result<std::vector<std::string>> select_targets(const CompileOptions& options) {
   const std::string cuda(artifact::kCudaTarget);
   if (!options.gpu_archs.empty() && !contains(targets, cuda))
     return invalid_argument("--gpu-arch needs the cuda target, which is not selected");
-  for (const std::string& arch : options.gpu_archs) KILN_RETURN_IF_ERROR(codegen::check_cuda_arch(arch));
   if (options.allow_tf32 && !contains(targets, cuda))
     return invalid_argument("--allow-tf32 needs the cuda target, which is not selected");
   return targets;

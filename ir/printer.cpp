@@ -333,7 +333,7 @@ class TextPrinter {
       out_ += data.dtype() == DType::kBool ? "false" : is_float(data.dtype()) ? "0.0" : "0";
     } else if (all_elements_equal(data)) {
       out_ += format_element(data, 0);
-    } else if (options_.max_literal_elements > 0 && n > options_.max_literal_elements) {
+    } else if (constant_is_elided(data, options_)) {
       std::string first_values;
       for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i) {
         first_values += (i > 0 ? ", " : "") + format_element(data, i);
@@ -410,6 +410,11 @@ class TextPrinter {
 
 std::string print_graph(const Graph& graph, const PrintOptions& options) {
   return TextPrinter(graph, options).print();
+}
+
+bool constant_is_elided(const Tensor& data, const PrintOptions& options) {
+  return options.max_literal_elements > 0 && data.num_elements() > options.max_literal_elements &&
+         !all_elements_equal(data);
 }
 
 }  // namespace kiln::ir

@@ -23,6 +23,7 @@
 #include "codegen/compile_cache.h"
 #include "codegen/target.h"
 #include "compiler/compile.h"
+#include "frontend/graph_writer.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 #include "support/version.h"
@@ -527,7 +528,19 @@ int run(int argc, char** argv) {
     kiln::Status written =
         artifact_writer->finish(*graph.value, *plan, kiln::compiler::artifact_contents(codegen_results));
     if (!written.is_ok()) return fail(written);
+  } else if (opts.emit == EmitKind::kIr && out_path != "-") {
+    // Text that compiles back: large constants and weights go to a .safetensors file beside it.
+    if (opts.verbose) log << "kilnc: writing " << out_path << "\n";
+    kiln::Status written = kiln::frontend::write_graph_file(*graph.value, out_path);
+    if (!written.is_ok()) return fail(written);
   } else {
+    if (opts.emit == EmitKind::kIr) {
+      size_t elided = 0;
+      for (const kiln::ir::Tensor& c : graph.value->constants()) elided += kiln::ir::constant_is_elided(c) ? 1 : 0;
+      if (elided > 0)
+        log << "kilnc: warning: " << elided << " large constants are elided on stdout ('[...]'), so this text is a "
+            << "summary that does not compile; write it to a file (-o FILE.graph) to get them in FILE.safetensors\n";
+    }
     kiln::Result<std::string> bytes = render_output(opts, *graph.value, *plan, codegen_results);
     if (!bytes.is_ok()) return fail(bytes.status());
     if (opts.verbose) log << "kilnc: writing " << bytes->size() << " bytes to " << out_path << "\n";
