@@ -3,6 +3,7 @@
 //
 // Exit status: 0 success, 1 user error (bad input, bad option, unsupported feature),
 // 2 internal error.
+#include <CLI/CLI.hpp>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -124,102 +125,105 @@ std::string join(const std::vector<std::string>& list) {
   return out.empty() ? "none" : out;
 }
 
-// Parses argv. Returns an error message for a bad option; exits for --help/--version.
+// Parses argv with CLI11. Returns an error message for a bad option; exits for --help/--version.
+// gcc's spellings: -O2, -o FILE or -oFILE, -j N or -jN, -fFEATURE, and --name=VALUE or
+// --name VALUE for the long options.
 std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    auto value_of = [&](std::string_view prefix) -> std::optional<std::string> {
-      if (arg.substr(0, prefix.size()) == prefix) return std::string(arg.substr(prefix.size()));
-      return std::nullopt;
-    };
-    // "--name=VALUE" or "--name VALUE", as gcc takes both; nullopt: not this option;
-    // an empty inner optional: the value is missing.
-    auto separate_or_joined = [&](std::string_view name) -> std::optional<std::optional<std::string>> {
-      if (arg == name) {
-        if (i + 1 >= argc) return std::optional<std::string>();
-        return std::optional<std::string>(argv[++i]);
-      }
-      if (auto v = value_of(std::string(name) + "=")) return std::optional<std::string>(*v);
-      return std::nullopt;
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--version") {
-      const std::string missing = kiln::codegen::unavailable_targets_note();
-      // Missing targets go on their own line: scripts read the "targets:" line as a list.
-      std::cout << "kilnc (Kiln) " << kiln::kVersion << "\ntargets: " << join(kBuildTargets) << "\n"
-                << (missing.empty() ? "" : "unavailable: " + missing + "\n");
-      std::exit(0);
-    } else if (arg == "-o") {
-      if (i + 1 >= argc) return UsageError{"-o needs a file name"};
-      opts.output = argv[++i];
-    } else if (arg.size() > 2 && arg.substr(0, 2) == "-o") {
-      opts.output = std::string(arg.substr(2));
-    } else if (arg == "-O0" || arg == "-O1" || arg == "-O2" || arg == "-O3") {
-      opts.compile.opt_level = std::min(arg[2] - '0', 2);
-    } else if (arg == "-O") {
-      opts.compile.opt_level = 2;
-    } else if (arg == "-fno-fuse") {
-      opts.compile.fuse = false;
-    } else if (arg == "-ffuse") {
-      opts.compile.fuse = true;
-    } else if (arg == "-ffuse-attention" || arg == "-fno-fuse-attention") {
-      opts.compile.fuse_attention = arg == "-ffuse-attention";
-    } else if (arg == "-fchannels-last" || arg == "-fno-channels-last") {
-      opts.compile.channels_last = arg == "-fchannels-last";
-    } else if (arg == "-S") {
-      opts.emit_sources = true;
-    } else if (auto e = separate_or_joined("--emit")) {
-      if (!*e) return UsageError{"--emit needs a kind (ir, dot, plan, kernels or kiln)"};
-      const std::optional<std::string> v = *e;
-      if (*v == "kiln") opts.emit = EmitKind::kKiln;
-      else if (*v == "ir") opts.emit = EmitKind::kIr;
-      else if (*v == "dot") opts.emit = EmitKind::kDot;
-      else if (*v == "plan") opts.emit = EmitKind::kPlan;
-      else if (*v == "kernels") opts.emit = EmitKind::kKernels;
-      else return UsageError{"unknown --emit kind '" + *v + "' (expected ir, dot, plan, kernels or kiln)"};
-    } else if (auto v = separate_or_joined("--target")) {
-      if (!*v) return UsageError{"--target needs a comma list of targets"};
-      opts.compile.targets = split_commas(**v);
-    } else if (auto v = separate_or_joined("--gpu-arch")) {
-      if (!*v) return UsageError{"--gpu-arch needs a comma list of architectures"};
-      opts.compile.gpu_archs = split_commas(**v);  // checked with the targets
-    } else if (arg == "--allow-tf32") {
-      opts.compile.allow_tf32 = true;
-    } else if (arg == "--print-ir-after-all") {
-      opts.reports.print_after_all = true;
-    } else if (auto v = separate_or_joined("--print-ir-after")) {
-      if (!*v) return UsageError{"--print-ir-after needs a comma list of passes (see --list-passes)"};
-      for (const std::string& p : split_commas(**v)) opts.reports.print_after.push_back(p);
-    } else if (arg == "--list-passes") {
-      opts.list_passes = true;
-    } else if (arg.substr(0, 2) == "-j" || value_of("--jobs=")) {
-      std::string text;
-      if (arg == "-j") text = i + 1 < argc ? argv[++i] : "";
-      else if (arg.substr(0, 2) == "-j") text = arg.substr(2);
-      else text = *value_of("--jobs=");
-      char* end = nullptr;
-      const long n = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || n < 1 || n > 1024)
-        return UsageError{"-j needs a number of threads from 1 to 1024, not '" + text + "'"};
-      opts.compile.jobs = int(n);
-    } else if (arg == "--no-cache") {
-      opts.compile.use_cache = false;
-    } else if (arg == "-ftime-report" || arg == "--time-passes") {
-      opts.reports.time_report = true;
-    } else if (arg == "-v") {
-      opts.verbose = true;
-    } else if (arg == "-") {
-      if (!opts.input.empty()) return UsageError{"more than one input file"};
-      opts.input = "-";
-    } else if (!arg.empty() && arg[0] == '-') {
-      return UsageError{"unknown option '" + std::string(arg) + "' (see kilnc --help)"};
-    } else {
-      if (!opts.input.empty()) return UsageError{"more than one input file ('" + opts.input + "' and '" + std::string(arg) + "')"};
-      opts.input = std::string(arg);
-    }
+  // A bare -O means -O2 (as gcc's), and must not take the next argument as its level.
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args)
+    if (a == "-O") a = "-O2";
+  std::vector<char*> arg_pointers;
+  for (std::string& a : args) arg_pointers.push_back(a.data());
+
+  CLI::App app{"kilnc"};
+  app.set_help_flag();  // kUsage instead of CLI11's generated help
+  app.allow_extras();   // reported below in kilnc's words
+  bool help = false, version = false, verbose = false, list_passes = false;
+  std::string output, opt_level, emit, targets, gpu_archs, jobs;
+  std::vector<std::string> features, print_after, inputs;
+  app.add_flag("-h,--help", help);
+  app.add_flag("--version", version);
+  app.add_option("-o", output);
+  app.add_option("-O", opt_level);
+  app.add_option("-f", features);
+  app.add_flag("-S", opts.emit_sources);
+  app.add_option("--emit", emit);
+  app.add_option("--target", targets);
+  app.add_option("--gpu-arch", gpu_archs);
+  app.add_flag("--allow-tf32", opts.compile.allow_tf32);
+  app.add_flag("--print-ir-after-all", opts.reports.print_after_all);
+  app.add_option("--print-ir-after", print_after);
+  app.add_flag("--list-passes", list_passes);
+  app.add_option("-j,--jobs", jobs)->expected(0, 1);
+  bool no_cache = false, time_passes = false;
+  app.add_flag("--no-cache", no_cache);
+  app.add_flag("--time-passes", time_passes);
+  app.add_flag("-v", verbose);
+  app.add_option("input", inputs);
+  try {
+    app.parse(int(arg_pointers.size()), arg_pointers.data());
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    // CLI11 says "--target: 1 required TEXT missing"; say which option needs what.
+    const size_t colon = what.find(':');
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && colon != std::string::npos)
+      return UsageError{what.substr(0, colon) + " needs a value (see kilnc --help)"};
+    return UsageError{what + " (see kilnc --help)"};
   }
+  if (help) {
+    std::cout << kUsage;
+    std::exit(0);
+  }
+  if (version) {
+    const std::string missing = kiln::codegen::unavailable_targets_note();
+    // Missing targets go on their own line: scripts read the "targets:" line as a list.
+    std::cout << "kilnc (Kiln) " << kiln::kVersion << "\ntargets: " << join(kBuildTargets) << "\n"
+              << (missing.empty() ? "" : "unavailable: " + missing + "\n");
+    std::exit(0);
+  }
+  for (const std::string& extra : app.remaining()) {
+    if (extra.size() > 1 && extra[0] == '-') return UsageError{"unknown option '" + extra + "' (see kilnc --help)"};
+    inputs.push_back(extra);
+  }
+  if (inputs.size() > 1) return UsageError{"more than one input file ('" + inputs[0] + "' and '" + inputs[1] + "')"};
+  if (!inputs.empty()) opts.input = inputs[0];
+  if (app.count("-o")) opts.output = output;
+  if (app.count("-O")) {
+    if (opt_level.size() != 1 || opt_level[0] < '0' || opt_level[0] > '3')
+      return UsageError{"-O" + opt_level + ": the optimization level is 0, 1, 2 or 3"};
+    opts.compile.opt_level = std::min(opt_level[0] - '0', 2);
+  }
+  for (const std::string& f : features) {
+    if (f == "fuse" || f == "no-fuse") opts.compile.fuse = f == "fuse";
+    else if (f == "fuse-attention" || f == "no-fuse-attention") opts.compile.fuse_attention = f == "fuse-attention";
+    else if (f == "channels-last" || f == "no-channels-last") opts.compile.channels_last = f == "channels-last";
+    else if (f == "time-report") opts.reports.time_report = true;
+    else return UsageError{"unknown option '-f" + f + "' (see kilnc --help)"};
+  }
+  opts.reports.time_report = opts.reports.time_report || time_passes;
+  if (app.count("--emit")) {
+    if (emit == "kiln") opts.emit = EmitKind::kKiln;
+    else if (emit == "ir") opts.emit = EmitKind::kIr;
+    else if (emit == "dot") opts.emit = EmitKind::kDot;
+    else if (emit == "plan") opts.emit = EmitKind::kPlan;
+    else if (emit == "kernels") opts.emit = EmitKind::kKernels;
+    else return UsageError{"unknown --emit kind '" + emit + "' (expected ir, dot, plan, kernels or kiln)"};
+  }
+  if (app.count("--target")) opts.compile.targets = split_commas(targets);
+  if (app.count("--gpu-arch")) opts.compile.gpu_archs = split_commas(gpu_archs);  // checked with the targets
+  for (const std::string& list : print_after)
+    for (const std::string& p : split_commas(list)) opts.reports.print_after.push_back(p);
+  if (app.count("-j")) {
+    char* end = nullptr;
+    const long n = std::strtol(jobs.c_str(), &end, 10);
+    if (jobs.empty() || *end != '\0' || n < 1 || n > 1024)
+      return UsageError{"-j needs a number of threads from 1 to 1024, not '" + jobs + "'"};
+    opts.compile.jobs = int(n);
+  }
+  opts.compile.use_cache = !no_cache;
+  opts.list_passes = list_passes;
+  opts.verbose = verbose;
   return std::nullopt;
 }
 
