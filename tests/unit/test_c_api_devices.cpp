@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -304,6 +305,95 @@ TEST_CASE("c_api devices: device options reach the driver they name and are chec
     }
     kiln_session_destroy(session);
     session = nullptr;
+  }
+  kiln_artifact_destroy(artifact);
+}
+
+namespace {
+// An allocator over the CUDA driver API (what a framework's caching allocator would be), or over
+// host memory for the reference device; counts what is live.
+struct AppAllocator {
+  const runtime::cuda::CudaApi* api = nullptr;  // null: host memory
+  int live = 0, total = 0;
+  static int allocate(void* self, size_t bytes, void** native) {
+    auto* a = static_cast<AppAllocator*>(self);
+    if (a->api) {
+      runtime::cuda::CUdeviceptr p = 0;
+      if (a->api->cuMemAlloc_v2(&p, bytes) != runtime::cuda::CUDA_SUCCESS) return 1;
+      *native = reinterpret_cast<void*>(uintptr_t(p));
+    } else {
+      *native = std::malloc(bytes);
+    }
+    ++a->live;
+    ++a->total;
+    return 0;
+  }
+  static void deallocate(void* self, void* native, size_t) {
+    auto* a = static_cast<AppAllocator*>(self);
+    if (a->api) a->api->cuMemFree_v2(runtime::cuda::CUdeviceptr(uintptr_t(native)));
+    else std::free(native);
+    --a->live;
+  }
+};
+}  // namespace
+
+TEST_CASE("c_api devices: the application's stream and allocator, where the device takes them") {
+  std::vector<uint8_t> bytes = compile_for_every_target();
+  kiln_artifact* artifact = nullptr;
+  REQUIRE(kiln_artifact_load_memory(bytes.data(), bytes.size(), &artifact) == KILN_OK);
+  for (const std::string& id : devices_that_run(artifact)) {
+    CAPTURE(id);
+    kiln_session* plain = nullptr;
+    REQUIRE(kiln_session_create(artifact, id.c_str(), &plain) == KILN_OK);
+    const Outputs expected = run_probe(plain);
+    REQUIRE_MESSAGE(expected.status == KILN_OK, expected.error);
+    kiln_session_destroy(plain);
+
+    const bool cuda = id.rfind("cuda:", 0) == 0;
+    AppAllocator app;
+    runtime::cuda::CUstream stream = nullptr;
+    runtime::cuda::CUdevice device = 0;
+    runtime::cuda::CUcontext context = nullptr;
+    if (cuda) {
+      Result<const runtime::cuda::CudaApi*> loaded = runtime::cuda::cuda_api();
+      REQUIRE(loaded.is_ok());
+      app.api = *loaded;
+      REQUIRE(app.api->cuDeviceGet(&device, std::stoi(id.substr(5))) == runtime::cuda::CUDA_SUCCESS);
+      REQUIRE(app.api->cuDevicePrimaryCtxRetain(&context, device) == runtime::cuda::CUDA_SUCCESS);
+      REQUIRE(app.api->cuCtxSetCurrent(context) == runtime::cuda::CUDA_SUCCESS);
+      REQUIRE(app.api->cuStreamCreate(&stream, 0) == runtime::cuda::CUDA_SUCCESS);
+    }
+    kiln_allocator allocator = {&app, &AppAllocator::allocate, &AppAllocator::deallocate};
+    kiln_session_options options;
+    kiln_session_options_init(&options);
+    options.device_id = id.c_str();
+    options.allocator = &allocator;
+    options.cuda_stream = cuda ? static_cast<void*>(stream) : nullptr;
+    kiln_session* session = nullptr;
+    const kiln_status created = kiln_session_create_ex(artifact, &options, &session);
+    if (!cuda && id != "reference") {
+      // OpenCL and Vulkan cannot use memory they did not allocate.
+      CHECK(created == KILN_UNSUPPORTED);
+      CHECK(app.live == 0);
+      continue;
+    }
+    REQUIRE_MESSAGE(created == KILN_OK, std::string(kiln_last_error_message()));
+    for (int run = 0; run < 3; ++run) {  // on CUDA the third run replays a graph on the stream
+      const Outputs out = run_probe(session);
+      REQUIRE_MESSAGE(out.status == KILN_OK, out.error);
+      CHECK(std::memcmp(out.p.data(), expected.p.data(), out.p.size() * 4) == 0);
+      CHECK(std::memcmp(out.t.data(), expected.t.data(), out.t.size() * 4) == 0);
+    }
+    CHECK(app.total >= 3);  // inputs, outputs and arena came from the application
+    kiln_session_destroy(session);
+    CHECK(app.live == 0);
+    if (cuda) {
+      // The stream is still the application's: Kiln did not destroy it.
+      REQUIRE(app.api->cuCtxSetCurrent(context) == runtime::cuda::CUDA_SUCCESS);
+      CHECK(app.api->cuStreamSynchronize(stream) == runtime::cuda::CUDA_SUCCESS);
+      CHECK(app.api->cuStreamDestroy_v2(stream) == runtime::cuda::CUDA_SUCCESS);
+      app.api->cuDevicePrimaryCtxRelease_v2(device);
+    }
   }
   kiln_artifact_destroy(artifact);
 }
