@@ -11,6 +11,8 @@
 #                     OpenCL, Vulkan), which are there or are loaded with dlopen
 #   gpu-bundle/onnx_node_tests[_latest].txz  the ONNX backend node tests of onnx 1.12 and of the
 #                     newest onnx (kiln-onnx-conformance on cuda:0)
+#   gpu-bundle/python/  the Python package kiln, built for Python 3.12 (the GPU machine's), and
+#   gpu-bundle/pylib/   pytest to run python/tests there (PYTHONPATH=gpu-bundle/python:gpu-bundle/pylib)
 #   gpu-bundle/debs/  Debian's libvulkan1, libglvnd0, libglx0, libegl1 (the GPU machine has no
 #                     Vulkan loader, and NVIDIA's Vulkan ICD needs libglvnd)
 #
@@ -38,8 +40,38 @@ for optional in kiln-onnx-conformance; do
 done
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 
+# The Python package, built for the GPU machine's Python (3.12 there: KILN_BUNDLE_PYTHON names an
+# interpreter of that version here, default python3.12 on PATH or pyenv's), when nanobind is in
+# the test virtualenv: gpu-bundle/python/kiln, its extension with RPATH $ORIGIN/../../lib; and
+# pytest with its dependencies (pure Python wheels) in gpu-bundle/pylib.
+PY_BUILD_DIR="$BUILD_DIR-python"
+BUNDLE_PYTHON=${KILN_BUNDLE_PYTHON:-$(command -v python3.12 || ls "$HOME"/.pyenv/versions/3.12*/bin/python3 2>/dev/null | tail -1 || true)}
+NANOBIND_DIR=$(.venv/bin/python -m nanobind --cmake_dir 2>/dev/null || true)
+if [ -n "$BUNDLE_PYTHON" ] && [ -n "$NANOBIND_DIR" ]; then
+  cmake -S . -B "$PY_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_TESTS=OFF \
+    -DKILN_BUILD_FUZZERS=OFF "-DPython_EXECUTABLE=$BUNDLE_PYTHON" "-Dnanobind_DIR=$NANOBIND_DIR" \
+    '-DCMAKE_BUILD_RPATH=$ORIGIN/../../lib' -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags >/dev/null
+  cmake --build "$PY_BUILD_DIR" -j "$JOBS" --target _kiln _kiln_stub
+else
+  echo "make-gpu-bundle: warning: no Python 3.12 or no nanobind here; the bundle has no Python package" >&2
+  PY_BUILD_DIR=""
+fi
+
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/debs"
+if [ -n "$PY_BUILD_DIR" ]; then
+  mkdir -p "$BUNDLE/python/kiln" "$BUNDLE/pylib"
+  for f in "$PY_BUILD_DIR"/python/kiln/*; do
+    case "$f" in *.so) objcopy --strip-debug "$f" "$BUNDLE/python/kiln/$(basename "$f")" ;; *) cp "$f" "$BUNDLE/python/kiln/" ;; esac
+  done
+  VENV_PYTHON="$PWD/.venv/bin/python"
+  (cd "$BUNDLE/pylib" &&
+   "$VENV_PYTHON" -m pip download -q --only-binary=:all: --python-version 3.12 --no-deps -d wheels \
+     pytest==8.3.4 pluggy==1.5.0 iniconfig==2.0.0 packaging==24.2 &&
+   for w in wheels/*.whl; do "$VENV_PYTHON" -m zipfile -e "$w" .; done && rm -rf wheels) ||
+    echo "make-gpu-bundle: warning: could not fetch pytest for the bundle" >&2
+fi
 for name in "${TARGETS[@]}"; do
   objcopy --strip-debug "$BUILD_DIR/bin/$name" "$BUNDLE/bin/$name"
   if ! readelf -d "$BUNDLE/bin/$name" | grep -q '(RPATH).*\$ORIGIN/../lib'; then
@@ -51,8 +83,8 @@ done
 # Libraries the loader finds here; the system ones (same ABI, newer there) and GPU APIs stay.
 SYSTEM='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s)\.so'
 GPU_API='^(libcuda|libnvrtc|libnvJitLink|libcublas|libcublasLt|libcudart|libOpenCL|libvulkan|libnvidia)'
-for name in "${TARGETS[@]}"; do
-  ldd "$BUILD_DIR/bin/$name" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
+for file in "${TARGETS[@]/#/$BUILD_DIR/bin/}" ${PY_BUILD_DIR:+"$PY_BUILD_DIR"/python/kiln/*.so}; do
+  ldd "$file" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
 done | sort -u | while read -r soname path; do
   if [[ $soname =~ $SYSTEM || $soname =~ $GPU_API ]]; then continue; fi
   objcopy --strip-debug "$path" "$BUNDLE/lib/$soname"
