@@ -45,7 +45,10 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 # the test virtualenv: gpu-bundle/python/kiln, its extension with RPATH $ORIGIN/../../lib; and
 # pytest with its dependencies (pure Python wheels) in gpu-bundle/pylib.
 PY_BUILD_DIR="$BUILD_DIR-python"
-BUNDLE_PYTHON=${KILN_BUNDLE_PYTHON:-$(command -v python3.12 || ls "$HOME"/.pyenv/versions/3.12*/bin/python3 2>/dev/null | tail -1 || true)}
+# (sys.executable: a pyenv shim is not the interpreter CMake must see.)
+BUNDLE_PYTHON=${KILN_BUNDLE_PYTHON:-$(for candidate in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3; do
+  "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12); print(sys.executable)' 2>/dev/null && break
+done || true)}
 NANOBIND_DIR=$(.venv/bin/python -m nanobind --cmake_dir 2>/dev/null || true)
 if [ -n "$BUNDLE_PYTHON" ] && [ -n "$NANOBIND_DIR" ]; then
   cmake -S . -B "$PY_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_TESTS=OFF \
