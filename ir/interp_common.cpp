@@ -5,7 +5,10 @@
 #include <cstring>
 #include <limits>
 
+#include <thread>
+
 #include "ir/interp_internal.h"
+#include "ir/interpreter.h"
 #include "support/check.h"
 #include "support/half.h"
 
@@ -293,4 +296,38 @@ Status node_error(const EvalContext& ctx, const std::string& message) {
                           ctx.node.loc);
 }
 
+void parallel_ranges(int64_t n, int64_t work_per_item, const std::function<void(int64_t, int64_t)>& body) {
+  constexpr int64_t kMinWorkPerThread = int64_t(1) << 16;
+  const int64_t total_work = n * std::max<int64_t>(work_per_item, 1);
+  const int64_t threads = std::min<int64_t>({int64_t(interpreter_threads()), n, std::max<int64_t>(total_work / kMinWorkPerThread, 1)});
+  if (threads <= 1) {
+    if (n > 0) body(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin < end) pool.emplace_back(body, begin, end);
+  }
+  body(0, std::min(n, chunk));
+  for (std::thread& th : pool) th.join();
+}
+
 }  // namespace kiln::ir::interp
+
+namespace kiln::ir {
+
+namespace {
+
+thread_local unsigned t_interpreter_threads = 1;
+}  // namespace
+
+void set_interpreter_threads(unsigned threads) { t_interpreter_threads = threads; }
+
+unsigned interpreter_threads() {
+  if (t_interpreter_threads != 0) return t_interpreter_threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace kiln::ir

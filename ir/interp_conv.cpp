@@ -69,8 +69,10 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
   const Dims4 od = image_dims(image_shape(xd.n, wd.n, oh, ow, a.channels_last), a.channels_last);
   const int64_t out_per_group = wd.n / groups;
   const int64_t in_per_group = wd.c;
-  for (int64_t n = 0; n < xd.n; ++n) {
-    for (int64_t o = 0; o < wd.n; ++o) {
+  // Each (image, output channel) plane is one thread's: planes are split over the threads.
+  parallel_ranges(xd.n * wd.n, oh * ow * in_per_group * wd.h * wd.w, [&](int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      const int64_t n = plane / wd.n, o = plane % wd.n;
       const int64_t g = o / out_per_group;
       for (int64_t y = 0; y < oh; ++y) {
         for (int64_t xo = 0; xo < ow; ++xo) {
@@ -97,7 +99,7 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
         }
       }
     }
-  }
+  });
   return out;
 }
 

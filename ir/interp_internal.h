@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -60,6 +61,11 @@ Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
 // ---- shapes and strides --------------------------------------------------------------------
 
 int64_t num_elements_of(const std::vector<int64_t>& shape);
+
+// Runs body(begin, end) over [0, n) split into contiguous ranges on up to interpreter_threads()
+// threads (the calling thread takes the first range). `work_per_item` (multiply-adds, say)
+// keeps small loops on one thread, where starting threads would cost more than they save.
+void parallel_ranges(int64_t n, int64_t work_per_item, const std::function<void(int64_t, int64_t)>& body);
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape);
 // Strides (in elements) to read a tensor of `in_shape` as if broadcast to `out_shape`:
 // right-aligned, 0 for stretched (size-1) and missing leading dims.

@@ -11,30 +11,35 @@ namespace kiln::ir::interp {
 namespace {
 
 // C[M, N] += A[M, K] * B[K, N], row-major; i-k-j order so the inner loop streams rows of B and C.
+// Rows are split over the interpreter's threads.
 template <class T>
 void gemm_accumulate(const T* __restrict a, const T* __restrict b, T* __restrict c, int64_t m,
                      int64_t k, int64_t n) {
-  for (int64_t i = 0; i < m; ++i) {
-    T* __restrict c_row = c + i * n;
-    for (int64_t p = 0; p < k; ++p) {
-      const T a_ip = a[i * k + p];
-      const T* __restrict b_row = b + p * n;
-      for (int64_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+  parallel_ranges(m, k * n, [=](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      T* __restrict c_row = c + i * n;
+      for (int64_t p = 0; p < k; ++p) {
+        const T a_ip = a[i * k + p];
+        const T* __restrict b_row = b + p * n;
+        for (int64_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+      }
     }
-  }
+  });
 }
 
 // Integer version with defined wrap-around (signed overflow is UB in C++).
 void gemm_accumulate_wrapping(const int64_t* a, const int64_t* b, int64_t* c, int64_t m, int64_t k,
                               int64_t n) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t p = 0; p < k; ++p) {
-      const uint64_t a_ip = uint64_t(a[i * k + p]);
-      for (int64_t j = 0; j < n; ++j) {
-        c[i * n + j] = int64_t(uint64_t(c[i * n + j]) + a_ip * uint64_t(b[p * n + j]));
+  parallel_ranges(m, k * n, [=](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      for (int64_t p = 0; p < k; ++p) {
+        const uint64_t a_ip = uint64_t(a[i * k + p]);
+        for (int64_t j = 0; j < n; ++j) {
+          c[i * n + j] = int64_t(uint64_t(c[i * n + j]) + a_ip * uint64_t(b[p * n + j]));
+        }
       }
     }
-  }
+  });
 }
 
 template <class T, class Gemm>

@@ -20,6 +20,14 @@ namespace kiln::ir {
 // naming the input, what was expected and what was given.
 Result<SymbolBindings> bind_inputs(const Graph& graph, std::span<const Tensor> inputs);
 
+// Host threads the interpreter may use for its heavy loops (matmul rows, convolution output
+// channels) on the calling thread, from now on: 1 (the default) keeps all work on the calling
+// thread; 0 means one per hardware thread. Per calling thread (a session's runs set it for their
+// thread), so interpreters on different threads do not share the setting. Results do not depend
+// on it: each output element is computed by one thread in the same order.
+void set_interpreter_threads(unsigned threads);
+unsigned interpreter_threads();
+
 // Runs the graph; returns the outputs in signature order.
 Result<std::vector<Tensor>> interpret(const Graph& graph, std::span<const Tensor> inputs);
 

@@ -567,6 +567,7 @@ kiln_status kiln_session_create_ex(kiln_artifact* artifact, const kiln_session_o
   }
   kiln::runtime::SessionOptions session_options;
   session_options.native_stream = options.cuda_stream;
+  session_options.host_threads = options.threads == KILN_THREADS_ALL ? 0 : std::max<uint32_t>(options.threads, 1);
   if (options.allocator) {
     KILN_REQUIRE_ARG(options.allocator->allocate && options.allocator->deallocate,
                      "kiln_session_create_ex: the allocator's allocate or deallocate function is NULL");

@@ -54,6 +54,7 @@ Result<std::unique_ptr<Session>> Session::create(
     return invalid_argument("the allocator needs both its allocate and deallocate functions");
   std::unique_ptr<Session> session(new Session(artifact, device));
   session->memory_ = options.memory;
+  session->host_threads_ = options.host_threads;
   if (session->memory_) {
     // Refuse an allocator the device cannot use now, not at the first run.
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> probe, session->allocate(1));
@@ -294,6 +295,7 @@ Status Session::submit() {
   args.arena = arena;
   args.bindings = &bindings_;
   args.profile = profiling_ ? &profile_ : nullptr;
+  args.host_threads = host_threads_;
   Status executed = stream_->execute(*executable_, args);
   if (!executed.is_ok()) {
     (void)stream_->synchronize();  // drain whatever was enqueued before the failure

@@ -58,6 +58,9 @@ struct SessionOptions {
   // or empty for the device's. The artifact's constants are not the session's: sessions of one
   // artifact on one device share them, in memory the device allocates.
   std::optional<hal::MemoryHook> memory;
+  // Host threads for the device's host work (the reference interpreter); 0: one per hardware
+  // thread.
+  unsigned host_threads = 1;
 };
 
 // One entry of the artifact's signature.
@@ -166,6 +169,7 @@ class Session {
   std::shared_ptr<const artifact::LoadedArtifact> artifact_;
   hal::Device& device_;
   std::optional<hal::MemoryHook> memory_;
+  unsigned host_threads_ = 1;
   std::unique_ptr<hal::Executable> executable_;
   std::unique_ptr<hal::Stream> stream_;
   std::vector<TensorSpec> input_specs_;

@@ -55,6 +55,10 @@ step() {  # step NAME LOG COMMAND...: runs COMMAND, logs to LOG, records pass/fa
   else note "FAIL $name (exit $rc, $((SECONDS - start)) s)"; failed=1; fi
 }
 
+# make-gpu-bundle.sh packs the binaries, libraries and the Python package into payload.txz.
+if [ ! -x "$BIN/kiln-run" ] && [ -f "$BUNDLE/payload.txz" ]; then
+  tar xJf "$BUNDLE/payload.txz" -C "$BUNDLE"
+fi
 if [ ! -x "$BIN/kiln-run" ]; then
   echo "gpu-test: $BIN/kiln-run not found: run scripts/make-gpu-bundle.sh here and carry $BUNDLE" >&2
   exit 1
@@ -108,6 +112,12 @@ if wants unit && [ -x "$BIN/kiln-unit-tests" ]; then
   step "HAL conformance (cuda)" "$OUT/setup.txt" env KILN_CONFORMANCE_DRIVER=cuda KILN_REQUIRE_DRIVERS=cuda \
     "$BIN/kiln-unit-tests" -ts=hal-conformance
   step "unit tests (c_api*)" "$OUT/setup.txt" "$BIN/kiln-unit-tests" -tc='c_api*'
+fi
+# The Python package (built for this machine's Python by make-gpu-bundle.sh) with PyTorch's CUDA
+# tensors through DLPack.
+if wants unit && [ -d "$BUNDLE/python/kiln" ]; then
+  step "python/tests (pytest)" "$OUT/setup.txt" env PYTHONPATH="$PWD/$BUNDLE/python:$PWD/$BUNDLE/pylib" \
+    KILN_SOURCE_DIR="$PWD" python3 -m pytest python/tests -q -rs -p no:cacheprovider
 fi
 
 # ---- 4. CUDA checks ----

@@ -2,6 +2,7 @@
 # Builds Kiln on this (GPU-less) machine and packs gpu-bundle/ for a run on the GPU machine
 # (docs: /work/shared/guide/gpu-machine.md; the device tool carries the folder, 64 MiB at most):
 #
+# bin/, lib/, python/ and pylib/ are packed into gpu-bundle/payload.txz (gpu-test.sh unpacks it):
 #   gpu-bundle/bin/   kilnc, kiln-run, kiln-bench (tools/), kiln-embed, kiln-cuda-graph-check,
 #                     kiln-unit-tests and kiln-onnx-conformance when built; debug info
 #                     stripped; RPATH $ORIGIN/../lib
@@ -109,9 +110,16 @@ if [[ " ${TARGETS[*]} " == *" kiln-onnx-conformance "* ]]; then
   fi
 fi
 
+# The binaries, libraries and the Python package travel as one xz archive (a third of their
+# size); scripts/gpu-test.sh unpacks it there.
+ls -la "$BUNDLE/bin" "$BUNDLE/lib" ${PY_BUILD_DIR:+"$BUNDLE/python/kiln"} | sed 's/^/  /'
+PACKED=(bin lib)
+[ -d "$BUNDLE/python" ] && PACKED+=(python pylib)
+tar cf - -C "$BUNDLE" "${PACKED[@]}" | xz -T0 -6 > "$BUNDLE/payload.txz"
+(cd "$BUNDLE" && rm -rf "${PACKED[@]}")
 size=$(du -sb "$BUNDLE" | cut -f1)
 echo "make-gpu-bundle: $BUNDLE is $((size / 1024 / 1024)) MiB:"
-ls -la "$BUNDLE/bin" "$BUNDLE/lib" "$BUNDLE/debs" | sed 's/^/  /'
+ls -la "$BUNDLE" | sed 's/^/  /'
 if [ "$size" -gt "$LIMIT_BYTES" ]; then
   echo "make-gpu-bundle: error: the bundle is larger than $((LIMIT_BYTES / 1024 / 1024)) MiB" >&2
   exit 1

@@ -36,6 +36,9 @@ struct ExecuteArgs {
   // When non-null, per-kernel times of this execution are written here (valid after
   // synchronize()).
   Profile* profile = nullptr;
+  // Host threads for work the device runs on the host (the reference interpreter's loops); 0:
+  // one per hardware thread. Devices that compute elsewhere ignore it.
+  unsigned host_threads = 1;
 };
 
 class Stream {

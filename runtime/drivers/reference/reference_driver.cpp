@@ -107,6 +107,12 @@ Status ReferenceStream::execute(const hal::Executable& executable, const hal::Ex
     inputs.push_back(std::move(view));
   }
 
+  // The session's thread count, for this run on this thread only (restored however it ends).
+  struct ThreadsForThisRun {
+    unsigned previous = ir::interpreter_threads();
+    explicit ThreadsForThisRun(unsigned threads) { ir::set_interpreter_threads(threads); }
+    ~ThreadsForThisRun() { ir::set_interpreter_threads(previous); }
+  } threads_for_this_run(args.host_threads);
   Result<std::vector<ir::Tensor>> outputs =
       args.profile ? interpret_with_profile(graph, inputs, *args.profile) : ir::interpret(graph, inputs);
   if (!outputs.is_ok()) return std::move(outputs).status();

@@ -235,6 +235,11 @@ typedef struct kiln_session_options {
   /* Device options, as kiln_session_create_with_options (count 0: none). */
   const kiln_device_option* device_options;
   size_t device_option_count;
+  /* Host threads for the work a device runs on the host: the reference interpreter's matrix
+   * products and convolutions (the results do not depend on it). 0 (the default) or 1: all on
+   * the calling thread; N: up to N threads; KILN_THREADS_ALL: one per hardware thread. Devices
+   * that compute on a GPU ignore it. */
+  uint32_t threads;
   /* The application's CUDA stream (a CUstream cast to void*) on which the session enqueues its
    * work, so that it is ordered with the application's own work on that stream; NULL: a stream
    * of the session's own. Kiln never destroys it; it must outlive the session. Runs still wait
@@ -249,6 +254,8 @@ typedef struct kiln_session_options {
    * elsewhere KILN_UNSUPPORTED. */
   const kiln_allocator* allocator;
 } kiln_session_options;
+
+#define KILN_THREADS_ALL UINT32_MAX
 
 /* Sets struct_size and every field to its default. */
 void kiln_session_options_init(kiln_session_options* options);
