@@ -258,13 +258,20 @@ using AnyArray = nb::ndarray<nb::c_contig>;
 class Session {
  public:
   Session(const Artifact& artifact, std::optional<std::string> device,
-          std::vector<std::pair<std::string, std::string>> device_options)
+          std::vector<std::pair<std::string, std::string>> device_options, int64_t threads, uintptr_t cuda_stream)
       : artifact_(artifact.shared()), inputs_(artifact.inputs()), outputs_(artifact.outputs()) {
-    std::vector<kiln_device_option> options;
-    for (const auto& [k, v] : device_options) options.push_back({k.c_str(), v.c_str()});
+    if (threads < 0) throw nb::value_error("threads must be 0 (one per core) or more");
+    std::vector<kiln_device_option> pairs;
+    for (const auto& [k, v] : device_options) pairs.push_back({k.c_str(), v.c_str()});
+    kiln_session_options options;
+    kiln_session_options_init(&options);
+    options.device_id = device ? device->c_str() : nullptr;
+    options.device_options = pairs.data();
+    options.device_option_count = pairs.size();
+    options.threads = threads == 0 ? KILN_THREADS_ALL : uint32_t(std::min<int64_t>(threads, 1 << 16));
+    options.cuda_stream = reinterpret_cast<void*>(cuda_stream);
     kiln_session* s = nullptr;
-    check(kiln_session_create_with_options(artifact_.get(), device ? device->c_str() : nullptr, options.data(),
-                                           options.size(), &s));
+    check(kiln_session_create_ex(artifact_.get(), &options, &s));
     session_.reset(s, kiln_session_destroy);
     const char* id = nullptr;
     check(kiln_session_device_id(s, &id));
@@ -454,8 +461,16 @@ NB_MODULE(_kiln, m) {
       });
 
   nb::class_<Session>(m, "Session", "Runs an artifact on one device.")
-      .def(nb::init<const Artifact&, std::optional<std::string>, std::vector<std::pair<std::string, std::string>>>(),
-           "artifact"_a, "device"_a.none() = nb::none(), "device_options"_a = std::vector<std::pair<std::string, std::string>>())
+      .def(nb::init<const Artifact&, std::optional<std::string>, std::vector<std::pair<std::string, std::string>>,
+                    int64_t, uintptr_t>(),
+           "artifact"_a, "device"_a.none() = nb::none(),
+           "device_options"_a = std::vector<std::pair<std::string, std::string>>(), "threads"_a = 1,
+           "cuda_stream"_a = 0,
+           "Creates a session. device: an id from kiln.devices() (None: the default device). "
+           "device_options: (key, value) pairs such as ('cuda.graphs', 'off'). threads: host threads "
+           "for work run on the host (the reference interpreter); 0: one per core. cuda_stream: a CUDA "
+           "stream handle (e.g. torch.cuda.current_stream().cuda_stream) to run on, ordered with the "
+           "application's work on it; 0: the session's own stream.")
       .def_prop_ro("device", &Session::device, "The id of the device it runs on.")
       .def("run", &Session::run, "inputs"_a, "out"_a.none() = nb::none(), "profile"_a = false,
            "Runs once. inputs: name -> array (NumPy or any DLPack array, host or, on a CUDA session, "

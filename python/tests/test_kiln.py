@@ -112,6 +112,17 @@ def test_out_arrays_written_in_place_and_dlpack_inputs():
     np.testing.assert_allclose(got["y"], y, rtol=1e-6)
 
 
+def test_threads_give_identical_results():
+    art = kiln.compile(str(MLP_GRAPH), targets=[])
+    x = np.linspace(-1, 1, 64 * 784, dtype=np.float32).reshape(64, 784)
+    one = kiln.Session(art, device="reference").run({"x": x})["probs"]
+    for threads in (2, 0):
+        many = kiln.Session(art, device="reference", threads=threads).run({"x": x})["probs"]
+        np.testing.assert_array_equal(many, one)
+    with pytest.raises(ValueError):
+        kiln.Session(art, device="reference", threads=-1)
+
+
 def test_profile_objects():
     art = kiln.compile(str(MLP_GRAPH), targets=[])
     sess = kiln.Session(art, device="reference")
@@ -164,6 +175,15 @@ def test_cuda_tensors_zero_copy():
     art = kiln.compile(SMALL_GRAPH, targets=["cuda"])
     sess = kiln.Session(art, device="cuda:0")
     x = torch.randn(3, 4, device="cuda")
+    # On PyTorch's stream: ordered with its work, no synchronization needed.
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        xs = torch.randn(5, 4, device="cuda") * 3
+        bs = torch.randn(4, device="cuda")
+        ys = torch.empty(5, 4, device="cuda")
+        on_stream = kiln.Session(art, device="cuda:0", cuda_stream=stream.cuda_stream)
+        on_stream.run({"x": xs, "b": bs}, out={"y": ys})
+        torch.testing.assert_close(ys, torch.tanh(xs * 2 + bs), rtol=1e-5, atol=1e-6)
     b = torch.randn(4, device="cuda")
     y = torch.empty(3, 4, device="cuda")
     torch.cuda.synchronize()  # Kiln's stream does not wait for PyTorch's
