@@ -14,16 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-FAILURES = []
-
-
-def check(cond, what, detail=""):
-    print(f"{'PASS' if cond else 'FAIL'} {what}")
-    if not cond:
-        FAILURES.append(what)
-        if detail:
-            print("  " + detail.replace("\n", "\n  "))
-    return cond
+from checks import FAILURES, check
 
 
 def main():
