@@ -546,7 +546,9 @@ kiln_status kiln_session_create_ex(kiln_artifact* artifact, const kiln_session_o
   kiln_session_options options;
   kiln_session_options_init(&options);
   if (given) {
-    KILN_REQUIRE_ARG(given->struct_size >= kSessionOptionsFirstSize,
+    // Far larger than any future version: an uninitialized struct, whose tail must not be read.
+    constexpr size_t kImplausibleSize = 4096;
+    KILN_REQUIRE_ARG(given->struct_size >= kSessionOptionsFirstSize && given->struct_size <= kImplausibleSize,
                      "kiln_session_create_ex: options->struct_size is " + std::to_string(given->struct_size) +
                          " (use kiln_session_options_init)");
     const size_t known = std::min(given->struct_size, sizeof options);

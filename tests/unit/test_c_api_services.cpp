@@ -114,6 +114,8 @@ TEST_CASE("c_api services: session options grow without breaking older or newer 
     small.struct_size = sizeof(size_t);
     CHECK(kiln_session_create_ex(artifact, &small, &session) == KILN_INVALID_ARGUMENT);
     CHECK(std::string(kiln_last_error_message()).find("struct_size") != std::string::npos);
+    small.struct_size = size_t(1) << 40;  // an uninitialized struct: refused, its "tail" not read
+    CHECK(kiln_session_create_ex(artifact, &small, &session) == KILN_INVALID_ARGUMENT);
     CHECK(session == nullptr);
   }
   SUBCASE("a newer caller's larger struct: unknown fields zero is fine, set is refused") {
