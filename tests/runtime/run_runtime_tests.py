@@ -339,6 +339,27 @@ def main():
         out = run_ok([kr, encoder, f"--device={device}", "--dim", "B=8", "--dim", "S=128", "--check"],
                      f"encoder_block B=8 S=128 --check on {device}")
         check(re.search(r"^\s*y\s.*PASS", out, re.M) is not None, f"encoder_block --check passes on {device}")
+    # No --device and no present device has the artifact's target (e.g. cuda on a machine
+    # without CUDA): an error naming the targets and the devices, never a silent fall back to the
+    # reference interpreter, which runs it only when asked for.
+    _, kilnc_version, _ = run([args.kilnc, "--version"])
+    m = re.search(r"targets:\s*(.*)", kilnc_version)
+    build_targets = [t.strip() for t in m.group(1).split(",")] if m else []
+    absent = [t for t in build_targets if not any(d.startswith(t + ":") for d in gpu_devices)]
+    if absent:
+        lonely = path(f"only_{absent[0]}.kiln")
+        run_ok([args.kilnc, os.path.join(args.graphs, "affine.graph"), f"--target={absent[0]}", "-o", lonely],
+               f"kilnc --target={absent[0]}")
+        expect_user_error([kr, lonely, "--dim", "N=2"],
+                          rf"the artifact has kernels for {absent[0]} only, and no device here runs them "
+                          r"\(devices: .*reference\); .*--device=reference", "an artifact for no present device")
+        out = run_ok([kr, lonely, "--dim", "N=2", "--device=reference", "--check"],
+                     f"--device=reference runs a {absent[0]}-only artifact")
+        check("device: reference" in out and "PASS" in out, "--device=reference still runs it")
+    else:
+        print(f"SKIP an artifact for no present device: every target of kilnc ({', '.join(build_targets)}) "
+              "has a device here")
+
     expect_user_error([kr, affine, "--frobnicate"], r"unknown option '--frobnicate'", "unknown option")
     expect_user_error([kr, affine, "--bench-json=x.json"], r"--bench-json requires --bench", "--bench-json alone")
     expect_user_error([kr, affine, "--profile-trace", "t.json"], r"--profile-trace requires --profile",

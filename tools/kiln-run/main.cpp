@@ -182,13 +182,15 @@ int run_main(int argc, char** argv) {
     return 0;
   }
 
-  // The default device is the fastest one whose driver the artifact has kernels for (the
-  // reference interpreter runs every artifact).
+  // The default device is the fastest one whose driver the artifact has kernels for; the
+  // reference interpreter only when asked for (or for an artifact without kernels).
   std::string device_id = opts.device;
   if (device_id.empty()) {
     Status required = registry.check_required_drivers_from_env();
     if (!required.is_ok()) return fail(required);
-    device_id = registry.default_device_for(*artifact);
+    kiln::Result<std::string> chosen = registry.default_device(*artifact);
+    if (!chosen.is_ok()) return fail(chosen.status());
+    device_id = *chosen;
   }
   // Device options go to the device's driver; others ignore them (--no-cuda-graph on an
   // OpenCL device changes nothing).
