@@ -728,7 +728,7 @@ Status CudaStream::execute(const hal::Executable& executable, const hal::Execute
       if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuEventRecord");
     }
     pending_profile_ = args.profile;
-  } else if (use_graphs_ && runs_with_key_ >= 2) {
+  } else if (use_graphs_ && runs_with_key_ >= 2 && !ops_.empty()) {  // (nothing to capture when all is empty)
     if (!graph_) {
       Status captured = capture_graph();
       if (!captured.is_ok()) {
