@@ -76,8 +76,8 @@ kiln::Result<bool> check_outputs(const kiln::artifact::LoadedArtifact& artifact,
     kiln::tools::Comparison c = kiln::tools::compare(session.outputs()[i], (*expected)[i]);
     all_pass = all_pass && c.pass;
     std::fprintf(g_text, "  %-20s max abs err %-12.4g max rel err %-12.4g %s%s%s\n",
-                session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
-                c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
+                 session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
+                 c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
   }
   return all_pass;
 }
@@ -109,12 +109,12 @@ Status bench(const kiln::tools::Options& opts, kiln::runtime::Session& session,
   constexpr const char* kDeviceClock = "device timers, from the first kernel's start to the last one's end";
   auto print = [](const kiln::tools::LatencyStats& s) {
     std::fprintf(g_text, "  p50 %.4f ms  p90 %.4f ms  p99 %.4f ms  min %.4f ms  mean %.4f ms  max %.4f ms", s.p50 * 1e3,
-                s.p90 * 1e3, s.p99 * 1e3, s.min * 1e3, s.mean * 1e3, s.max * 1e3);
+                 s.p90 * 1e3, s.p99 * 1e3, s.min * 1e3, s.mean * 1e3, s.max * 1e3);
     if (s.runs_per_second) std::fprintf(g_text, "  %.2f runs/s", *s.runs_per_second);
     std::fprintf(g_text, "\n");
   };
   std::fprintf(g_text, "bench: %lld runs after %lld warm-up on %s; %s\n", (long long)runs, (long long)warmup,
-              device_id.c_str(), kHostClock);
+               device_id.c_str(), kHostClock);
   print(host);
   // Device time only when every run has it (a device whose stream measures none gives none).
   const bool device_timed = !seconds.empty() && device_seconds.size() == seconds.size();
@@ -217,10 +217,10 @@ int run_main(int argc, char** argv) {
   }
 
   std::fprintf(g_text, "device: %s (%s)\n", session.device().info().id.c_str(),
-              session.device().info().description.c_str());
+               session.device().info().description.c_str());
   for (size_t i = 0; i < prepared->size(); ++i)
     std::fprintf(g_text, "input %s: %s from %s\n", session.input_specs()[i].name.c_str(),
-                kiln::tools::tensor_type_string(inputs[i]).c_str(), (*prepared)[i].source.c_str());
+                 kiln::tools::tensor_type_string(inputs[i]).c_str(), (*prepared)[i].source.c_str());
 
   Status ran = session.run();
   if (!ran.is_ok()) return fail(ran);
@@ -237,12 +237,12 @@ int run_main(int argc, char** argv) {
       Status written = kiln::ir::write_npy(path, session.outputs()[i]);
       if (!written.is_ok()) return fail(written);
       std::fprintf(g_text, "wrote %s (%s)\n", path.c_str(),
-                  kiln::tools::tensor_type_string(session.outputs()[i]).c_str());
+                   kiln::tools::tensor_type_string(session.outputs()[i]).c_str());
     }
   } else {
     for (size_t i = 0; i < session.output_specs().size(); ++i)
       std::fprintf(g_text, "output %s\n",
-                  kiln::tools::summarize(session.output_specs()[i].name, session.outputs()[i]).c_str());
+                   kiln::tools::summarize(session.output_specs()[i].name, session.outputs()[i]).c_str());
   }
 
   if (opts.profile) {
