@@ -26,7 +26,7 @@ class Formatter final : public CLI::Formatter {
   std::string usage_;
 };
 
-// NAME=VALUE with both parts non-empty, or a message for CLI11 (which prefixes the option).
+// NAME=VALUE split at the first '=', when both parts are non-empty.
 std::optional<std::pair<std::string, std::string>> split_assignment(const std::string& text) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return std::nullopt;
@@ -146,8 +146,9 @@ CLI::Validator non_negative_number() {
 }
 
 CLI::Validator output_file_validator() {
-  return CLI::Validator([](std::string& text) { return text.empty() ? std::string("needs a file name, or - for stdout") : std::string(); },
-                        "");
+  return CLI::Validator(
+      [](std::string& text) { return text.empty() ? std::string("needs a file name, or - for stdout") : std::string(); },
+      "");
 }
 
 }  // namespace kiln::tools

@@ -23,7 +23,9 @@ std::unique_ptr<CLI::App> make_app(const std::string& tool, const std::string& u
                                    const std::string& description, const std::string& footer);
 
 // Parses argv into the options registered on `app`. Returns the exit status when the tool must
-// stop here: 0 after printing --help, 1 after printing a usage error; nullopt to go on.
+// stop here: 0 after printing --help, 1 after printing a usage error; nullopt to go on. An
+// argument left over is an unknown option, or a second value of the positional option named
+// "artifact" ("more than one artifact given").
 std::optional<int> parse_command_line(CLI::App& app, const std::string& tool, int argc, char** argv);
 
 // A repeatable NAME=VALUE option (both parts non-empty) appended to `out` in command-line order;
