@@ -17,11 +17,13 @@
 #include "ir/graph.h"
 #include "ir/plan.h"
 #include "support/status.h"
+#include "support/version.h"
 
 namespace kiln::artifact {
 
 struct WriteOptions {
-  std::string producer = "kiln";       // recorded in the file, e.g. "kilnc 0.1.0"
+  // Recorded in the file: the program and Kiln version that wrote it (kilnc: "kilnc 0.1.0").
+  std::string producer = std::string("kiln ") + kVersion;
   std::vector<KernelBinary> kernels;   // compiled kernels for every target (may be empty)
   std::vector<ModuleBinary> modules;   // shared modules for every target (may be empty)
 };

@@ -135,34 +135,42 @@ class HeaderParser {
   size_t pos_ = 0;
 };
 
+// The descrs read_npy accepts, by their type after the byte-order character. bf16 has two
+// spellings and no descr of its own (see ir/npy.h).
+struct DescrType {
+  std::string_view type;
+  DType dtype;
+};
+constexpr DescrType kReadableTypes[] = {
+    {"f4", DType::kF32}, {"f2", DType::kF16}, {"i8", DType::kI64},  {"i4", DType::kI32},  {"i1", DType::kI8},
+    {"u1", DType::kU8},  {"b1", DType::kBool}, {"u2", DType::kBF16}, {"V2", DType::kBF16},
+};
+
 Result<DType> dtype_from_descr(const std::string& descr) {
   if (descr.size() >= 2) {
     const char order = descr[0];
     const std::string_view type = std::string_view(descr).substr(1);
-    const bool single_byte = type == "i1" || type == "u1" || type == "b1";
-    if (order == '>' && !single_byte) {
+    // Single bytes have no byte order; neither has a void (ml_dtypes' bf16 is '<V2' or '|V2').
+    const bool any_order = type == "i1" || type == "u1" || type == "b1" || type == "V2";
+    if (order == '>' && !any_order) {
       return unsupported("big-endian .npy data ('" + descr + "') is not supported; save it little-endian");
     }
-    if (order == '<' || (single_byte && (order == '|' || order == '=' || order == '>'))) {
-      if (type == "f4") return DType::kF32;
-      if (type == "f2") return DType::kF16;
-      if (type == "i8") return DType::kI64;
-      if (type == "i4") return DType::kI32;
-      if (type == "i1") return DType::kI8;
-      if (type == "u1") return DType::kU8;
-      if (type == "b1") return DType::kBool;
+    if (order == '<' || (any_order && (order == '|' || order == '=' || order == '>'))) {
+      for (const DescrType& entry : kReadableTypes)
+        if (entry.type == type) return entry.dtype;
     }
   }
   std::string hint;
   if (descr == "<f8") hint = " (float64: convert with .astype(numpy.float32))";
   return unsupported(".npy dtype '" + descr + "' is not a Kiln dtype" + hint +
-                     "; supported: <f4 <f2 <i8 <i4 |i1 |u1 |b1");
+                     "; supported: <f4 <f2 <i8 <i4 |i1 |u1 |b1, and for bf16 <u2 (raw bits) or <V2 "
+                     "(ml_dtypes.bfloat16)");
 }
 
 std::string_view descr_of(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "<f4";
-    case DType::kBF16: return "<f4";  // written as f32 (see header comment)
+    case DType::kBF16: return "<f4";  // written as f32 (see ir/npy.h)
     case DType::kF16: return "<f2";
     case DType::kI64: return "<i8";
     case DType::kI32: return "<i4";
@@ -296,7 +304,9 @@ Result<Tensor> convert_npy_tensor(const Tensor& tensor, DType wanted) {
   }
   return invalid_argument("expected " + std::string(dtype_name(wanted)) + " data, got " +
                           std::string(dtype_name(tensor.dtype())) +
-                          (wanted == DType::kBF16 ? " (bf16 inputs are read from f32 .npy files)" : ""));
+                          (wanted == DType::kBF16 ? " (bf16 inputs are read from .npy files of f32, of raw bits as "
+                                                    "uint16, or of ml_dtypes.bfloat16)"
+                                                  : ""));
 }
 
 }  // namespace kiln::ir

@@ -38,14 +38,25 @@ std::string DeviceRegistry::default_device_id() const {
   return devices.empty() ? std::string() : devices.front().id;
 }
 
-std::string DeviceRegistry::default_device_for(const artifact::LoadedArtifact& artifact) const {
+Result<std::string> DeviceRegistry::default_device(const artifact::LoadedArtifact& artifact) const {
   const std::vector<std::string> targets = artifact.targets();
-  for (const hal::DeviceInfo& info : list_devices()) {
-    if (info.driver == "reference" ||
-        std::find(targets.begin(), targets.end(), info.driver) != targets.end())
-      return info.id;
-  }
-  return std::string();
+  if (targets.empty()) return std::string("reference");
+  const std::vector<hal::DeviceInfo> devices = list_devices();
+  for (const hal::DeviceInfo& info : devices)
+    if (std::find(targets.begin(), targets.end(), info.driver) != targets.end()) return info.id;
+  std::string target_list, device_list;
+  for (const std::string& t : targets) target_list += (target_list.empty() ? "" : ", ") + t;
+  for (const hal::DeviceInfo& info : devices) device_list += (device_list.empty() ? "" : ", ") + info.id;
+  return Status(ErrorCode::kUnavailable,
+                "the artifact has kernels for " + target_list + " only, and no device here runs them (devices: " +
+                    (device_list.empty() ? std::string("none") : device_list) +
+                    "); choose the reference interpreter explicitly (--device=reference, device id \"reference\") "
+                    "or compile the artifact for one of these devices' targets");
+}
+
+std::string DeviceRegistry::default_device_for(const artifact::LoadedArtifact& artifact) const {
+  Result<std::string> id = default_device(artifact);
+  return id.is_ok() ? *id : std::string();
 }
 
 Status DeviceRegistry::check_required_drivers(std::string_view comma_list) const {

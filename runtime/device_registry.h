@@ -7,8 +7,12 @@
 //
 // Default device: the highest DeviceInfo::priority wins (CUDA GPU 400, discrete Vulkan/OpenCL GPU
 // 300, integrated GPU 200, CPU implementations such as lavapipe and PoCL 100, reference 0); ties
-// go to the driver registered first. default_device_for(artifact) also skips devices whose
-// driver has no kernels in the artifact (the reference device runs every artifact).
+// go to the driver registered first. For an artifact, default_device(artifact) takes the
+// fastest device whose driver the artifact has kernels for. It never falls back to the
+// reference interpreter silently: an artifact with kernels for no present device (a CUDA-only
+// artifact on a machine without CUDA) is an error naming its targets and the devices present;
+// only an artifact without any kernels (compiled for no target) defaults to the reference
+// device. The reference interpreter runs every artifact when asked for by id ("reference").
 //
 // Required drivers: the environment variable KILN_REQUIRE_DRIVERS (a comma list of driver
 // names, e.g. "vulkan,opencl") makes a listed driver that sees no usable device an error
@@ -46,8 +50,13 @@ class DeviceRegistry {
   std::vector<hal::DeviceInfo> list_devices() const;
   // The id of the fastest available device ("reference" when no GPU driver sees a device).
   std::string default_device_id() const;
-  // The fastest device that can run `artifact`: the first in list_devices() order whose driver
-  // is "reference" or one of artifact.targets().
+  // The fastest device with kernels in `artifact`: the first in list_devices() order whose
+  // driver is one of artifact.targets(); "reference" for an artifact without targets. kUnavailable
+  // when no present device has its target, saying which targets it has, which devices are
+  // present, and that --device=reference (device id "reference") runs it on the interpreter.
+  Result<std::string> default_device(const artifact::LoadedArtifact& artifact) const;
+  // default_device(artifact)'s id, or "" when it fails (for callers that take "" as "no
+  // device"; prefer default_device, whose error says why).
   std::string default_device_for(const artifact::LoadedArtifact& artifact) const;
   // Opens a device by id; "" opens the default device. An unknown id is kNotFound with a
   // message listing the available ids. Fails first with kUnavailable when a driver named in

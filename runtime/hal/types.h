@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,10 @@ struct KernelTiming {
   std::string kind;           // "elementwise", "reduction", ...; "matmul (cuBLASLt)": + the library that ran it
   std::vector<std::string> source_nodes;  // names of the graph nodes it computes
   double seconds = 0;
+  // When it started, in seconds after the start of the run, where the driver's timers give
+  // starts (OpenCL events, Vulkan timestamps, CUDA events); nullopt when it reports durations
+  // only (the reference device, whose kernels' nodes may interleave).
+  std::optional<double> start_seconds;
 };
 inline constexpr uint32_t kNoKernel = ~uint32_t(0);
 

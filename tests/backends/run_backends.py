@@ -82,7 +82,9 @@ def interp_cases(work, everything):
 
 def pattern_cases():
     """Fused patterns: each file says `# dims: N=5 S=3` for its symbols (random inputs), and
-    may say `# kilnc: FLAGS` for flags of its compile (e.g. -fchannels-last)."""
+    may say `# kilnc: FLAGS` for flags of its compile (e.g. -fchannels-last). A pattern with
+    symbols also runs once per symbol with that symbol 0 (`pattern_norms_S0`): empty tensors,
+    launches with no work and zero-byte arena values must work on every device."""
     cases = []
     pdir = os.path.join(HERE, "patterns")
     for fn in sorted(os.listdir(pdir)):
@@ -100,6 +102,10 @@ def pattern_cases():
                 if m:
                     flags += m.group(1).split()
         cases.append(("pattern_" + fn[:-6], path, args, flags))
+        for i, (_, binding) in enumerate(args):
+            symbol = binding.split("=")[0]
+            zero = args[:i] + [("--dim", symbol + "=0")] + args[i + 1:]
+            cases.append(("pattern_%s_%s0" % (fn[:-6], symbol), path, zero, flags))
     return cases
 
 

@@ -19,7 +19,7 @@
 #include "runtime/device_registry.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/session.h"
-#include "tools/kiln-run/inputs.h"
+#include "tools/common/inputs.h"
 
 namespace {
 

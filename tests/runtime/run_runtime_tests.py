@@ -2,11 +2,13 @@
 """kiln-run end to end on the reference device.
 
 Compiles the .graph files next to this script with kilnc, then runs kiln-run with every option
-(--input, --output-dir, --check, --dim, --seed, --bench, --profile, --list-devices, --help,
---version), checks outputs against NumPy, and checks that each user mistake exits with status 1
-and a message that says what is wrong.
+(--input, --output-dir, --check, --dim, --seed, --bench, --bench-json, --profile,
+--profile-trace, --info, --info-json, --list-devices, --help, --version), checks outputs against
+NumPy and the JSON reports' contents, and checks that each user mistake exits with status 1 and
+a message that says what is wrong.
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -71,7 +73,10 @@ def main():
 
     # --help / --version / --list-devices need no artifact.
     out = run_ok([kr, "--help"], "--help")
-    check("usage: kiln-run" in out and "--bench=N" in out, "--help shows usage")
+    check(out.startswith("usage: kiln-run [options] ARTIFACT.kiln\n")
+          and all(f in out for f in ("--bench=N", "--bench-json=FILE", "--profile-trace=FILE", "--info-json=FILE",
+                                      "--input NAME=FILE.npy", "--dim SYMBOL=SIZE", "exit status")),
+          "--help shows usage and every option")
     out = run_ok([kr, "--version"], "--version")
     check(re.match(r"kiln-run \d+\.\d+\.\d+", out) is not None, "--version format")
     out = run_ok([kr, "--list-devices"], "--list-devices")
@@ -184,6 +189,103 @@ def main():
     check(re.search(r"^\s+\S+\s+\S+%\s+\S+\s+elementwise\s+.*\bout\b", out, re.M) is not None,
           "--profile lists an elementwise kernel with its source nodes")
 
+    # The devices with kernels in these artifacts (kilnc compiles for every target of the build).
+    _, listing, _ = run([kr, "--list-devices"])
+    gpu_devices = sorted(set(re.findall(r"^\s*((?:opencl|vulkan|cuda):\d+)", listing, re.M)))
+
+    # A symbolic dimension of 0: empty inputs and outputs on every device, checked against the
+    # interpreter and written as empty .npy files.
+    for device in ["reference"] + gpu_devices:
+        d = path(f"empty_{device.replace(':', '_')}")
+        out = run_ok([kr, affine, "--dim", "N=0", f"--device={device}", "--check", "--output-dir", d,
+                      "--bench=2", "--profile"], f"--dim N=0 on {device}")
+        got = load_dir(d)
+        check(got["out"].shape == (0, 3) and got["total"].shape == (0,) and out.count("PASS") == 2,
+              f"--dim N=0 on {device}: empty outputs that match the interpreter")
+
+    # --bench-json: the printed numbers as JSON, to a file or to stdout ("-", the text then goes
+    # to stderr). Devices with timers (every one but the reference interpreter) add device times.
+    for device in ["reference"] + gpu_devices:
+        bench_json = path(f"bench_{device.replace(':', '_')}.json")
+        out = run_ok([kr, affine, "--dim", "N=6", "--bench", "7", f"--bench-json={bench_json}", f"--device={device}"],
+                     f"--bench-json on {device}")
+        with open(bench_json) as f:
+            report = json.load(f)
+        host = report["host"]
+        check(report["tool"] == "kiln-run" and report["artifact"] == affine and report["device"]["id"] == device
+              and report["runs"] == 7 and report["warmup_runs"] == 3, f"--bench-json on {device}: what ran")
+        check(report["symbols"] == {"N": 6} and [i["name"] for i in report["inputs"]] == ["x", "y"]
+              and all(i["shape"] == [6, 3] and i["dtype"] == "f32" for i in report["inputs"]),
+              f"--bench-json on {device}: inputs and symbols")
+        check(0 < host["min_ms"] <= host["p50_ms"] <= host["p90_ms"] <= host["p99_ms"] <= host["max_ms"]
+              and host["min_ms"] <= host["mean_ms"] <= host["max_ms"] and host["runs_per_second"] > 0
+              and "upload" in host["clock"], f"--bench-json on {device}: host latency percentiles in order")
+        m = re.search(r"p50 ([\d.]+) ms", out)
+        check(m is not None and abs(float(m.group(1)) - host["p50_ms"]) < 1e-3,
+              f"--bench-json on {device}: the same p50 as printed")
+        timed = report["device_timed"]
+        if device == "reference":
+            check(timed is None and "device time" not in out, "--bench-json: the reference device has no timers")
+        else:
+            check(timed is not None and 0 <= timed["min_ms"] <= timed["p50_ms"] <= timed["p99_ms"] <= timed["max_ms"]
+                  and "runs_per_second" not in timed and timed["min_ms"] <= host["min_ms"],
+                  f"--bench-json on {device}: device-timed percentiles, within the host times")
+            check(re.search(r"device time per run", out) is not None, f"--bench on {device} prints device times")
+    rc, out, err = run([kr, affine, "--dim", "N=2", "--bench=2", "--bench-json", "-", "--device=reference"])
+    report = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and report.get("runs") == 2 and "bench: 2 runs" in err and "output out" in err,
+          "--bench-json=- writes only JSON to stdout, the report to stderr")
+
+    # --profile-trace: a Chrome trace with one complete event per profiled kernel.
+    for device in ["reference"] + gpu_devices:
+        trace_path = path(f"trace_{device.replace(':', '_')}.json")
+        out = run_ok([kr, artifacts["affine-O0"], "--dim", "N=64", "--profile", "--profile-trace", trace_path,
+                      f"--device={device}"], f"--profile-trace on {device}")
+        with open(trace_path) as f:
+            trace = json.load(f)
+        events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+        printed = [l.split()[2] for l in out.splitlines() if re.match(r"^\s+\d+\.\d+\s+\d+\.\d%\s+\S+\s+\S", l)]
+        names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+        check(len(events) >= 3 and sorted(e["name"] for e in events) == sorted(printed),
+              f"--profile-trace on {device}: one event per kernel of the printed profile")
+        check(all(e["pid"] == events[0]["pid"] and e["tid"] == events[0]["tid"] and e["dur"] >= 0
+                  and isinstance(e["args"]["kernel_index"], int) and e["cat"] == e["args"]["kind"]
+                  and e["args"]["source_nodes"] for e in events)
+              and all(b["ts"] >= a["ts"] - 1e-3 for a, b in zip(events, events[1:])),
+              f"--profile-trace on {device}: kernels in launch order on one track")
+        check(f"kiln-run on {device}" in names and trace["otherData"]["device"] == device,
+              f"--profile-trace on {device}: the process is named after the device")
+
+    # --info: the artifact's contents without a device; --info-json the same as JSON.
+    out = run_ok([kr, "--info", affine], "--info")
+    _, version_out, _ = run([kr, "--version"])
+    kiln_version = version_out.split()[1]
+    check(re.search(r"^format version: 3$", out, re.M) is not None
+          and re.search(rf"^producer: kilnc {re.escape(kiln_version)}$", out, re.M) is not None,
+          "--info: format version and the compiler that wrote it")
+    check(re.search(r"^inputs:\n  x: f32\[N, 3\]\n  y: f32\[N, 3\]\noutputs:\n  out: f32\[N, 3\]\n"
+                    r"  total: f32\[N\]\nsymbols: N$", out, re.M) is not None, "--info lists inputs and outputs")
+    check(re.search(r"^constants: 1 \(0 named weights\), 12 bytes$", out, re.M) is not None,
+          "--info: the constants' bytes")
+    rc, out, err = run([kr, "--info", affine, "--info-json=-"])
+    info = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and info["inputs"] == [{"name": "x", "dtype": "f32", "shape": ["N", 3]},
+                                         {"name": "y", "dtype": "f32", "shape": ["N", 3]}]
+          and info["outputs"][1] == {"name": "total", "dtype": "f32", "shape": ["N"]}
+          and info["symbols"] == ["N"] and info["producer"] == f"kilnc {kiln_version}"
+          and info["constants"] == {"count": 1, "named_weights": 0, "bytes": 12}
+          and "inputs:" in err, "--info-json=- writes the description as JSON")
+    # At -O2 the tanh chain and the reduction are two kernels; at -O0 every op is one.
+    for level, count in (("-O2", 2), ("-O0", None)):
+        rc, out, _ = run([kr, "--info", artifacts["affine" + level], "--info-json=-"])
+        info = json.loads(out)
+        kinds = [k["kind"] for k in info["kernels"]]
+        check([k["index"] for k in info["kernels"]] == list(range(len(kinds)))
+              and (count is None or len(kinds) == count) and "reduction" in kinds
+              and {d.split(":")[0] for d in gpu_devices} <= {t["name"] for t in info["targets"]}
+              and all(t["kernel_binaries"] >= len(kinds) for t in info["targets"]),
+              f"--info-json {level}: kernels and targets")
+
     # User errors: exit 1 and a clear message.
     x_i32 = path("x_i32.npy")
     np.save(x_i32, x.astype(np.int32))
@@ -233,12 +335,46 @@ def main():
     encoder = path("encoder_block.kiln")
     run_ok([args.kilnc, os.path.join(args.graphs, "..", "..", "examples", "encoder_block.graph"),
             "-o", encoder], "compile examples/encoder_block.graph")
-    _, listing, _ = run([kr, "--list-devices"])
-    for device in sorted(set(re.findall(r"^\s*((?:opencl|vulkan|cuda):\d+)", listing, re.M))):
+    for device in gpu_devices:
         out = run_ok([kr, encoder, f"--device={device}", "--dim", "B=8", "--dim", "S=128", "--check"],
                      f"encoder_block B=8 S=128 --check on {device}")
         check(re.search(r"^\s*y\s.*PASS", out, re.M) is not None, f"encoder_block --check passes on {device}")
+    # No --device and no present device has the artifact's target (e.g. cuda on a machine
+    # without CUDA): an error naming the targets and the devices, never a silent fall back to the
+    # reference interpreter, which runs it only when asked for.
+    _, kilnc_version, _ = run([args.kilnc, "--version"])
+    m = re.search(r"targets:\s*(.*)", kilnc_version)
+    build_targets = [t.strip() for t in m.group(1).split(",")] if m else []
+    absent = [t for t in build_targets if not any(d.startswith(t + ":") for d in gpu_devices)]
+    if absent:
+        lonely = path(f"only_{absent[0]}.kiln")
+        run_ok([args.kilnc, os.path.join(args.graphs, "affine.graph"), f"--target={absent[0]}", "-o", lonely],
+               f"kilnc --target={absent[0]}")
+        expect_user_error([kr, lonely, "--dim", "N=2"],
+                          rf"the artifact has kernels for {absent[0]} only, and no device here runs them "
+                          r"\(devices: .*reference\); .*--device=reference", "an artifact for no present device")
+        out = run_ok([kr, lonely, "--dim", "N=2", "--device=reference", "--check"],
+                     f"--device=reference runs a {absent[0]}-only artifact")
+        check("device: reference" in out and "PASS" in out, "--device=reference still runs it")
+    else:
+        print(f"SKIP an artifact for no present device: every target of kilnc ({', '.join(build_targets)}) "
+              "has a device here")
+
     expect_user_error([kr, affine, "--frobnicate"], r"unknown option '--frobnicate'", "unknown option")
+    expect_user_error([kr, affine, "--bench-json=x.json"], r"--bench-json requires --bench", "--bench-json alone")
+    expect_user_error([kr, affine, "--profile-trace", "t.json"], r"--profile-trace requires --profile",
+                      "--profile-trace alone")
+    expect_user_error([kr, affine, "--info", "--bench=3"], r"--info excludes --bench", "--info with a run option")
+    expect_user_error([kr, affine, "--dim", "N=2", "--bench=2", "--bench-json=-", "--profile", "--profile-trace=-"],
+                      r"only one JSON report can go to stdout", "two JSON reports on stdout")
+    expect_user_error([kr, affine, "--dim", "N=2", "--bench=2", f"--bench-json={path('no', 'such', 'dir.json')}"],
+                      r"cannot open .*dir\.json", "--bench-json into a missing folder")
+    expect_user_error([kr, affine, "--dim", "N"], r"--dim: expects SYMBOL=SIZE", "--dim without a size")
+    expect_user_error([kr, affine, "--dim=N=-1"], r"--dim: expects SYMBOL=SIZE with SIZE an integer >= 0",
+                      "negative --dim")
+    expect_user_error([kr, affine, "--input", "x"], r"--input: expects NAME=FILE\.npy", "--input without a file")
+    expect_user_error([kr, affine, "--seed=-3"], r"--seed: expects an integer >= 0", "negative --seed")
+    expect_user_error([kr, affine, "--bench"], r"--bench", "--bench without a value")
     expect_user_error([kr, affine, "--bench=0"], r"--bench", "bad --bench value")
     expect_user_error([kr], r"no artifact given", "no artifact")
     expect_user_error([kr, affine, affine], r"more than one artifact", "two artifacts")

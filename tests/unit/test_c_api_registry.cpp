@@ -1,5 +1,6 @@
 // The device registry's policies behind the C API: default-device order (priority, then driver
-// order; skipping drivers the artifact has no kernels for) and KILN_REQUIRE_DRIVERS. Uses fake
+// order; skipping drivers the artifact has no kernels for, an error when no device has any) and
+// KILN_REQUIRE_DRIVERS. Uses fake
 // drivers that only list devices, so it runs the same on every machine.
 #include <doctest/doctest.h>
 
@@ -89,7 +90,20 @@ TEST_CASE("c_api registry: devices are ordered CUDA GPU, discrete GPU, integrate
   CHECK(registry.default_device_for(artifact_with_targets({"fakevk", "fakecl"})) == "fakecl:1");
   CHECK(registry.default_device_for(artifact_with_targets({"fakecuda", "fakecl"})) == "fakecuda:0");
   CHECK(registry.default_device_for(artifact_with_targets({})) == "reference");
-  CHECK(registry.default_device_for(artifact_with_targets({"fakegone"})) == "reference");
+  CHECK(*registry.default_device(artifact_with_targets({"fakevk"})) == "fakevk:1");
+
+  // Kernels for no present device: an error naming the targets and the devices, never a silent
+  // fall back to the reference interpreter (only an artifact without kernels defaults to it).
+  Result<std::string> gone = registry.default_device(artifact_with_targets({"fakegone", "fakeother"}));
+  REQUIRE_FALSE(gone.is_ok());
+  CHECK(gone.status().code() == ErrorCode::kUnavailable);
+  const std::string& message = gone.status().message();
+  CHECK(message.find("kernels for fakegone, fakeother only") != std::string::npos);
+  for (const hal::DeviceInfo& present : registry.list_devices())  // the fakes and this machine's
+    CHECK(message.find(present.id) != std::string::npos);
+  CHECK(message.find("--device=reference") != std::string::npos);
+  CHECK(registry.default_device_for(artifact_with_targets({"fakegone"})).empty());
+  CHECK(*registry.default_device(artifact_with_targets({})) == "reference");
 }
 
 TEST_CASE("c_api registry: KILN_REQUIRE_DRIVERS names the missing driver and why") {

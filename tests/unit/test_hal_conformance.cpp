@@ -5,8 +5,11 @@
 //   buffers    byte round trips, range errors, empty buffers, out-of-memory;
 //   copies     multi-megabyte copies (CUDA: several chunks through the staging pool), sub-ranges;
 //   execution  an artifact compiled here for every codegen target, run through sessions for
-//              several batch sizes and compared with the reference interpreter;
-//   profiling  per-kernel times with the artifact's kernel names, kinds and source nodes;
+//              several batch sizes (0 included: empty tensors) and compared with the reference
+//              interpreter;
+//   profiling  per-kernel times with the artifact's kernel names, kinds and source nodes, and
+//              their starts where the device has timers;
+//   timing     the device time of whole runs, on devices with timers;
 //   threads    sessions in several threads, byte-identical to a single-threaded run;
 //   errors     an artifact without the driver's kernels, device options the driver lacks.
 // What a driver may differ in (its profile clock, what out-of-memory says, host-visible memory)
@@ -24,11 +27,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -333,8 +338,10 @@ TEST_CASE("hal conformance: compiled kernels run through sessions and match the 
     if (!can_run(device.info(), *artifact)) return;
     auto session = session_or_fail(artifact, device);
     // A new N re-binds symbols and resizes buffers and the arena; repeating N reuses them
-    // (resubmitted command buffers, replayed CUDA graphs).
-    for (int64_t n : {int64_t(3), int64_t(37), int64_t(37), int64_t(1), int64_t(300), int64_t(37)}) {
+    // (resubmitted command buffers, replayed CUDA graphs). N = 0: empty inputs, outputs and
+    // arena values, launches with no work.
+    for (int64_t n : {int64_t(3), int64_t(37), int64_t(37), int64_t(0), int64_t(1), int64_t(300), int64_t(0),
+                      int64_t(37)}) {
       INFO("N = " << n);
       std::vector<ir::Tensor> inputs = inputs_for(n, int(n));
       Result<std::vector<ir::Tensor>> out = session->run(inputs);
@@ -383,6 +390,14 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
         CHECK(timing.seconds >= 0);
         CHECK(timing.seconds < 10);
         total += timing.seconds;
+        // Starts, from the device's timers, within the run and in launch order (one queue).
+        if (device.has_device_timers() && driver.name() != "reference") {
+          REQUIRE(timing.start_seconds.has_value());
+          CHECK(*timing.start_seconds >= 0);
+          if (i > 0) CHECK(*timing.start_seconds >= *profile.kernels[i - 1].start_seconds);
+          REQUIRE(session->last_device_seconds().has_value());
+          CHECK(*timing.start_seconds + timing.seconds <= *session->last_device_seconds() * 1.001 + 1e-6);
+        }
       }
       if (device.has_device_timers()) CHECK(total > 0);
     }
@@ -392,6 +407,35 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
     REQUIRE(out.is_ok());
     testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
     CHECK(session->last_profile().kernels.empty());
+  });
+}
+
+TEST_CASE("hal conformance: devices with timers time whole runs on the device") {
+  auto artifact = conformance_artifact();
+  for_each_device("timing", [&](const runtime::DeviceRegistry&, const hal::Driver& driver, hal::Device& device) {
+    if (!can_run(device.info(), *artifact)) return;
+    const DriverExpectations& expect = expectations(driver.name());
+    if (expect.device_timers) CHECK(device.has_device_timers());
+    auto session = session_or_fail(artifact, device);
+    for (int64_t n : {int64_t(512), int64_t(512), int64_t(0)}) {
+      INFO("N = " << n);
+      std::vector<ir::Tensor> inputs = inputs_for(n, 7);
+      const auto start = std::chrono::steady_clock::now();
+      Result<std::vector<ir::Tensor>> out = session->run(inputs);
+      const double host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+      const std::optional<double> on_device = session->last_device_seconds();
+      if (!device.has_device_timers()) {
+        CHECK_FALSE(on_device.has_value());
+        continue;
+      }
+      // Every run has its device time, within the host's wait for it; an empty run takes
+      // (almost) none.
+      REQUIRE(on_device.has_value());
+      CHECK(*on_device >= 0);
+      CHECK(*on_device <= host_seconds);
+      if (n > 0) CHECK(*on_device > 0);
+    }
   });
 }
 

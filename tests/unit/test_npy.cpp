@@ -120,6 +120,30 @@ TEST_CASE("npy: bf16 is written as f32 and converted back on request") {
   CHECK(wrong.status().message().find("expected i32 data, got f32") != std::string::npos);
 }
 
+TEST_CASE("npy: bf16 bits are read from '<u2' (a uint16 view) and '<V2' / '|V2' (ml_dtypes.bfloat16)") {
+  // 1.5 and -2.0 as bf16 bits: what numpy.save writes for
+  // numpy.array([1.5, -2.0], dtype=ml_dtypes.bfloat16), and for its .view(numpy.uint16).
+  const std::vector<uint8_t> bits = {0xC0, 0x3F, 0x00, 0xC0};
+  for (const char* descr : {"<u2", "<V2", "|V2"}) {
+    INFO(descr);
+    Result<Tensor> t = read_npy_bytes(
+        numpy_file(std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (2,), }", bits));
+    REQUIRE(t.is_ok());
+    CHECK(t->dtype() == DType::kBF16);
+    CHECK(t->element_as_double(0) == 1.5);
+    CHECK(t->element_as_double(1) == -2.0);
+    CHECK(convert_npy_tensor(*t, DType::kBF16).is_ok());
+    Result<Tensor> wrong = convert_npy_tensor(*t, DType::kF32);
+    REQUIRE_FALSE(wrong.is_ok());
+    CHECK(wrong.status().message().find("expected f32 data, got bf16") != std::string::npos);
+  }
+  // Two-byte types other than these have no Kiln meaning.
+  Result<Tensor> i16 =
+      read_npy_bytes(numpy_file("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", bits));
+  REQUIRE_FALSE(i16.is_ok());
+  CHECK(i16.status().message().find("for bf16 <u2 (raw bits) or <V2") != std::string::npos);
+}
+
 TEST_CASE("npy: malformed files are clear errors") {
   const std::vector<uint8_t> data = f32_data(6);
   auto error_of = [](const std::vector<uint8_t>& b) {

@@ -1,5 +1,6 @@
 // kiln-run: runs a compiled .kiln artifact on a device, writes or summarizes its outputs, and
-// optionally checks them against the reference interpreter, benchmarks and profiles it.
+// optionally checks them against the reference interpreter, benchmarks and profiles it; or
+// describes the artifact (--info) without running it.
 //
 // Exit status: 0 success, 1 user error (bad option, file, input, device, or a --check FAIL),
 // 2 internal error. Diagnostics go to stderr as "kiln-run: error: ...".
@@ -16,8 +17,11 @@
 #include "ir/npy.h"
 #include "runtime/device_registry.h"
 #include "runtime/session.h"
-#include "tools/kiln-run/inputs.h"
 #include "support/version.h"
+#include "tools/common/inputs.h"
+#include "tools/common/json_file.h"
+#include "tools/common/latency.h"
+#include "tools/kiln-run/info.h"
 #include "tools/kiln-run/options.h"
 #include "tools/kiln-run/report.h"
 
@@ -25,6 +29,10 @@ namespace {
 
 using kiln::ErrorCode;
 using kiln::Status;
+
+// Where the human-readable report goes: stdout, unless a JSON report goes there ("-"), so that
+// stdout holds exactly one JSON document.
+std::FILE* g_text = stdout;
 
 int exit_code_for(const Status& status) { return status.code() == ErrorCode::kInternal ? 2 : 1; }
 
@@ -63,19 +71,24 @@ kiln::Result<bool> check_outputs(const kiln::artifact::LoadedArtifact& artifact,
     return Status(ErrorCode::kInternal,
                   "--check: the reference interpreter failed: " + expected.status().message());
   bool all_pass = true;
-  std::printf("check against the reference interpreter:\n");
+  std::fprintf(g_text, "check against the reference interpreter:\n");
   for (size_t i = 0; i < session.output_specs().size(); ++i) {
     kiln::tools::Comparison c = kiln::tools::compare(session.outputs()[i], (*expected)[i]);
     all_pass = all_pass && c.pass;
-    std::printf("  %-20s max abs err %-12.4g max rel err %-12.4g %s%s%s\n",
-                session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
-                c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
+    std::fprintf(g_text, "  %-20s max abs err %-12.4g max rel err %-12.4g %s%s%s\n",
+                 session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
+                 c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
   }
   return all_pass;
 }
 
-Status bench(kiln::runtime::Session& session, int64_t runs) {
+// --bench: `runs` timed runs after a short warm-up, printed and, with --bench-json, written
+// as JSON. Wall time of whole runs, as an application calling run() sees it (upload and download
+// included), and the device's own time per run where its stream measures one.
+Status bench(const kiln::tools::Options& opts, kiln::runtime::Session& session,
+             const std::vector<kiln::ir::Tensor>& inputs) {
   using Clock = std::chrono::steady_clock;
+  const int64_t runs = *opts.bench;
   const int64_t warmup = std::min<int64_t>(3, runs);
   for (int64_t i = 0; i < warmup; ++i) KILN_RETURN_IF_ERROR(session.run());
   std::vector<double> seconds;
@@ -90,33 +103,62 @@ Status bench(kiln::runtime::Session& session, int64_t runs) {
     if (std::optional<double> on_device = session.last_device_seconds()) device_seconds.push_back(*on_device);
   }
   const double total = std::chrono::duration<double>(Clock::now() - all_start).count();
-  kiln::tools::BenchStats s = kiln::tools::bench_stats(seconds, total);
-  // Wall time of whole runs, as an application calling run() sees it; --profile gives the
-  // device's own kernel times.
-  std::printf("bench: %lld runs after %lld warm-up on %s; host wall time per run, including input "
-              "upload and output download\n",
-              (long long)runs, (long long)warmup, session.device().info().id.c_str());
-  std::printf("  p50 %.4f ms  p90 %.4f ms  p99 %.4f ms  mean %.4f ms  min %.4f ms  %.2f runs/s\n",
-              s.p50 * 1e3, s.p90 * 1e3, s.p99 * 1e3, s.mean * 1e3, s.min * 1e3, s.runs_per_second);
-  if (device_seconds.size() == seconds.size()) {
-    double device_total = 0;
-    for (double d : device_seconds) device_total += d;
-    kiln::tools::BenchStats d = kiln::tools::bench_stats(device_seconds, device_total);
-    std::printf("  device time per run (device timers, from the first kernel's start to the last one's end):\n");
-    std::printf("  p50 %.4f ms  p90 %.4f ms  p99 %.4f ms  mean %.4f ms  min %.4f ms\n", d.p50 * 1e3, d.p90 * 1e3,
-                d.p99 * 1e3, d.mean * 1e3, d.min * 1e3);
+  const kiln::tools::LatencyStats host = kiln::tools::latency_stats(seconds, total);
+  const std::string& device_id = session.device().info().id;
+  constexpr const char* kHostClock = "host wall time per run, including input upload and output download";
+  constexpr const char* kDeviceClock = "device timers, from the first kernel's start to the last one's end";
+  auto print = [](const kiln::tools::LatencyStats& s) {
+    std::fprintf(g_text, "  p50 %.4f ms  p90 %.4f ms  p99 %.4f ms  min %.4f ms  mean %.4f ms  max %.4f ms", s.p50 * 1e3,
+                 s.p90 * 1e3, s.p99 * 1e3, s.min * 1e3, s.mean * 1e3, s.max * 1e3);
+    if (s.runs_per_second) std::fprintf(g_text, "  %.2f runs/s", *s.runs_per_second);
+    std::fprintf(g_text, "\n");
+  };
+  std::fprintf(g_text, "bench: %lld runs after %lld warm-up on %s; %s\n", (long long)runs, (long long)warmup,
+               device_id.c_str(), kHostClock);
+  print(host);
+  // Device time only when every run has it (a device whose stream measures none gives none).
+  const bool device_timed = !seconds.empty() && device_seconds.size() == seconds.size();
+  kiln::tools::LatencyStats device;
+  if (device_timed) {
+    device = kiln::tools::latency_stats(device_seconds);
+    std::fprintf(g_text, "  device time per run (%s):\n", kDeviceClock);
+    print(device);
   }
-  return Status::ok();
+  if (!opts.bench_json) return Status::ok();
+
+  nlohmann::json report = {
+      {"tool", "kiln-run"},
+      {"kiln_version", kiln::kVersion},
+      {"artifact", opts.artifact},
+      {"device", {{"id", device_id}, {"description", session.device().info().description}}},
+      {"runs", runs},
+      {"warmup_runs", warmup},
+      {"inputs", nlohmann::json::array()},
+      {"symbols", nlohmann::json::object()},
+      {"host", kiln::tools::to_json(host)},
+      {"device_timed", nullptr},
+  };
+  report["host"]["clock"] = kHostClock;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    report["inputs"].push_back({{"name", session.input_specs()[i].name},
+                                {"dtype", kiln::ir::dtype_name(inputs[i].dtype())},
+                                {"shape", inputs[i].shape()}});
+  for (const auto& [symbol, size] : session.bindings()) report["symbols"][symbol] = size;
+  if (device_timed) {
+    report["device_timed"] = kiln::tools::to_json(device);
+    report["device_timed"]["clock"] = kDeviceClock;
+  }
+  return kiln::tools::write_json_file(*opts.bench_json, report);
 }
 
 int run_main(int argc, char** argv) {
-  kiln::Result<kiln::tools::Options> parsed = kiln::tools::parse_options(argc, argv);
-  if (!parsed.is_ok()) return fail(parsed.status());
-  const kiln::tools::Options& opts = *parsed;
-  if (opts.help) {
-    std::fputs(kiln::tools::kUsage, stdout);
-    return 0;
-  }
+  kiln::tools::Options opts;
+  if (std::optional<int> stop = kiln::tools::parse_options(argc, argv, opts)) return *stop;
+  int json_to_stdout = 0;
+  for (const std::optional<std::string>& path : {opts.info_json, opts.bench_json, opts.profile_trace})
+    json_to_stdout += path == "-";
+  if (json_to_stdout > 1) return fail(kiln::invalid_argument("only one JSON report can go to stdout ('-')"));
+  if (json_to_stdout) g_text = stderr;
   if (opts.version) {
     std::printf("kiln-run %s (artifact format version %u)\n", kiln::kVersion,
                 kiln::artifact::kFormatVersion);
@@ -130,14 +172,25 @@ int run_main(int argc, char** argv) {
   kiln::Result<kiln::artifact::LoadedArtifact> loaded = kiln::artifact::read_artifact_file(opts.artifact);
   if (!loaded.is_ok()) return fail(loaded.status());
   auto artifact = std::make_shared<const kiln::artifact::LoadedArtifact>(std::move(loaded).value());
+  if (opts.info) {
+    const nlohmann::json description = kiln::tools::describe_artifact(*artifact, opts.artifact);
+    std::fputs(kiln::tools::format_description(description).c_str(), g_text);
+    if (opts.info_json) {
+      Status written = kiln::tools::write_json_file(*opts.info_json, description);
+      if (!written.is_ok()) return fail(written);
+    }
+    return 0;
+  }
 
-  // The default device is the fastest one whose driver the artifact has kernels for (the
-  // reference interpreter runs every artifact).
+  // The default device is the fastest one whose driver the artifact has kernels for; the
+  // reference interpreter only when asked for (or for an artifact without kernels).
   std::string device_id = opts.device;
   if (device_id.empty()) {
     Status required = registry.check_required_drivers_from_env();
     if (!required.is_ok()) return fail(required);
-    device_id = registry.default_device_for(*artifact);
+    kiln::Result<std::string> chosen = registry.default_device(*artifact);
+    if (!chosen.is_ok()) return fail(chosen.status());
+    device_id = *chosen;
   }
   // Device options go to the device's driver; others ignore them (--no-cuda-graph on an
   // OpenCL device changes nothing).
@@ -163,11 +216,11 @@ int run_main(int argc, char** argv) {
     inputs.push_back(in.tensor);
   }
 
-  std::printf("device: %s (%s)\n", session.device().info().id.c_str(),
-              session.device().info().description.c_str());
+  std::fprintf(g_text, "device: %s (%s)\n", session.device().info().id.c_str(),
+               session.device().info().description.c_str());
   for (size_t i = 0; i < prepared->size(); ++i)
-    std::printf("input %s: %s from %s\n", session.input_specs()[i].name.c_str(),
-                kiln::tools::tensor_type_string(inputs[i]).c_str(), (*prepared)[i].source.c_str());
+    std::fprintf(g_text, "input %s: %s from %s\n", session.input_specs()[i].name.c_str(),
+                 kiln::tools::tensor_type_string(inputs[i]).c_str(), (*prepared)[i].source.c_str());
 
   Status ran = session.run();
   if (!ran.is_ok()) return fail(ran);
@@ -183,13 +236,13 @@ int run_main(int argc, char** argv) {
                                 (session.output_specs()[i].name + ".npy")).string();
       Status written = kiln::ir::write_npy(path, session.outputs()[i]);
       if (!written.is_ok()) return fail(written);
-      std::printf("wrote %s (%s)\n", path.c_str(),
-                  kiln::tools::tensor_type_string(session.outputs()[i]).c_str());
+      std::fprintf(g_text, "wrote %s (%s)\n", path.c_str(),
+                   kiln::tools::tensor_type_string(session.outputs()[i]).c_str());
     }
   } else {
     for (size_t i = 0; i < session.output_specs().size(); ++i)
-      std::printf("output %s\n",
-                  kiln::tools::summarize(session.output_specs()[i].name, session.outputs()[i]).c_str());
+      std::fprintf(g_text, "output %s\n",
+                   kiln::tools::summarize(session.output_specs()[i].name, session.outputs()[i]).c_str());
   }
 
   if (opts.profile) {
@@ -199,7 +252,12 @@ int run_main(int argc, char** argv) {
     Status profiled = session.run();
     session.set_profiling(false);
     if (!profiled.is_ok()) return fail(profiled);
-    std::fputs(kiln::tools::format_profile(session.last_profile()).c_str(), stdout);
+    std::fputs(kiln::tools::format_profile(session.last_profile()).c_str(), g_text);
+    if (opts.profile_trace) {
+      Status written = kiln::tools::write_json_file(
+          *opts.profile_trace, kiln::tools::profile_trace(session.last_profile(), session.device().info().id));
+      if (!written.is_ok()) return fail(written);
+    }
   }
 
   bool check_failed = false;
@@ -209,7 +267,7 @@ int run_main(int argc, char** argv) {
     check_failed = !*passed;
   }
   if (opts.bench) {
-    Status benched = bench(session, *opts.bench);
+    Status benched = bench(opts, session, inputs);
     if (!benched.is_ok()) return fail(benched);
   }
   if (check_failed) {

@@ -1,129 +1,86 @@
 #include "tools/kiln-run/options.h"
 
-#include <charconv>
-#include <string_view>
+#include "tools/common/cli.h"
 
 namespace kiln::tools {
 
-const char* const kUsage = R"(usage: kiln-run [options] ARTIFACT.kiln
-Runs a compiled Kiln artifact on a device; checks and benchmarks it.
+std::optional<int> parse_options(int argc, char** argv, Options& opts) {
+  std::unique_ptr<CLI::App> app = make_app(
+      "kiln-run", "[options] ARTIFACT.kiln",
+      "Runs a compiled Kiln artifact on a device; checks, benchmarks, profiles or describes it.\n"
+      "Value options take --opt=V or --opt V; options may come before or after the artifact.",
+      "exit status: 0 success, 1 user error (bad option, file, input or device, or a --check FAIL),\n"
+      "2 internal error");
+  CLI::App& a = *app;
+  a.add_option("artifact", opts.artifact, "the .kiln file to run")->type_name("ARTIFACT.kiln");
+  a.add_flag("--version", opts.version, "show the version and the artifact format version");
+  a.add_flag("--list-devices", opts.list_devices, "print every device any driver can see (id, type, name) and exit");
+  CLI::Option* info =
+      a.add_flag("--info", opts.info,
+                 "describe the artifact and exit: format version, producer (the compiler\n"
+                 "that wrote it), targets, kernels, inputs and outputs (symbolic dims by\n"
+                 "name), constants and their bytes, the memory plan's arena");
+  a.add_option("--info-json", opts.info_json, "with --info, also write the description as JSON to FILE (- for stdout)")
+      ->type_name("FILE")
+      ->check(output_file_validator())
+      ->needs(info);
+  CLI::Option* device =
+      a.add_option("--device", opts.device,
+                   "device to run on; default: the fastest available device the artifact\n"
+                   "has kernels for (a CUDA GPU, then a discrete Vulkan or OpenCL GPU,\n"
+                   "then a CPU implementation such as lavapipe or PoCL); an artifact without\n"
+                   "kernels for any present device is an error naming both. `reference` is\n"
+                   "the built-in reference interpreter, which runs every artifact")
+          ->type_name("ID")
+          ->check(CLI::Validator([](std::string& id) { return id.empty() ? std::string("needs a device id") : ""; }, ""));
+  CLI::Option* input = add_assignment_option(a, "--input", opts.inputs, "NAME=FILE.npy",
+                                             "an input from a NumPy file (repeatable); inputs not given are\n"
+                                             "filled with seeded random values");
+  CLI::Option* dim = add_dim_option(a, opts.dims, "size of a symbolic dimension for random inputs (repeatable)");
+  CLI::Option* seed = a.add_option("--seed", opts.seed, "seed for random inputs (default 0)")
+                          ->type_name("N")
+                          ->check(non_negative_integer());
+  CLI::Option* output_dir =
+      a.add_option("--output-dir", opts.output_dir, "write each output as DIR/NAME.npy (otherwise print a summary)")
+          ->type_name("DIR")
+          ->check(CLI::Validator([](std::string& d) { return d.empty() ? std::string("needs a directory") : ""; }, ""));
+  CLI::Option* check = a.add_flag("--check", opts.check,
+                                  "also run the reference interpreter on the same inputs and compare:\n"
+                                  "max abs / rel error and PASS/FAIL per output; exit 1 on FAIL");
+  CLI::Option* bench =
+      a.add_option("--bench", opts.bench,
+                   "N timed runs after a warm-up: p50/p90/p99, min, mean and max latency and\n"
+                   "runs/s of host wall time, and device time per run where the device has\n"
+                   "timers (CUDA events, Vulkan timestamps, OpenCL profiling)")
+          ->type_name("N")
+          ->check(CLI::Range(int64_t(1), int64_t(100000000)).description(""));
+  CLI::Option* bench_json =
+      a.add_option("--bench-json", opts.bench_json, "with --bench, also write its numbers as JSON to FILE (- for stdout)")
+          ->type_name("FILE")
+          ->check(output_file_validator())
+          ->needs(bench);
+  CLI::Option* profile =
+      a.add_flag("--profile", opts.profile, "per-kernel times for one run, slowest first, with source nodes");
+  CLI::Option* profile_trace =
+      a.add_option("--profile-trace", opts.profile_trace,
+                   "with --profile, also write the run as a Chrome trace (JSON) to FILE,\n"
+                   "for chrome://tracing or ui.perfetto.dev (- for stdout)")
+          ->type_name("FILE")
+          ->check(output_file_validator())
+          ->needs(profile);
+  bool no_cuda_graph = false;
+  CLI::Option* cuda_graph =
+      a.add_flag("--no-cuda-graph", no_cuda_graph,
+                 "on a CUDA device, launch the kernels one by one at every run instead\n"
+                 "of replaying a captured CUDA graph (for comparison)");
+  // --info runs nothing: options that only matter for a run are mistakes beside it.
+  for (CLI::Option* run_option :
+       {device, input, dim, seed, output_dir, check, bench, bench_json, profile, profile_trace, cuda_graph})
+    info->excludes(run_option);
 
-options:
-  --list-devices          print every device any driver can see (id, type, name) and exit
-  --device=ID             device to run on; default: the fastest available device the
-                          artifact has kernels for (a CUDA GPU, then a discrete Vulkan or
-                          OpenCL GPU, then a CPU implementation such as lavapipe or PoCL);
-                          `reference` is the built-in reference interpreter
-  --input NAME=FILE.npy   an input from a NumPy file (repeatable); inputs not given are
-                          filled with seeded random values
-  --dim SYMBOL=SIZE       size of a symbolic dimension for random inputs (repeatable)
-  --seed=N                seed for random inputs (default 0)
-  --output-dir DIR        write each output as DIR/NAME.npy (otherwise print a summary)
-  --check                 also run the reference interpreter on the same inputs and compare:
-                          max abs / rel error and PASS/FAIL per output; exit 1 on FAIL
-  --bench=N               N timed runs after a warm-up: p50/p90/p99 latency and runs/s
-  --profile               per-kernel times for one run, slowest first, with source nodes
-  --no-cuda-graph         on a CUDA device, launch the kernels one by one at every run
-                          instead of replaying a captured CUDA graph (for comparison)
-  --help                  show this help
-  --version               show the version
-
-exit status: 0 success, 1 user error (bad option, file, input or device), 2 internal error
-)";
-
-namespace {
-
-Result<int64_t> parse_int(std::string_view text, std::string_view what) {
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    return invalid_argument(std::string(what) + ": '" + std::string(text) + "' is not an integer");
-  return value;
-}
-
-// Splits "NAME=VALUE"; both parts non-empty.
-Result<std::pair<std::string, std::string>> split_assignment(std::string_view text,
-                                                             std::string_view option,
-                                                             std::string_view form) {
-  size_t eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size())
-    return invalid_argument(std::string(option) + " expects " + std::string(form) + ", given '" +
-                            std::string(text) + "'");
-  return std::make_pair(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
-}
-
-}  // namespace
-
-Result<Options> parse_options(int argc, char** argv) {
-  Options opts;
-  bool have_artifact = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    // Value options: "--opt=V" or "--opt V".
-    auto value_of = [&](std::string_view name) -> std::optional<Result<std::string>> {
-      if (arg == name) {
-        if (i + 1 >= argc) return Result<std::string>(invalid_argument(std::string(name) + " needs a value"));
-        return Result<std::string>(std::string(argv[++i]));
-      }
-      if (arg.size() > name.size() && arg.substr(0, name.size()) == name && arg[name.size()] == '=')
-        return Result<std::string>(std::string(arg.substr(name.size() + 1)));
-      return std::nullopt;
-    };
-
-    if (arg == "--help" || arg == "-h") { opts.help = true; continue; }
-    if (arg == "--version") { opts.version = true; continue; }
-    if (arg == "--list-devices") { opts.list_devices = true; continue; }
-    if (arg == "--check") { opts.check = true; continue; }
-    if (arg == "--profile") { opts.profile = true; continue; }
-    if (arg == "--no-cuda-graph") { opts.cuda_graphs = false; continue; }
-    if (auto v = value_of("--device")) {
-      KILN_ASSIGN_OR_RETURN(opts.device, std::move(*v));
-      if (opts.device.empty()) return invalid_argument("--device needs a device id");
-      continue;
-    }
-    if (auto v = value_of("--input")) {
-      KILN_ASSIGN_OR_RETURN(std::string text, std::move(*v));
-      KILN_ASSIGN_OR_RETURN(auto pair, split_assignment(text, "--input", "NAME=FILE.npy"));
-      opts.inputs.push_back(std::move(pair));
-      continue;
-    }
-    if (auto v = value_of("--dim")) {
-      KILN_ASSIGN_OR_RETURN(std::string text, std::move(*v));
-      KILN_ASSIGN_OR_RETURN(auto pair, split_assignment(text, "--dim", "SYMBOL=SIZE"));
-      KILN_ASSIGN_OR_RETURN(int64_t size, parse_int(pair.second, "--dim " + pair.first));
-      if (size < 0) return invalid_argument("--dim " + pair.first + ": size must be >= 0");
-      opts.dims.emplace_back(pair.first, size);
-      continue;
-    }
-    if (auto v = value_of("--seed")) {
-      KILN_ASSIGN_OR_RETURN(std::string text, std::move(*v));
-      KILN_ASSIGN_OR_RETURN(int64_t seed, parse_int(text, "--seed"));
-      if (seed < 0) return invalid_argument("--seed must be >= 0");
-      opts.seed = uint64_t(seed);
-      continue;
-    }
-    if (auto v = value_of("--output-dir")) {
-      KILN_ASSIGN_OR_RETURN(std::string dir, std::move(*v));
-      if (dir.empty()) return invalid_argument("--output-dir needs a directory");
-      opts.output_dir = dir;
-      continue;
-    }
-    if (auto v = value_of("--bench")) {
-      KILN_ASSIGN_OR_RETURN(std::string text, std::move(*v));
-      KILN_ASSIGN_OR_RETURN(int64_t runs, parse_int(text, "--bench"));
-      if (runs < 1 || runs > 100000000) return invalid_argument("--bench: the number of runs must be in 1..100000000");
-      opts.bench = runs;
-      continue;
-    }
-    if (arg.size() > 1 && arg[0] == '-')
-      return invalid_argument("unknown option '" + std::string(arg) + "' (see --help)");
-    if (have_artifact)
-      return invalid_argument("more than one artifact given ('" + opts.artifact + "' and '" +
-                              std::string(arg) + "')");
-    opts.artifact = std::string(arg);
-    have_artifact = true;
-  }
-  return opts;
+  std::optional<int> stop = parse_command_line(a, "kiln-run", argc, argv);
+  opts.cuda_graphs = !no_cuda_graph;
+  return stop;
 }
 
 }  // namespace kiln::tools

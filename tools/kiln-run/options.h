@@ -1,4 +1,4 @@
-// kiln-run's command line: parsed into Options, or a usage error message.
+// kiln-run's command line (CLI11, through tools/common/cli.h): parsed into Options.
 #pragma once
 
 #include <cstdint>
@@ -7,30 +7,29 @@
 #include <utility>
 #include <vector>
 
-#include "support/status.h"
-
 namespace kiln::tools {
 
 struct Options {
   std::string artifact;
-  bool help = false;
   bool version = false;
   bool list_devices = false;
+  bool info = false;                     // --info: describe the artifact, run nothing
+  std::optional<std::string> info_json;  // --info-json=FILE: the same as JSON ("-": stdout)
   std::string device;  // "" = the default (fastest) device
   std::vector<std::pair<std::string, std::string>> inputs;  // NAME, FILE.npy in command-line order
   std::vector<std::pair<std::string, int64_t>> dims;        // SYMBOL, SIZE
   uint64_t seed = 0;
   std::optional<std::string> output_dir;
   bool check = false;
-  std::optional<int64_t> bench;  // number of timed runs
+  std::optional<int64_t> bench;            // number of timed runs
+  std::optional<std::string> bench_json;   // --bench-json=FILE ("-": stdout)
   bool profile = false;
+  std::optional<std::string> profile_trace;  // --profile-trace=FILE: Chrome trace JSON
   bool cuda_graphs = true;  // --no-cuda-graph: CUDA devices launch kernel by kernel
 };
 
-extern const char* const kUsage;
-
-// Options may come before or after the artifact; value options take `--opt=V` or `--opt V`.
-// Errors are kInvalidArgument with a message fit for "kiln-run: error: ...".
-Result<Options> parse_options(int argc, char** argv);
+// Parses argv into `options`. Returns the exit status when kiln-run must stop here: 0 after
+// --help, 1 after a usage error (printed as "kiln-run: error: ..."); nullopt to go on.
+std::optional<int> parse_options(int argc, char** argv, Options& options);
 
 }  // namespace kiln::tools

@@ -118,25 +118,6 @@ Comparison compare(const ir::Tensor& got, const ir::Tensor& expected) {
   return c;
 }
 
-BenchStats bench_stats(std::vector<double> seconds, double total_seconds) {
-  BenchStats s;
-  if (seconds.empty()) return s;
-  std::sort(seconds.begin(), seconds.end());
-  auto rank = [&](double p) {
-    size_t k = size_t(std::ceil(p / 100.0 * double(seconds.size())));
-    return seconds[std::clamp<size_t>(k, 1, seconds.size()) - 1];
-  };
-  s.p50 = rank(50);
-  s.p90 = rank(90);
-  s.p99 = rank(99);
-  s.min = seconds.front();
-  double sum = 0;
-  for (double v : seconds) sum += v;
-  s.mean = sum / double(seconds.size());
-  s.runs_per_second = total_seconds > 0 ? double(seconds.size()) / total_seconds : 0;
-  return s;
-}
-
 std::string format_profile(const runtime::hal::Profile& profile) {
   std::vector<runtime::hal::KernelTiming> kernels = profile.kernels;
   std::stable_sort(kernels.begin(), kernels.end(),
@@ -158,6 +139,34 @@ std::string format_profile(const runtime::hal::Profile& profile) {
   std::snprintf(line, sizeof line, "%12.4f %6.1f%%  total\n", total * 1e3, 100.0);
   s += line;
   return s;
+}
+
+nlohmann::json profile_trace(const runtime::hal::Profile& profile, const std::string& device_id) {
+  constexpr int kPid = 1, kTid = 1;
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", kPid}, {"tid", kTid},
+                    {"args", {{"name", "kiln-run on " + device_id}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", kPid}, {"tid", kTid},
+                    {"args", {{"name", "kernels (" + profile.clock + ")"}}}});
+  double next_start = 0;  // seconds: where a kernel without its own start begins
+  for (const runtime::hal::KernelTiming& k : profile.kernels) {
+    const double start = k.start_seconds.value_or(next_start);
+    next_start = start + k.seconds;
+    nlohmann::json args = {{"kind", k.kind}, {"source_nodes", k.source_nodes}};
+    args["kernel_index"] = k.kernel_index == runtime::hal::kNoKernel ? nlohmann::json(nullptr)
+                                                                     : nlohmann::json(k.kernel_index);
+    events.push_back({{"name", k.name},
+                      {"cat", k.kind},
+                      {"ph", "X"},
+                      {"pid", kPid},
+                      {"tid", kTid},
+                      {"ts", start * 1e6},
+                      {"dur", k.seconds * 1e6},
+                      {"args", std::move(args)}});
+  }
+  return {{"traceEvents", std::move(events)},
+          {"displayTimeUnit", "ms"},
+          {"otherData", {{"device", device_id}, {"clock", profile.clock}}}};
 }
 
 }  // namespace kiln::tools

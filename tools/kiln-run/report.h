@@ -1,5 +1,7 @@
-// kiln-run's reports: output summaries, --check comparison, --bench statistics, --profile table.
+// kiln-run's reports: output summaries, --check comparison, the --profile table and trace.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -27,14 +29,15 @@ struct Comparison {
 // NumPy's allclose with the relative term floored at the tensor's scale (see report.cpp).
 Comparison compare(const ir::Tensor& got, const ir::Tensor& expected);
 
-struct BenchStats {
-  double p50 = 0, p90 = 0, p99 = 0, mean = 0, min = 0;  // seconds
-  double runs_per_second = 0;
-};
-// Nearest-rank percentiles of per-run seconds; `total_seconds` is the wall time of all runs.
-BenchStats bench_stats(std::vector<double> seconds, double total_seconds);
-
 // The --profile table: one line per kernel, slowest first, with share and source nodes.
 std::string format_profile(const runtime::hal::Profile& profile);
+
+// --profile-trace: the profile in the Trace Event Format that chrome://tracing and
+// ui.perfetto.dev load: one complete event ("ph": "X") per kernel on one track, in launch
+// order, with its name, kind ("cat"), kernel index and source nodes ("args"), start ("ts") and
+// duration ("dur") in microseconds. Starts are the device's own where the driver reports them
+// (KernelTiming::start_seconds), otherwise each kernel starts where the one before it ended.
+// Metadata events name the process after `device_id` and the track after the profile's clock.
+nlohmann::json profile_trace(const runtime::hal::Profile& profile, const std::string& device_id);
 
 }  // namespace kiln::tools

@@ -29,7 +29,11 @@
 //
 // Timing. Every execution records a timed event before and after its work, so
 // last_execution_device_seconds() is the device time of the last run. With a profile, ops are
-// launched directly (never replayed from a graph) between per-op event pairs.
+// launched directly (never replayed from a graph) between per-op event pairs; each op's start
+// is taken from the execution's first event.
+//
+// Empty tensors: a launch with no work items becomes no op (nor library call), and a zero-byte
+// arena value gets a null pointer (nothing reads or writes it; the arena may be absent).
 //
 // Thread-safety: a stream is used by one thread at a time (hal/stream.h); its state is private.
 #include <algorithm>
@@ -235,9 +239,11 @@ Result<CUdeviceptr> CudaStream::resolve(const CudaProgram& program, const hal::E
         return p;
       }
       case ir::Storage::kArena: {
+        KILN_ASSIGN_OR_RETURN(int64_t bytes, b->size.evaluate(bindings));
+        // A zero-byte value is never read or written; the arena may be absent or end at it.
+        if (bytes == 0) return CUdeviceptr(0);
         if (!args.arena) return invalid_argument("CUDA stream: the plan needs an arena but none was given");
         KILN_ASSIGN_OR_RETURN(int64_t offset, art.plan.arena_offset(*b, bindings));
-        KILN_ASSIGN_OR_RETURN(int64_t bytes, b->size.evaluate(bindings));
         const auto* arena = static_cast<const CudaBuffer*>(args.arena);
         if (offset < 0 || bytes < 0 || uint64_t(offset) + uint64_t(bytes) > arena->size())
           return internal_error("arena slice [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
@@ -405,6 +411,8 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
     const LoadedKernel* kernel = program.kernel(launch.kernel);
     if (!kernel) return internal_error("CUDA stream: graph kernel " + std::to_string(launch.kernel) + " was not loaded");
     const artifact::KernelBinary& binary = *kernel->binary;
+    KILN_ASSIGN_OR_RETURN(int64_t launch_items, binary.dispatch.work_items.evaluate(bindings));
+    if (launch_items <= 0) continue;  // an empty tensor: nothing to compute, no library call
     auto arg_pointer = [&](int64_t arg_index, const char* role) -> Result<CUdeviceptr> {
       if (arg_index < 0 || size_t(arg_index) >= binary.args.size() ||
           binary.args[size_t(arg_index)].kind != artifact::KernelArg::Kind::kBuffer)
@@ -720,7 +728,7 @@ Status CudaStream::execute(const hal::Executable& executable, const hal::Execute
       if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuEventRecord");
     }
     pending_profile_ = args.profile;
-  } else if (use_graphs_ && runs_with_key_ >= 2) {
+  } else if (use_graphs_ && runs_with_key_ >= 2 && !ops_.empty()) {  // (nothing to capture when all is empty)
     if (!graph_) {
       Status captured = capture_graph();
       if (!captured.is_ok()) {
@@ -769,6 +777,9 @@ Status CudaStream::synchronize() {
       r = api_.cuEventElapsedTime(&ms, profile_events_[2 * i], profile_events_[2 * i + 1]);
       if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuEventElapsedTime");
       timing.seconds = double(ms) * 1e-3;
+      r = api_.cuEventElapsedTime(&ms, start_, profile_events_[2 * i]);
+      if (r != CUDA_SUCCESS) return cu_status(r, device_.name() + ": cuEventElapsedTime");
+      timing.start_seconds = double(ms) * 1e-3;
       profile->kernels.push_back(std::move(timing));
     }
   }

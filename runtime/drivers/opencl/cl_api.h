@@ -32,7 +32,7 @@ struct ClApi {
   X(clCreateProgramWithSource) X(clCreateProgramWithBinary) X(clBuildProgram)                    \
   X(clGetProgramBuildInfo) X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel)             \
   X(clReleaseKernel) X(clSetKernelArg) X(clGetKernelWorkGroupInfo) X(clEnqueueNDRangeKernel)     \
-  X(clFinish) X(clFlush) X(clGetEventProfilingInfo) X(clReleaseEvent)
+  X(clFinish) X(clFlush) X(clGetEventProfilingInfo) X(clRetainEvent) X(clReleaseEvent)
 #define KILN_CL_DECLARE(name) decltype(&::name) name = nullptr;
   KILN_CL_FUNCTIONS(KILN_CL_DECLARE)
 #undef KILN_CL_DECLARE

@@ -17,10 +17,14 @@
 // n(i+1) = n(i) + round_up(o(i+1) - o(i)), rounding up to the device alignment. Gaps only grow,
 // so values disjoint in the plan stay disjoint, and every origin is aligned.
 //
-// Profiling: when ExecuteArgs::profile is set, launches go to a second queue created with
-// CL_QUEUE_PROFILING_ENABLE (the first time one is needed), each with an event whose
-// CL_PROFILING_COMMAND_START/END are read at synchronize(). Switching between the two queues
-// first finishes the one used before, so the stream stays in order.
+// Timing: the queue is created with CL_QUEUE_PROFILING_ENABLE and every command gets an event.
+// The first and the last command of an execution give last_execution_device_seconds() (from
+// the first's CL_PROFILING_COMMAND_START to the last's CL_PROFILING_COMMAND_END, read at
+// synchronize()); with ExecuteArgs::profile, every launch's event gives its kernel's time and
+// its start within the run.
+//
+// Empty tensors: a launch with no work items is not enqueued, and a zero-byte arena value is
+// bound to a one-byte placeholder buffer (the arena may be absent or end at its offset).
 //
 // Dispatch: global = groups * workgroup_size, local = workgroup_size, with
 // groups = clamp(ceil(work_items / items_per_group), 1, kMaxGroups). workgroup_size is not
@@ -30,6 +34,7 @@
 // Thread-safety: a stream is used by one thread at a time (hal/stream.h); its state is private.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "runtime/drivers/opencl/opencl_internal.h"
@@ -67,22 +72,24 @@ class OpenClStream final : public hal::Stream {
 
   Status init() {
     cl_int err = CL_SUCCESS;
-    queue_ = api_.clCreateCommandQueue(device_.context(), device_.record().device, 0, &err);
-    if (err != CL_SUCCESS || !queue_) return cl_status(err, "OpenCL stream: clCreateCommandQueue");
+    queue_ = api_.clCreateCommandQueue(device_.context(), device_.record().device, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (err != CL_SUCCESS || !queue_) return cl_status(err, "OpenCL stream: clCreateCommandQueue with profiling");
     return Status::ok();
   }
 
   Status execute(const hal::Executable& executable, const hal::ExecuteArgs& args) override;
   Status synchronize() override;
+  std::optional<double> last_execution_device_seconds() const override { return last_seconds_; }
 
  private:
   struct Execution;  // per-call context
   // The steps of execute().
   Status lay_out_arena(Execution& ex);
   Result<ValueRef> resolve(const Execution& ex, ir::NodeId value);
-  Status enqueue_launch(const Execution& ex, const ir::Launch& launch, cl_command_queue queue);
-  Status copy_unwritten_outputs(const Execution& ex, cl_command_queue queue);
-  Result<cl_command_queue> queue_for(bool profiling);
+  Status enqueue_launch(const Execution& ex, const ir::Launch& launch);
+  Status copy_unwritten_outputs(const Execution& ex);
+  void track(cl_event event);
+  Result<cl_mem> empty_value();
   Result<PreparedKernel*> prepared_kernel(const OpenClExecutable& exe, uint32_t kernel_index);
   Status set_arena(cl_mem arena, size_t arena_size);
   Result<cl_mem> sub_buffer(size_t offset, size_t bytes);
@@ -91,9 +98,8 @@ class OpenClStream final : public hal::Stream {
 
   const OpenClDevice& device_;
   const ClApi& api_;
-  cl_command_queue queue_ = nullptr;
-  cl_command_queue profiling_queue_ = nullptr;
-  cl_command_queue last_queue_ = nullptr;
+  cl_command_queue queue_ = nullptr;  // in order, with profiling
+  cl_mem empty_ = nullptr;            // the placeholder of zero-byte arena values (empty_value)
 
   // executable id -> graph kernel index -> prepared kernel
   std::map<uint64_t, std::map<uint32_t, PreparedKernel>> prepared_;
@@ -106,12 +112,17 @@ class OpenClStream final : public hal::Stream {
   cl_mem own_arena_ = nullptr;
   size_t own_arena_size_ = 0;
 
+  // The execution in flight (see "Timing" atop this file): its first and last commands' events
+  // (each holding its own reference) and, when profiled, every launch's.
+  cl_event run_first_ = nullptr;
+  cl_event run_last_ = nullptr;
   struct PendingTiming {
     hal::Profile* profile;
     cl_event event;
     hal::KernelTiming timing;
   };
   std::vector<PendingTiming> pending_;
+  std::optional<double> last_seconds_;
 };
 
 struct OpenClStream::Execution {
@@ -129,9 +140,10 @@ std::string value_name(const ir::Graph& graph, ir::NodeId v) {
 }
 
 OpenClStream::~OpenClStream() {
-  if (profiling_queue_) api_.clFinish(profiling_queue_);
   if (queue_) api_.clFinish(queue_);
   for (PendingTiming& p : pending_) api_.clReleaseEvent(p.event);
+  for (cl_event e : {run_first_, run_last_})
+    if (e) api_.clReleaseEvent(e);
   for (auto& [id, kernels] : prepared_)
     for (auto& [index, k] : kernels) {
       // The kernel before its arguments, the sub-buffers before the arena they slice.
@@ -142,25 +154,27 @@ OpenClStream::~OpenClStream() {
   for (auto& [region, sub] : sub_buffers_) api_.clReleaseMemObject(sub);
   if (arena_) api_.clReleaseMemObject(arena_);
   if (own_arena_) api_.clReleaseMemObject(own_arena_);
-  if (profiling_queue_) api_.clReleaseCommandQueue(profiling_queue_);
+  if (empty_) api_.clReleaseMemObject(empty_);
   if (queue_) api_.clReleaseCommandQueue(queue_);
 }
 
-Result<cl_command_queue> OpenClStream::queue_for(bool profiling) {
-  if (profiling && !profiling_queue_) {
-    cl_int err = CL_SUCCESS;
-    profiling_queue_ = api_.clCreateCommandQueue(device_.context(), device_.record().device,
-                                                 CL_QUEUE_PROFILING_ENABLE, &err);
-    if (err != CL_SUCCESS || !profiling_queue_)
-      return cl_status(err, "OpenCL stream: clCreateCommandQueue with profiling");
+// Takes the reference `event` came with: the run's first command keeps it, a later one replaces
+// the previous last command's.
+void OpenClStream::track(cl_event event) {
+  if (!run_first_) {
+    run_first_ = event;
+    api_.clRetainEvent(event);
+  } else if (run_last_) {
+    api_.clReleaseEvent(run_last_);
   }
-  cl_command_queue queue = profiling ? profiling_queue_ : queue_;
-  if (last_queue_ && last_queue_ != queue) {
-    const cl_int err = api_.clFinish(last_queue_);
-    if (err != CL_SUCCESS) return cl_status(err, "OpenCL stream: clFinish");
+  run_last_ = event;
+}
+
+Result<cl_mem> OpenClStream::empty_value() {
+  if (!empty_) {
+    KILN_ASSIGN_OR_RETURN(empty_, device_.create_mem(0, CL_MEM_READ_WRITE, nullptr));
   }
-  last_queue_ = queue;
-  return queue;
+  return empty_;
 }
 
 Result<PreparedKernel*> OpenClStream::prepared_kernel(const OpenClExecutable& exe, uint32_t kernel_index) {
@@ -275,15 +289,13 @@ Status OpenClStream::execute(const hal::Executable& executable, const hal::Execu
   Execution ex{*exe, args, args.bindings ? *args.bindings : kNoBindings, graph, exe->artifact().plan, {}};
 
   KILN_RETURN_IF_ERROR(lay_out_arena(ex));
-  const bool profiling = args.profile != nullptr;
-  KILN_ASSIGN_OR_RETURN(cl_command_queue queue, queue_for(profiling));
-  if (profiling) {
+  if (args.profile) {
     args.profile->clock = "device timer (OpenCL profiling events)";
     args.profile->kernels.clear();
   }
-  for (const ir::Launch& launch : ex.plan.launches) KILN_RETURN_IF_ERROR(enqueue_launch(ex, launch, queue));
-  KILN_RETURN_IF_ERROR(copy_unwritten_outputs(ex, queue));
-  const cl_int err = api_.clFlush(queue);
+  for (const ir::Launch& launch : ex.plan.launches) KILN_RETURN_IF_ERROR(enqueue_launch(ex, launch));
+  KILN_RETURN_IF_ERROR(copy_unwritten_outputs(ex));
+  const cl_int err = api_.clFlush(queue_);
   if (err != CL_SUCCESS) return cl_status(err, "OpenCL stream: clFlush");
   return Status::ok();
 }
@@ -363,14 +375,18 @@ Result<ValueRef> OpenClStream::resolve(const Execution& ex, ir::NodeId value) {
         return ValueRef{mem};
       }
       case ir::Storage::kArena: {
+        KILN_ASSIGN_OR_RETURN(int64_t size, b->size.evaluate(ex.bindings));
+        if (size == 0) {
+          KILN_ASSIGN_OR_RETURN(cl_mem empty, empty_value());
+          return ValueRef{empty};
+        }
         const size_t offset = ex.arena_offsets.at(value);
         if (!arena_ || offset >= arena_size_)
           return internal_error("value '" + value_name(graph, value) + "' at arena offset " + std::to_string(offset) +
                                 " lies outside the " + std::to_string(arena_size_) + "-byte arena");
-        // Exactly the value's bytes (at least one): values live at the same time never share
-        // bytes in the plan, so their sub-buffers do not overlap (OpenCL leaves access
-        // through overlapping sub-buffers undefined, and drivers do track them).
-        KILN_ASSIGN_OR_RETURN(int64_t size, b->size.evaluate(ex.bindings));
+        // Exactly the value's bytes: values live at the same time never share bytes in the plan,
+        // so their sub-buffers do not overlap (OpenCL leaves access through overlapping
+        // sub-buffers undefined, and drivers do track them).
         const size_t bytes = std::min<size_t>(std::max<int64_t>(size, 1), arena_size_ - offset);
         KILN_ASSIGN_OR_RETURN(cl_mem sub, sub_buffer(offset, bytes));
         return ValueRef{sub};
@@ -384,9 +400,11 @@ Result<ValueRef> OpenClStream::resolve(const Execution& ex, ir::NodeId value) {
   return corrupt("the plan's aliases form a cycle");
 }
 
-Status OpenClStream::enqueue_launch(const Execution& ex, const ir::Launch& launch, cl_command_queue queue) {
+Status OpenClStream::enqueue_launch(const Execution& ex, const ir::Launch& launch) {
   KILN_ASSIGN_OR_RETURN(PreparedKernel * kernel, prepared_kernel(ex.exe, launch.kernel));
   const artifact::KernelBinary& binary = *kernel->binary;
+  KILN_ASSIGN_OR_RETURN(int64_t work_items, binary.dispatch.work_items.evaluate(ex.bindings));
+  if (work_items <= 0) return Status::ok();  // an empty tensor: nothing to compute
   for (size_t i = 0; i < binary.args.size(); ++i) {
     const artifact::KernelArg& arg = binary.args[i];
     BoundArg wanted;
@@ -404,20 +422,19 @@ Status OpenClStream::enqueue_launch(const Execution& ex, const ir::Launch& launc
     }
     KILN_RETURN_IF_ERROR(bind(*kernel, cl_uint(i), wanted));
   }
-  KILN_ASSIGN_OR_RETURN(int64_t work_items, binary.dispatch.work_items.evaluate(ex.bindings));
   const uint64_t per_group = std::max<uint32_t>(binary.dispatch.items_per_group, 1);
-  const uint64_t groups =
-      std::clamp<uint64_t>((uint64_t(std::max<int64_t>(work_items, 0)) + per_group - 1) / per_group, 1, kMaxGroups);
+  const uint64_t groups = std::clamp<uint64_t>((uint64_t(work_items) + per_group - 1) / per_group, 1, kMaxGroups);
   const size_t local = binary.dispatch.workgroup_size;  // checked against the device limit
   const size_t global = size_t(groups) * local;
-  const bool profiling = ex.args.profile != nullptr;
   cl_event event = nullptr;
-  const cl_int err = api_.clEnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, &local, 0, nullptr,
-                                                 profiling ? &event : nullptr);
+  const cl_int err =
+      api_.clEnqueueNDRangeKernel(queue_, kernel->kernel, 1, nullptr, &global, &local, 0, nullptr, &event);
   if (err != CL_SUCCESS)
     return cl_status(err, "kernel '" + binary.kernel_name + "': clEnqueueNDRangeKernel (global " +
                               std::to_string(global) + ", local " + std::to_string(local) + ")");
-  if (!profiling) return Status::ok();
+  track(event);
+  if (!ex.args.profile) return Status::ok();
+  api_.clRetainEvent(event);  // pending_'s own reference
   const ir::Graph& graph = ex.graph;
   hal::KernelTiming timing;
   timing.kernel_index = launch.kernel;
@@ -436,38 +453,59 @@ Status OpenClStream::enqueue_launch(const Execution& ex, const ir::Launch& launc
 
 // Outputs no kernel wrote in place: an input or constant returned as is, an output computed
 // into the arena, or one value returned under two names.
-Status OpenClStream::copy_unwritten_outputs(const Execution& ex, cl_command_queue queue) {
+Status OpenClStream::copy_unwritten_outputs(const Execution& ex) {
   const ir::Graph& graph = ex.graph;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     KILN_ASSIGN_OR_RETURN(ValueRef ref, resolve(ex, graph.outputs()[i].node));
     auto* out = static_cast<OpenClBuffer*>(ex.args.outputs[i]);
     if (ref.mem == out->mem()) continue;
     if (out->size() == 0) continue;
-    const cl_int err = api_.clEnqueueCopyBuffer(queue, ref.mem, out->mem(), 0, 0, out->size(), 0,
-                                                nullptr, nullptr);
+    cl_event event = nullptr;
+    const cl_int err = api_.clEnqueueCopyBuffer(queue_, ref.mem, out->mem(), 0, 0, out->size(), 0, nullptr, &event);
     if (err != CL_SUCCESS) return cl_status(err, "OpenCL stream: copying output '" + graph.outputs()[i].name + "'");
+    track(event);
   }
   return Status::ok();
 }
 
 Status OpenClStream::synchronize() {
   Status status = Status::ok();
-  for (cl_command_queue queue : {queue_, profiling_queue_}) {
-    if (!queue) continue;
-    const cl_int err = api_.clFinish(queue);
-    if (err != CL_SUCCESS && status.is_ok()) status = cl_status(err, "OpenCL stream: clFinish");
+  const cl_int finished = api_.clFinish(queue_);
+  if (finished != CL_SUCCESS) status = cl_status(finished, "OpenCL stream: clFinish");
+  // Device times in seconds since the run's first command started; nullopt when unreadable.
+  auto seconds_since_first = [&](cl_event event, cl_profiling_info which) -> std::optional<double> {
+    cl_ulong base = 0, at = 0;
+    cl_int err = api_.clGetEventProfilingInfo(run_first_, CL_PROFILING_COMMAND_START, sizeof(base), &base, nullptr);
+    if (err == CL_SUCCESS) err = api_.clGetEventProfilingInfo(event, which, sizeof(at), &at, nullptr);
+    if (err != CL_SUCCESS) {
+      if (status.is_ok()) status = cl_status(err, "OpenCL stream: clGetEventProfilingInfo");
+      return std::nullopt;
+    }
+    return at >= base ? double(at - base) * 1e-9 : 0.0;
+  };
+  last_seconds_.reset();
+  if (!run_first_) {
+    last_seconds_ = 0.0;  // nothing was enqueued: every tensor was empty
+  } else if (status.is_ok()) {
+    last_seconds_ = seconds_since_first(run_last_, CL_PROFILING_COMMAND_END);
   }
   for (PendingTiming& p : pending_) {
-    cl_ulong start = 0, end = 0;
-    cl_int err = api_.clGetEventProfilingInfo(p.event, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr);
-    if (err == CL_SUCCESS)
-      err = api_.clGetEventProfilingInfo(p.event, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr);
-    if (err != CL_SUCCESS && status.is_ok()) status = cl_status(err, "OpenCL stream: clGetEventProfilingInfo");
+    if (status.is_ok()) {
+      std::optional<double> start = seconds_since_first(p.event, CL_PROFILING_COMMAND_START);
+      std::optional<double> end = seconds_since_first(p.event, CL_PROFILING_COMMAND_END);
+      if (start && end) {
+        p.timing.start_seconds = start;
+        p.timing.seconds = std::max(*end - *start, 0.0);
+      }
+    }
     api_.clReleaseEvent(p.event);
-    p.timing.seconds = err == CL_SUCCESS && end >= start ? double(end - start) * 1e-9 : 0.0;
     p.profile->kernels.push_back(std::move(p.timing));
   }
   pending_.clear();
+  for (cl_event* e : {&run_first_, &run_last_}) {
+    if (*e) api_.clReleaseEvent(*e);
+    *e = nullptr;
+  }
   return status;
 }
 

@@ -123,15 +123,16 @@ Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<Vul
   VkPhysicalDeviceProperties props;
   vk->vkGetPhysicalDeviceProperties(entry.physical, &props);
   ctx->limits_ = props.limits;
-  ctx->timestamp_period_ns_ = props.limits.timestampPeriod > 0 ? props.limits.timestampPeriod : 1.0;
+  ctx->timestamp_period_ns_ = props.limits.timestampPeriod;
   vk->vkGetPhysicalDeviceMemoryProperties(entry.physical, &ctx->memory_);
   uint32_t families = 0;
   vk->vkGetPhysicalDeviceQueueFamilyProperties(entry.physical, &families, nullptr);
   std::vector<VkQueueFamilyProperties> family_props(families);
   vk->vkGetPhysicalDeviceQueueFamilyProperties(entry.physical, &families, family_props.data());
-  if (entry.queue_family < families)
-    ctx->timestamp_valid_bits_ =
-        props.limits.timestampComputeAndGraphics ? family_props[entry.queue_family].timestampValidBits : 0;
+  // Timestamps work on the queue when its family has valid bits (timestampComputeAndGraphics
+  // only promises them on every graphics and compute queue) and ticks have a length.
+  if (entry.queue_family < families && props.limits.timestampPeriod > 0)
+    ctx->timestamp_valid_bits_ = family_props[entry.queue_family].timestampValidBits;
 
   uint32_t ext_count = 0;
   vk->vkEnumerateDeviceExtensionProperties(entry.physical, nullptr, &ext_count, nullptr);

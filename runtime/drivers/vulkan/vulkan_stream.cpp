@@ -77,7 +77,7 @@ void VulkanStream::release_prepared() {
 
 Result<VulkanStream::BoundRange> VulkanStream::resolve(const VulkanExecutable& exe, const hal::ExecuteArgs& args,
                                                        const ir::SymbolBindings& bindings, ir::NodeId value,
-                                                       int depth) const {
+                                                       int depth) {
   const artifact::LoadedArtifact& a = exe.artifact();
   const ir::BufferAssignment* placed = a.plan.find_buffer(value);
   if (!placed) return corrupt("the plan does not place value " + std::to_string(value));
@@ -100,9 +100,15 @@ Result<VulkanStream::BoundRange> VulkanStream::resolve(const VulkanExecutable& e
       return whole(b);
     }
     case ir::Storage::kArena: {
+      KILN_ASSIGN_OR_RETURN(int64_t bytes, placed->size.evaluate(bindings));
+      if (bytes == 0) {
+        if (!empty_) {
+          KILN_ASSIGN_OR_RETURN(empty_, VulkanBuffer::create(context_, 0));
+        }
+        return whole(empty_.get());
+      }
       if (!args.arena) return invalid_argument("Vulkan: the plan needs an arena but none was given");
       KILN_ASSIGN_OR_RETURN(int64_t offset, a.plan.arena_offset(*placed, bindings));
-      KILN_ASSIGN_OR_RETURN(int64_t bytes, placed->size.evaluate(bindings));
       const auto* arena = static_cast<const VulkanBuffer*>(args.arena);
       if (offset < 0 || bytes < 0 || uint64_t(offset) + uint64_t(bytes) > arena->size())
         return internal_error("Vulkan: arena slice [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
@@ -116,7 +122,6 @@ Result<VulkanStream::BoundRange> VulkanStream::resolve(const VulkanExecutable& e
       if (uint64_t(offset) % align != 0)
         return unsupported("Vulkan: arena offset " + std::to_string(offset) + " is not a multiple of the "
                            "storage buffer offset alignment " + std::to_string(align) + " the device needs");
-      if (bytes == 0) return BoundRange{arena->handle(), VkDeviceSize(offset), VK_WHOLE_SIZE, VkDeviceSize(offset)};
       const VkDeviceSize words = (VkDeviceSize(bytes) + 3) & ~VkDeviceSize(3);
       return BoundRange{arena->handle(), VkDeviceSize(offset), words, VkDeviceSize(offset) + words};
     }
@@ -147,12 +152,20 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
   VkResult r = fn.vkCreateDescriptorPool(device, &pool_info, nullptr, &descriptor_pool_);
   if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorPool", r);
 
-  const bool timed = context_->timestamp_valid_bits() > 0 && !launches.empty();
+  // Launches over empty tensors have nothing to compute and are not recorded.
+  std::vector<int64_t> work_items(launches.size());
+  uint32_t dispatches = 0;
+  for (size_t l = 0; l < launches.size(); ++l) {
+    KILN_ASSIGN_OR_RETURN(work_items[l], exe.pipeline(launches[l].kernel).binary->dispatch.work_items.evaluate(bindings));
+    dispatches += work_items[l] > 0;
+  }
+  const uint32_t queries = 2 + 2 * dispatches;  // the run's start and end, then each dispatch's
+  const bool timed = context_->timestamp_valid_bits() > 0;
   if (timed) {
     VkQueryPoolCreateInfo query_info{};
     query_info.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
     query_info.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    query_info.queryCount = uint32_t(2 * launches.size());
+    query_info.queryCount = queries;
     r = fn.vkCreateQueryPool(device, &query_info, nullptr, &query_pool_);
     if (r != VK_SUCCESS) return vk_error("vkCreateQueryPool", r);
   }
@@ -161,7 +174,10 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   r = fn.vkBeginCommandBuffer(commands_, &begin);
   if (r != VK_SUCCESS) return vk_error("vkBeginCommandBuffer", r);
-  if (timed) fn.vkCmdResetQueryPool(commands_, query_pool_, 0, uint32_t(2 * launches.size()));
+  if (timed) {
+    fn.vkCmdResetQueryPool(commands_, query_pool_, 0, queries);
+    fn.vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_, 0);
+  }
   // Host writes and staging copies before this submission become visible to the shaders.
   memory_barrier(fn, commands_, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                  VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
@@ -174,6 +190,7 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
   std::vector<VkWriteDescriptorSet> writes;
   std::vector<uint32_t> push;
   for (size_t l = 0; l < launches.size(); ++l) {
+    if (work_items[l] <= 0) continue;
     const uint32_t kernel_index = launches[l].kernel;
     const KernelPipeline& p = exe.pipeline(kernel_index);
     const artifact::KernelBinary& binary = *p.binary;
@@ -238,9 +255,8 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
     }
     since_barrier.insert(since_barrier.end(), accesses.begin(), accesses.end());
 
-    KILN_ASSIGN_OR_RETURN(int64_t work_items, binary.dispatch.work_items.evaluate(bindings));
     const int64_t per_group = std::max<uint32_t>(binary.dispatch.items_per_group, 1);
-    const int64_t wanted = work_items <= 0 ? 1 : (work_items + per_group - 1) / per_group;
+    const int64_t wanted = (work_items[l] + per_group - 1) / per_group;
     const uint32_t groups = uint32_t(std::clamp<int64_t>(wanted, 1, max_groups));
 
     fn.vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
@@ -248,11 +264,10 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
     if (!push.empty())
       fn.vkCmdPushConstants(commands_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, uint32_t(push.size() * 4),
                             push.data());
-    if (timed)
-      fn.vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, query_pool_, uint32_t(2 * l));
+    const uint32_t query = 2 + 2 * uint32_t(launch_timings_.size());
+    if (timed) fn.vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, query_pool_, query);
     fn.vkCmdDispatch(commands_, groups, 1, 1);
-    if (timed)
-      fn.vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, query_pool_, uint32_t(2 * l + 1));
+    if (timed) fn.vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, query_pool_, query + 1);
 
     hal::KernelTiming timing;
     timing.kernel_index = kernel_index;
@@ -266,6 +281,7 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
   memory_barrier(fn, commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                  VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                  VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+  if (timed) fn.vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 1);
   r = fn.vkEndCommandBuffer(commands_);
   if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r);
   prepared_ = true;
@@ -325,39 +341,47 @@ Status VulkanStream::synchronize() {
   pending_ = false;
   hal::Profile* profile = pending_profile_;
   pending_profile_ = nullptr;
+  last_seconds_.reset();
   if (r != VK_SUCCESS) return vk_error("waiting for the execution", r);
-  if (profile) return collect_profile(*profile);
-  return Status::ok();
+  return collect_times(profile);
 }
 
-Status VulkanStream::collect_profile(hal::Profile& profile) {
-  profile.kernels.clear();
+Status VulkanStream::collect_times(hal::Profile* profile) {
+  if (profile) profile->kernels.clear();
   if (!query_pool_) {
+    if (!profile) return Status::ok();
     // No device timers: one host-timed entry for the whole submission.
-    profile.clock = "host wall time (the Vulkan device has no timestamp queries)";
+    profile->clock = "host wall time (the Vulkan device has no timestamp queries)";
     hal::KernelTiming whole;
     whole.kernel_index = hal::kNoKernel;
     whole.name = "execution";
     whole.kind = "submission";
     whole.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - submit_time_).count();
-    profile.kernels.push_back(std::move(whole));
+    profile->kernels.push_back(std::move(whole));
     return Status::ok();
   }
   const DeviceFunctions& fn = context_->fn();
-  std::vector<uint64_t> ticks(2 * launch_timings_.size());
+  // The run's two timestamps, and with a profile every dispatch's; all were written (the fence
+  // has signalled), so WAIT_BIT returns at once.
+  std::vector<uint64_t> ticks(profile ? 2 + 2 * launch_timings_.size() : 2);
   VkResult r = fn.vkGetQueryPoolResults(context_->device(), query_pool_, 0, uint32_t(ticks.size()),
                                         ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
                                         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
   if (r != VK_SUCCESS) return vk_error("vkGetQueryPoolResults", r);
   const uint32_t bits = context_->timestamp_valid_bits();
   const uint64_t mask = bits >= 64 ? ~uint64_t(0) : ((uint64_t(1) << bits) - 1);
-  profile.clock = "device timer (Vulkan timestamps)";
+  // Seconds from tick `from` to tick `to`; the difference wraps correctly within the valid bits.
+  auto seconds = [&](size_t from, size_t to) {
+    return double(((ticks[to] & mask) - (ticks[from] & mask)) & mask) * context_->timestamp_period_ns() * 1e-9;
+  };
+  last_seconds_ = seconds(0, 1);
+  if (!profile) return Status::ok();
+  profile->clock = "device timer (Vulkan timestamps)";
   for (size_t l = 0; l < launch_timings_.size(); ++l) {
     hal::KernelTiming timing = launch_timings_[l];
-    const uint64_t start = ticks[2 * l] & mask, end = ticks[2 * l + 1] & mask;
-    const uint64_t elapsed = (end - start) & mask;  // wraps correctly within the valid bits
-    timing.seconds = double(elapsed) * context_->timestamp_period_ns() * 1e-9;
-    profile.kernels.push_back(std::move(timing));
+    timing.start_seconds = seconds(0, 2 + 2 * l);
+    timing.seconds = seconds(2 + 2 * l, 3 + 2 * l);
+    profile->kernels.push_back(std::move(timing));
   }
   return Status::ok();
 }

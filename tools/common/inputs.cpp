@@ -1,4 +1,4 @@
-#include "tools/kiln-run/inputs.h"
+#include "tools/common/inputs.h"
 
 #include <map>
 #include <optional>
@@ -8,6 +8,7 @@
 #include "ir/npy.h"
 
 namespace kiln::tools {
+namespace {
 
 void fill_random(ir::Tensor& tensor, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -26,6 +27,8 @@ void fill_random(ir::Tensor& tensor, uint64_t seed) {
     tensor.set_element_from_double(i, v);
   }
 }
+
+}  // namespace
 
 Result<std::vector<PreparedInput>> prepare_inputs(
     const std::vector<runtime::TensorSpec>& specs,
@@ -130,6 +133,16 @@ Result<std::vector<PreparedInput>> prepare_inputs(
     out.push_back({std::move(tensor).value(), "random (seed " + std::to_string(seed) + ")"});
   }
   return out;
+}
+
+ir::SymbolBindings bound_symbols(const std::vector<runtime::TensorSpec>& specs,
+                                 const std::vector<PreparedInput>& inputs) {
+  ir::SymbolBindings symbols;
+  for (size_t i = 0; i < specs.size() && i < inputs.size(); ++i)
+    for (size_t d = 0; d < specs[i].type.shape.size() && d < inputs[i].tensor.shape().size(); ++d)
+      if (specs[i].type.shape[d].is_symbolic())
+        symbols.emplace(specs[i].type.shape[d].symbol_name(), inputs[i].tensor.shape()[d]);
+  return symbols;
 }
 
 }  // namespace kiln::tools
