@@ -495,7 +495,15 @@ kiln_status kiln_artifact_supports_device(const kiln_artifact* artifact, const c
   return guarded([&]() -> Status {
     Runtime& rt = runtime();
     std::string id = device_id ? device_id : "";
-    if (id.empty()) id = rt.registry->default_device_for(*artifact->loaded);
+    if (id.empty()) {
+      Result<std::string> chosen = rt.registry->default_device(*artifact->loaded);
+      if (!chosen.is_ok()) {  // no present device has kernels in the artifact: it cannot run
+        *can_run = 0;
+        t_last_error = chosen.status().message();
+        return Status::ok();
+      }
+      id = std::move(chosen).value();
+    }
     for (const hal::DeviceInfo& d : rt.listing().devices) {
       if (d.id != id) continue;
       bool ok = d.driver == "reference";
@@ -581,8 +589,7 @@ kiln_status kiln_session_create_ex(kiln_artifact* artifact, const kiln_session_o
     std::string id = options.device_id ? options.device_id : "";
     if (id.empty()) {
       KILN_RETURN_IF_ERROR(rt.registry->check_required_drivers_from_env());
-      id = rt.registry->default_device_for(*artifact->loaded);
-      if (id.empty()) return Status(ErrorCode::kUnavailable, "no device is available");
+      KILN_ASSIGN_OR_RETURN(id, rt.registry->default_device(*artifact->loaded));
       kiln::runtime::log(kiln::runtime::LogLevel::kInfo, "default device: " + id);
     }
     if (session_options.native_stream && id.rfind("cuda", 0) != 0)

@@ -54,11 +54,6 @@ Result<std::string> DeviceRegistry::default_device(const artifact::LoadedArtifac
                     "or compile the artifact for one of these devices' targets");
 }
 
-std::string DeviceRegistry::default_device_for(const artifact::LoadedArtifact& artifact) const {
-  Result<std::string> id = default_device(artifact);
-  return id.is_ok() ? *id : std::string();
-}
-
 Status DeviceRegistry::check_required_drivers(std::string_view comma_list) const {
   size_t start = 0;
   while (start <= comma_list.size()) {

@@ -55,9 +55,6 @@ class DeviceRegistry {
   // when no present device has its target, saying which targets it has, which devices are
   // present, and that --device=reference (device id "reference") runs it on the interpreter.
   Result<std::string> default_device(const artifact::LoadedArtifact& artifact) const;
-  // default_device(artifact)'s id, or "" when it fails (for callers that take "" as "no
-  // device"; prefer default_device, whose error says why).
-  std::string default_device_for(const artifact::LoadedArtifact& artifact) const;
   // Opens a device by id; "" opens the default device. An unknown id is kNotFound with a
   // message listing the available ids. Fails first with kUnavailable when a driver named in
   // KILN_REQUIRE_DRIVERS has no usable device. `options` (runtime/hal/device_options.h) go to

@@ -3,6 +3,7 @@
 // the reference device with the unit tests' sample model (x, y: f32[N, 4] -> r, s).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -259,5 +260,48 @@ graph heavy(x: f32[N, 256], img: f32[2, 8, 24, 24]) -> (y: f32[N, 256], z: f32[2
     const std::vector<float> many = run_with(threads);
     CHECK(std::memcmp(many.data(), one.data(), one.size() * 4) == 0);
   }
+  kiln_artifact_destroy(artifact);
+}
+
+#include "compiler/compile.h"
+
+TEST_CASE("c_api services: an artifact for no present device is an error, not a silent reference run") {
+  // A cuda-only artifact where no CUDA device is present (CI, the development machine).
+  const std::vector<std::string>& targets = kiln::compiler::build_targets();
+  if (std::find(targets.begin(), targets.end(), "cuda") == targets.end()) {
+    MESSAGE("skipped: this build has no cuda target");
+    return;
+  }
+  size_t count = 0;
+  REQUIRE(kiln_device_count(&count) == KILN_OK);
+  for (size_t i = 0; i < count; ++i) {
+    kiln_device_info info;
+    REQUIRE(kiln_device_get_info(i, &info) == KILN_OK);
+    if (std::string(info.driver) == "cuda") {
+      MESSAGE("skipped: a CUDA device is present");
+      return;
+    }
+  }
+  kiln::Diagnostics diags;
+  kiln::Result<kiln::ir::Graph> graph = kiln::compiler::read_graph_text(
+      "graph g(x: f32[4]) -> (y: f32[4]) {\n  y = exp(x)\n}\n", "g.graph", ".", diags);
+  REQUIRE(graph.is_ok());
+  kiln::compiler::CompileOptions options;
+  options.targets = std::vector<std::string>{"cuda"};
+  options.use_cache = false;
+  kiln::Result<std::vector<uint8_t>> bytes = kiln::compiler::compile_to_artifact(std::move(graph).value(), options, diags);
+  REQUIRE(bytes.is_ok());
+  kiln_artifact* artifact = nullptr;
+  REQUIRE(kiln_artifact_load_memory(bytes->data(), bytes->size(), &artifact) == KILN_OK);
+  int can_run = 1;
+  REQUIRE(kiln_artifact_supports_device(artifact, nullptr, &can_run) == KILN_OK);
+  CHECK(can_run == 0);
+  CHECK(std::string(kiln_last_error_message()).find("kernels for cuda only") != std::string::npos);
+  kiln_session* session = nullptr;
+  CHECK(kiln_session_create(artifact, nullptr, &session) == KILN_UNAVAILABLE);
+  CHECK(std::string(kiln_last_error_message()).find("kernels for cuda only") != std::string::npos);
+  CHECK(session == nullptr);
+  REQUIRE(kiln_session_create(artifact, "reference", &session) == KILN_OK);  // asked for: it runs
+  kiln_session_destroy(session);
   kiln_artifact_destroy(artifact);
 }

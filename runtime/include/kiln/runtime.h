@@ -27,8 +27,12 @@
  * DEVICES. Ids look like "cuda:0", "vulkan:1", "opencl:0" or "reference" (the built-in reference
  * interpreter). A NULL or "" id means the default device: the fastest available device whose
  * driver the artifact has kernels for, in this order: a CUDA GPU, then a discrete Vulkan or
- * OpenCL GPU, then an integrated GPU, then CPU implementations (lavapipe, PoCL), and the
- * reference interpreter last. Drivers load their API at run time, so the library works on
+ * OpenCL GPU, then an integrated GPU, then CPU implementations (lavapipe, PoCL). When no present
+ * device has kernels in the artifact (e.g. a CUDA-only artifact on a machine without CUDA),
+ * kiln_session_create fails with KILN_UNAVAILABLE naming the artifact's targets and the devices
+ * present: it never falls back to the reference interpreter silently. The reference interpreter
+ * runs any artifact when asked for by id ("reference"), and is the default only for an
+ * artifact compiled for no target. Drivers load their API at run time, so the library works on
  * machines without CUDA, Vulkan or OpenCL and lists those drivers as unavailable (with why).
  * If the environment variable KILN_REQUIRE_DRIVERS holds a comma list of driver names (e.g.
  * "vulkan,opencl"), a listed driver without a usable device makes kiln_device_count and
