@@ -8,43 +8,16 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
 
-FAILURES = []
-
-
-def run(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def check(cond, what):
-    print(("PASS " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-    return cond
-
-
-def run_ok(cmd, what):
-    rc, out, err = run(cmd)
-    if not check(rc == 0, f"{what} (exit 0)"):
-        print(f"  command: {' '.join(cmd)}\n  stdout: {out}\n  stderr: {err}")
-    return out
+from tool_checks import FAILURES, check, load_dir, run, run_ok
+from tool_checks import expect_user_error as _expect_user_error
 
 
 def expect_error(cmd, pattern, what):
-    rc, out, err = run(cmd)
-    ok = rc == 1 and err.startswith("kiln-bench: error: ") and len(err.strip().splitlines()) == 1 \
-        and re.search(pattern, err) is not None
-    if not check(ok, f"error: {what}"):
-        print(f"  command: {' '.join(cmd)}\n  exit {rc}\n  stderr: {err!r}\n  expected /{pattern}/")
-
-
-def load_dir(d):
-    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
+    _expect_user_error("kiln-bench", cmd, pattern, what, one_line=True)
 
 
 def main():

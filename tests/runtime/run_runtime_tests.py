@@ -11,44 +11,16 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
 
-FAILURES = []
-
-
-def run(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def check(cond, what):
-    if cond:
-        print(f"PASS {what}")
-    else:
-        print(f"FAIL {what}")
-        FAILURES.append(what)
-    return cond
-
-
-def run_ok(cmd, what):
-    rc, out, err = run(cmd)
-    if not check(rc == 0, f"{what} (exit 0)"):
-        print(f"  command: {' '.join(cmd)}\n  stdout: {out}\n  stderr: {err}")
-    return out
+from tool_checks import FAILURES, check, load_dir, run, run_ok
+from tool_checks import expect_user_error as _expect_user_error
 
 
 def expect_user_error(cmd, pattern, what):
-    rc, out, err = run(cmd)
-    ok = rc == 1 and err.startswith("kiln-run: error: ") and re.search(pattern, err) is not None
-    if not check(ok, f"error: {what}"):
-        print(f"  command: {' '.join(cmd)}\n  exit {rc}\n  stderr: {err!r}\n  expected /{pattern}/")
-
-
-def load_dir(d):
-    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
+    _expect_user_error("kiln-run", cmd, pattern, what, one_line=False)
 
 
 def affine_reference(x, y):
