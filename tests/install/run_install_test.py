@@ -43,7 +43,7 @@ def main():
     if not libdirs:
         sys.exit("FAILED: no libkiln_runtime.a under the prefix")
     libdir = os.path.join(prefix, libdirs[0])
-    expected = ["include/kiln/runtime.h", "include/kiln/runtime.hpp", "bin/kilnc", "bin/kiln-run",
+    expected = ["include/kiln/runtime.h", "include/kiln/runtime.hpp", "bin/kilnc", "bin/kiln-run", "bin/kiln-bench",
                 os.path.join(libdirs[0], "libkiln_runtime.so"), os.path.join(libdirs[0], f"libkiln_runtime.so.{abi}"),
                 os.path.join(libdirs[0], "cmake/Kiln/KilnConfig.cmake"),
                 os.path.join(libdirs[0], "cmake/Kiln/KilnConfigVersion.cmake"),
