@@ -15,6 +15,7 @@
 #include "artifact/reader_internal.h"
 #include "ir/verifier.h"
 #include "kiln_generated.h"
+#include "support/file_io.h"
 
 namespace kiln::artifact {
 
@@ -159,20 +160,8 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
 }
 
 Result<LoadedArtifact> read_artifact_file(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return not_found("cannot open artifact '" + path + "': no such file");
-    return invalid_argument("cannot open artifact '" + path + "': " + std::strerror(err));
-  }
-  struct stat info {};
-  const bool stated = fstat(fd, &info) == 0;
-  if (!stated || !S_ISREG(info.st_mode)) {
-    close(fd);
-    return invalid_argument("cannot read artifact '" + path + "': " +
-                            (stated ? "not a regular file" : std::strerror(errno)));
-  }
-  const size_t size = size_t(info.st_size);
+  size_t size = 0;
+  KILN_ASSIGN_OR_RETURN(const int fd, open_regular_file(path, &size, "artifact '" + path + "'"));
   ArtifactBytes bytes;
   if (size > 0) {
     // MAP_PRIVATE: the process sees the file as it was mapped even if its pages are not yet

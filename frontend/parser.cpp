@@ -12,6 +12,7 @@
 
 #include "frontend/parser_internal.h"
 #include "ir/infer.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 namespace detail {
@@ -717,13 +718,12 @@ Result<ir::Graph> parse_graph_file(const std::string& path, Diagnostics& diags) 
     buffer << std::cin.rdbuf();
     text = buffer.str();
   } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      Status s = not_found("cannot open '" + path + "': " + std::strerror(errno));
-      diags.error(SourceLoc{}, s.message());
-      return s;
+    Result<std::vector<std::byte>> bytes = read_regular_file(path);
+    if (!bytes.is_ok()) {
+      diags.error(SourceLoc{path, 0, 0}, bytes.status().message());
+      return bytes.status();
     }
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    text.assign(reinterpret_cast<const char*>(bytes->data()), bytes->size());
     size_t slash = path.find_last_of('/');
     if (slash != std::string::npos) base_dir = path.substr(0, slash == 0 ? 1 : slash);
   }

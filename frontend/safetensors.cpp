@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/shape.h"
+#include "support/file_io.h"
 
 namespace kiln::frontend {
 namespace {
@@ -113,16 +114,7 @@ std::optional<ir::DType> parse_safetensors_dtype(std::string_view name) {
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path, const std::string& display_name) {
   const std::string& name = display_name.empty() ? path : display_name;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open safetensors file '" + name + "': " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size < 0) return not_found("cannot read safetensors file '" + name + "'");
-  in.seekg(0, std::ios::beg);
-  std::vector<std::byte> bytes(static_cast<size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return not_found("cannot read safetensors file '" + name + "'");
-  }
+  KILN_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, read_regular_file(path, "safetensors file '" + name + "'"));
   return from_bytes(std::move(bytes), name);
 }
 

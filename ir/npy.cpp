@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "support/file_io.h"
 #include "support/half.h"
 
 namespace kiln::ir {
@@ -233,11 +234,8 @@ Result<Tensor> read_npy_bytes(std::span<const uint8_t> bytes) {
 }
 
 Result<Tensor> read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status(ErrorCode::kInvalidArgument, "cannot read '" + path + "'");
-  Result<Tensor> t = read_npy_bytes(bytes);
+  KILN_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, read_regular_file(path));
+  Result<Tensor> t = read_npy_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   if (!t.is_ok()) return Status(t.status().code(), path + ": " + t.status().message());
   return t;
 }

@@ -20,6 +20,7 @@
 #include "ir/infer.h"
 #include "ir/interpreter.h"
 #include "ir/verifier.h"
+#include "support/file_io.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -587,18 +588,13 @@ Result<ir::Graph> import_onnx_bytes(std::span<const std::byte> bytes, const std:
 }
 
 Result<ir::Graph> import_onnx_file(const std::string& path, Diagnostics& diags, const ImportOptions& options) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
-  if (fd < 0) {
-    diags.error(SourceLoc{path, 0, 0}, "cannot open the file");
-    return not_found("cannot open '" + path + "'");
+  size_t size = 0;
+  Result<int> opened = open_regular_file(path, &size);
+  if (!opened.is_ok()) {
+    diags.error(SourceLoc{path, 0, 0}, opened.status().message());
+    return opened.status();
   }
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    close(fd);
-    diags.error(SourceLoc{path, 0, 0}, "not a regular file");
-    return invalid_argument("cannot read '" + path + "': not a regular file");
-  }
-  const size_t size = size_t(info.st_size);
+  const int fd = *opened;
   if (size > size_t(std::numeric_limits<int>::max())) {
     close(fd);
     return report(diags, path, corrupt(kTooLarge));

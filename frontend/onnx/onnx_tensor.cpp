@@ -8,6 +8,7 @@
 
 #include "frontend/onnx/onnx_importer.h"
 #include "frontend/onnx/onnx_internal.h"
+#include "support/file_io.h"
 #include "support/half.h"
 
 namespace kiln::onnx_import {
@@ -51,6 +52,9 @@ Result<std::string> read_external(const onnx::TensorProto& proto, const std::str
     }
   }
   const std::filesystem::path path = std::filesystem::path(base_dir) / rel;
+  // Checked first: opening a FIFO here would block forever.
+  KILN_RETURN_IF_ERROR(check_regular_file(
+      path.string(), "tensor '" + proto.name() + "': its external data file '" + path.string() + "'"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found("tensor '" + proto.name() + "': cannot open external data file '" + path.string() + "'");
   in.seekg(0, std::ios::end);
@@ -207,10 +211,8 @@ Result<ir::Tensor> parse_tensor_proto(std::span<const std::byte> bytes, const st
 }
 
 Result<ir::Tensor> read_tensor_proto_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'");
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_tensor_proto(std::as_bytes(std::span(data.data(), data.size())), path);
+  KILN_ASSIGN_OR_RETURN(std::vector<std::byte> data, read_regular_file(path));
+  return parse_tensor_proto(data, path);
 }
 
 }  // namespace kiln::onnx_import

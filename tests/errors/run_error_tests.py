@@ -31,6 +31,32 @@ def write_safetensors(path, header, data=b"", raw_header=None):
         f.write(struct.pack("<Q", len(h)) + h + data)
 
 
+def make_external_data_fifo(tmp):
+    """An ONNX model whose initializer's external data file is a FIFO (None without onnx)."""
+    try:
+        import numpy as np
+        import onnx
+        from onnx import helper, numpy_helper
+    except ImportError:
+        return None
+    w = numpy_helper.from_array(np.ones((4,), np.float32), "w")
+    w.ClearField("float_data")
+    w.ClearField("raw_data")
+    w.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", "weights.fifo"), ("offset", "0"), ("length", "16")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(tmp, "external_fifo.onnx")
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    os.mkfifo(os.path.join(tmp, "weights.fifo"))
+    return path
+
+
 def make_weights(tmp):
     """The weights files the weights_*.graph cases refer to."""
     w = {"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}
@@ -161,6 +187,37 @@ def main():
             else:
                 failed += 1
                 print("FAIL onnx_path_is_a_folder (status %d)\n  stderr was:\n%s" % (proc.returncode, stderr[:2000]))
+        if not only:
+            # Inputs that are not regular files are refused before anything is read: a directory
+            # (it used to abort), a FIFO (it would block forever), a device (/dev/zero never ends),
+            # as the graph, as its weights file, and as an ONNX model's external data.
+            os.mkdir(os.path.join(tmp, "dir.graph"))
+            os.mkfifo(os.path.join(tmp, "fifo.graph"))
+            os.mkdir(os.path.join(tmp, "weights_dir"))
+            with open(os.path.join(tmp, "weights_are_a_dir.graph"), "w") as f:
+                f.write('weights "weights_dir"\ngraph g(x: f32[4]) -> (y: f32[4]) {\n'
+                        '  w = param f32[4] "w"\n  y = add(x, w)\n}\n')
+            special = [("graph_is_a_directory", "dir.graph", "a directory"),
+                       ("graph_is_a_fifo", "fifo.graph", "a FIFO"),
+                       ("graph_is_a_device", "/dev/zero", "a device"),
+                       ("weights_are_a_directory", "weights_are_a_dir.graph", "a directory")]
+            external = make_external_data_fifo(tmp)
+            if external:
+                special.append(("onnx_external_data_is_a_fifo", external, "a FIFO"))
+            for name, path, kind in special:
+                total += 1
+                try:
+                    proc = subprocess.run([kilnc, "--emit=ir", "-o", "/dev/null", path], capture_output=True,
+                                          timeout=TIMEOUT_S, cwd=tmp)
+                    stderr = proc.stderr.decode("utf-8", "replace")
+                    ok = proc.returncode == 1 and ("it is " + kind) in stderr and "not a regular file" in stderr
+                except subprocess.TimeoutExpired:
+                    ok, stderr = False, "(timed out: the file was read)"
+                if ok:
+                    print("ok   %s" % name)
+                else:
+                    failed += 1
+                    print("FAIL %s\n  stderr was:\n%s" % (name, stderr[:2000]))
         print("%d/%d error tests passed" % (total - failed, total))
         return 1 if failed else 0
     finally:

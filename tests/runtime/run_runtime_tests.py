@@ -287,6 +287,17 @@ def main():
           "a --dim for a symbol the artifact lacks is a warning")
     expect_user_error([kr, affine, "--input", f"x={path('nope.npy')}"], r"input 'x': .*nope\.npy", "missing .npy file")
     expect_user_error([kr, path("missing.kiln")], r"missing\.kiln.*no such file", "missing artifact")
+    # Paths that are not regular files, refused before anything is read (a directory used to
+    # abort kiln-run, /dev/zero never ends, a FIFO blocks forever).
+    fifo = path("input.fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    for special, kind in ((work, "a directory"), ("/dev/zero", "a device"), (fifo, "a FIFO")):
+        expect_user_error([kr, affine, "--dim", "N=2", "--input", f"x={special}"],
+                          r"input 'x': cannot read .*: it is " + kind + ".*, not a regular file",
+                          f"--input from {kind}")
+        expect_user_error([kr, special], r"cannot read artifact .*: it is " + kind + ".*, not a regular file",
+                          f"artifact that is {kind}")
     expect_user_error([kr, os.path.join(args.graphs, "affine.graph")], r"not a Kiln artifact", "foreign file")
     with open(affine, "rb") as f:
         data = bytearray(f.read())

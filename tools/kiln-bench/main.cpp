@@ -50,6 +50,7 @@
 #include "tools/common/inputs.h"
 #include "tools/common/json_file.h"
 #include "tools/common/latency.h"
+#include "tools/common/main_guard.h"
 
 namespace {
 
@@ -517,13 +518,15 @@ class Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options options;
-  if (std::optional<int> stop = parse_options(argc, argv, options)) return *stop;
-  // Before the first runtime call: drivers read their switches when they start.
-  for (const auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
-  Bench bench(options);
-  Status status = bench.run();
-  if (status.is_ok()) return 0;
-  std::fprintf(stderr, "kiln-bench: error: %s\n", status.message().c_str());
-  return 1;
+  return kiln::tools::run_guarded("kiln-bench", [&] {
+    Options options;
+    if (std::optional<int> stop = parse_options(argc, argv, options)) return *stop;
+    // Before the first runtime call: drivers read their switches when they start.
+    for (const auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
+    Bench bench(options);
+    Status status = bench.run();
+    if (status.is_ok()) return 0;
+    std::fprintf(stderr, "kiln-bench: error: %s\n", status.message().c_str());
+    return 1;
+  });
 }

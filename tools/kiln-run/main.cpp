@@ -21,6 +21,7 @@
 #include "tools/common/inputs.h"
 #include "tools/common/json_file.h"
 #include "tools/common/latency.h"
+#include "tools/common/main_guard.h"
 #include "tools/kiln-run/info.h"
 #include "tools/kiln-run/options.h"
 #include "tools/kiln-run/report.h"
@@ -279,4 +280,6 @@ int run_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_main(argc, argv); }
+int main(int argc, char** argv) {
+  return kiln::tools::run_guarded("kiln-run", [&] { return run_main(argc, argv); });
+}

@@ -26,6 +26,7 @@
 #include "compiler/compile.h"
 #include "frontend/graph_writer.h"
 #include "ir/printer.h"
+#include "tools/common/main_guard.h"
 #include "passes/pipeline.h"
 #include "support/version.h"
 
@@ -563,5 +564,5 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
-  return run(argc, argv);
+  return kiln::tools::run_guarded("kilnc", [&] { return run(argc, argv); });
 }

@@ -113,8 +113,16 @@ Status ReferenceStream::execute(const hal::Executable& executable, const hal::Ex
     explicit ThreadsForThisRun(unsigned threads) { ir::set_interpreter_threads(threads); }
     ~ThreadsForThisRun() { ir::set_interpreter_threads(previous); }
   } threads_for_this_run(args.host_threads);
-  Result<std::vector<ir::Tensor>> outputs =
-      args.profile ? interpret_with_profile(graph, inputs, *args.profile) : ir::interpret(graph, inputs);
+  // The interpreter's tensors are host memory: running out of it is this device's out-of-memory
+  // error, as a GPU's allocation failure is (not an exception escaping to the caller).
+  auto interpret = [&]() -> Result<std::vector<ir::Tensor>> {
+    try {
+      return args.profile ? interpret_with_profile(graph, inputs, *args.profile) : ir::interpret(graph, inputs);
+    } catch (const std::bad_alloc&) {
+      return Status(ErrorCode::kOutOfMemory, "reference device: out of host memory while running the graph");
+    }
+  };
+  Result<std::vector<ir::Tensor>> outputs = interpret();
   if (!outputs.is_ok()) return std::move(outputs).status();
 
   for (size_t i = 0; i < outputs->size(); ++i) {
