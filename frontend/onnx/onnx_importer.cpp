@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include <google/protobuf/io/zero_copy_stream.h>
 
@@ -36,6 +37,8 @@ using ir::NodeId;
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kFullOpset = 7;
 constexpr int64_t kMaxOpset = 28;
+// The newest ONNX IR version read (onnx 1.23's); a newer file may use what this reader misreads.
+constexpr int64_t kMaxIrVersion = 14;
 // Folding creates constants; past this size a node stays in the graph for the pipeline to fold.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
 
@@ -351,20 +354,34 @@ const onnx::AttributeProto* Importer::attr(std::string_view name) const {
   }
   return nullptr;
 }
+namespace {
+// `a` when it has type `expected`; otherwise null, with the mismatch noted for the driver.
+const onnx::AttributeProto* typed(const onnx::AttributeProto* a, onnx::AttributeProto::AttributeType expected,
+                                  std::string& error) {
+  if (a == nullptr || a->type() == expected) return a;
+  // Old exporters leave `type` unset (UNDEFINED) and fill the right field: accepted.
+  if (a->type() == onnx::AttributeProto::UNDEFINED) return a;
+  if (error.empty())
+    error = "attribute '" + a->name() + "' is " + onnx::AttributeProto::AttributeType_Name(a->type()) + ", expected " +
+            onnx::AttributeProto::AttributeType_Name(expected);
+  return nullptr;
+}
+}  // namespace
+
 int64_t Importer::attr_int(std::string_view name, int64_t fallback) const {
-  const auto* a = attr(name);
+  const auto* a = typed(attr(name), onnx::AttributeProto::INT, attr_type_error);
   return a != nullptr ? a->i() : fallback;
 }
 double Importer::attr_float(std::string_view name, double fallback) const {
-  const auto* a = attr(name);
+  const auto* a = typed(attr(name), onnx::AttributeProto::FLOAT, attr_type_error);
   return a != nullptr ? double(a->f()) : fallback;
 }
 std::string Importer::attr_string(std::string_view name, std::string fallback) const {
-  const auto* a = attr(name);
+  const auto* a = typed(attr(name), onnx::AttributeProto::STRING, attr_type_error);
   return a != nullptr ? a->s() : fallback;
 }
 std::optional<std::vector<int64_t>> Importer::attr_ints(std::string_view name) const {
-  const auto* a = attr(name);
+  const auto* a = typed(attr(name), onnx::AttributeProto::INTS, attr_type_error);
   if (a == nullptr) return std::nullopt;
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
@@ -405,7 +422,30 @@ Result<ir::Graph> import_model(onnx::ModelProto& model, const std::string& filen
     return fail(kiln::unsupported("opset " + std::to_string(opset) + " is not supported (Kiln imports opsets " +
                                   std::to_string(kFullOpset) + " to " + std::to_string(kMaxOpset) + ")"));
   }
+  if (model.ir_version() > kMaxIrVersion) {
+    return fail(kiln::unsupported("ir_version " + std::to_string(model.ir_version()) +
+                                  " is newer than Kiln reads (up to " + std::to_string(kMaxIrVersion) + ")"));
+  }
   const onnx::GraphProto& g = model.graph();
+  // Every value is defined once: by an initializer, a graph input (which may repeat an
+  // initializer's name, as older exporters write), or one node output.
+  {
+    std::set<std::string> initializers, defined;
+    for (const auto& init : g.initializer())
+      if (!initializers.insert(init.name()).second)
+        diags.error(file_loc, "initializer '" + init.name() + "' is defined twice");
+    defined = initializers;
+    std::set<std::string> inputs;
+    for (const auto& info : g.input()) {
+      if (!inputs.insert(info.name()).second) diags.error(file_loc, "graph input '" + info.name() + "' is listed twice");
+      defined.insert(info.name());
+    }
+    for (const auto& node : g.node())
+      for (const auto& out : node.output())
+        if (!out.empty() && !defined.insert(out).second)
+          diags.error(file_loc, node_label(node, opset) + ": output '" + out + "' is already defined");
+    if (diags.has_errors()) return diags.to_status();
+  }
   Importer im(filename, base_dir, opset);
   im.graph.name = im.kiln_name(g.name().empty() ? "model" : g.name());
 
@@ -489,8 +529,12 @@ Result<ir::Graph> import_model(onnx::ModelProto& model, const std::string& filen
     bool inputs_ready = true;
     for (const auto& name : node.input()) inputs_ready = inputs_ready && (name.empty() || im.values.count(name));
     if (!inputs_ready && failed) continue;  // downstream of a reported node
+    im.attr_type_error.clear();
     Status s = it->second(im);
-    if (!s.is_ok()) {
+    if (!im.attr_type_error.empty()) {
+      diags.error(file_loc, node_label(node, opset) + ": " + im.attr_type_error);
+      failed = true;
+    } else if (!s.is_ok()) {
       diags.error(file_loc, s.message());
       failed = true;
     }
@@ -523,6 +567,31 @@ Result<ir::Graph> import_model(onnx::ModelProto& model, const std::string& filen
     }
     go.node = id;
     go.declared = im.graph.node(id).type;
+    // The declared type, where the model states one, must be what the graph computes.
+    if (out.type().has_tensor_type()) {
+      const auto& tt = out.type().tensor_type();
+      const ir::TensorType& computed = go.declared;
+      std::string mismatch;
+      const std::optional<ir::DType> dtype = dtype_from_onnx(tt.elem_type());
+      if (tt.elem_type() != 0 && dtype && *dtype != computed.dtype)
+        mismatch = std::string("element type ") + onnx_type_name(tt.elem_type());
+      if (mismatch.empty() && tt.has_shape()) {
+        if (tt.shape().dim_size() != computed.rank()) {
+          mismatch = "rank " + std::to_string(tt.shape().dim_size());
+        } else {
+          for (int d = 0; d < tt.shape().dim_size() && mismatch.empty(); ++d) {
+            const auto& dim = tt.shape().dim(d);
+            const ir::Dim& got = computed.shape[size_t(d)];
+            if (dim.has_dim_value() && got.is_static() && got.size() != dim.dim_value())
+              mismatch = "size " + std::to_string(dim.dim_value()) + " in dimension " + std::to_string(d);
+          }
+        }
+      }
+      if (!mismatch.empty()) {
+        return fail(invalid_argument("graph output '" + out.name() + "' is declared with " + mismatch +
+                                     ", but the graph computes " + computed.to_string()));
+      }
+    }
     go.loc = file_loc;
     im.graph.outputs().push_back(std::move(go));
   }

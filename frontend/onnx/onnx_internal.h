@@ -103,7 +103,10 @@ class Importer {
   Status only_first_outputs(int count);
 
   // Attributes.
+  // The node's attribute `name`, or null. The typed accessors below take an attribute of the
+  // wrong type as absent and remember it in attr_type_error, which the driver reports at the node.
   const onnx::AttributeProto* attr(std::string_view name) const;
+  mutable std::string attr_type_error;
   int64_t attr_int(std::string_view name, int64_t fallback) const;
   double attr_float(std::string_view name, double fallback) const;
   std::string attr_string(std::string_view name, std::string fallback) const;

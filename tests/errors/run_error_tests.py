@@ -57,6 +57,42 @@ def make_external_data_fifo(tmp):
     return path
 
 
+def make_strict_onnx_cases(tmp):
+    """ONNX models that are wrong in ways protobuf accepts: a value defined twice, an attribute of
+    the wrong type, an IR version from the future, a declared output shape the graph does not
+    compute. Each must be one error naming the problem (empty without the onnx package)."""
+    try:
+        import onnx
+        from onnx import helper
+    except ImportError:
+        return []
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+
+    def save(name, nodes, outputs, ir_version=7):
+        model = helper.make_model(helper.make_graph(nodes, name, [x], outputs),
+                                  opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = ir_version
+        path = os.path.join(tmp, name + ".onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        return path
+
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    relu = helper.make_node("Relu", ["x"], ["y"], name="first")
+    twice = helper.make_node("Neg", ["x"], ["y"], name="second")
+    softmax = helper.make_node("Softmax", ["x"], ["y"], name="soft")
+    softmax.attribute.append(helper.make_attribute("axis", 1.5))  # FLOAT where INT is expected
+    wrong = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])
+    return [
+        ("onnx_value_defined_twice", save("twice", [relu, twice], [y]), "output 'y' is already defined"),
+        ("onnx_attribute_of_wrong_type", save("attr", [softmax], [y]), "attribute 'axis' is FLOAT, expected INT"),
+        ("onnx_ir_version_from_the_future", save("future", [relu], [y], ir_version=99),
+         "ir_version 99 is newer than Kiln reads"),
+        ("onnx_declared_output_shape_contradicts", save("declared", [relu], [wrong]),
+         "graph output 'y' is declared with size 4 in dimension 1, but the graph computes f32[2, 3]"),
+    ]
+
+
 def make_weights(tmp):
     """The weights files the weights_*.graph cases refer to."""
     w = {"w": {"dtype": "F32", "shape": [4, 4], "data_offsets": [0, 64]}}
@@ -204,6 +240,17 @@ def main():
             external = make_external_data_fifo(tmp)
             if external:
                 special.append(("onnx_external_data_is_a_fifo", external, "a FIFO"))
+            for name, path, expected in make_strict_onnx_cases(tmp):
+                total += 1
+                proc = subprocess.run([kilnc, "--emit=ir", "-o", "/dev/null", path], capture_output=True,
+                                      timeout=TIMEOUT_S)
+                stderr = proc.stderr.decode("utf-8", "replace")
+                if proc.returncode == 1 and expected in stderr and len(stderr.strip().splitlines()) == 1:
+                    print("ok   %s" % name)
+                else:
+                    failed += 1
+                    print("FAIL %s (status %d, expected %r)\n  stderr was:\n%s" % (name, proc.returncode, expected,
+                                                                                 stderr[:2000]))
             for name, path, kind in special:
                 total += 1
                 try:
