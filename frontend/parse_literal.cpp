@@ -159,7 +159,11 @@ std::optional<ir::TensorType> Parser::parse_type(bool binds_symbols) {
     }
   }
   take();  // ']'
-  if (overflow) {
+  if (type.rank() > ir::kMaxRank) {
+    error(loc_of(dtype_token), "a shape of rank " + std::to_string(type.rank()) + ": Kiln's tensors have at most " +
+                                   std::to_string(ir::kMaxRank) + " dimensions");
+    ok = false;
+  } else if (overflow) {
     error(loc_of(dtype_token), "shape " + type.to_string() +
                                    " has too many elements (the product of its sizes overflows 64 bits)");
     ok = false;

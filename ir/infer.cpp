@@ -43,6 +43,10 @@ Status check_declared_type(const TensorType& type) {
       return invalid_argument("negative size " + std::to_string(d.size()) + " in " + type.to_string());
     }
   }
+  if (type.rank() > kMaxRank) {
+    return invalid_argument("a shape of rank " + std::to_string(type.rank()) + ": Kiln's tensors have at most " +
+                            std::to_string(kMaxRank) + " dimensions");
+  }
   if (static_product_overflows(type.shape)) {
     return invalid_argument("shape " + type.to_string() + " has too many elements (overflows 64 bits)");
   }
@@ -304,6 +308,10 @@ Status infer_node(const Graph& graph, Node& node) {
   }
   Attrs attrs = node.attrs;
   KILN_ASSIGN_OR_RETURN(TensorType type, info.infer ? info.infer(node.op, in, attrs) : infer_source(graph, node));
+  if (type.rank() > kMaxRank) {
+    return invalid_argument("the result of rank " + std::to_string(type.rank()) + ": Kiln's tensors have at most " +
+                            std::to_string(kMaxRank) + " dimensions");
+  }
   if (static_product_overflows(type.shape)) {
     return invalid_argument("result " + type.to_string() + " has too many elements (overflows 64 bits)");
   }

@@ -80,6 +80,12 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // Normalizes a possibly negative axis against a rank; error if out of range.
 Result<int64_t> normalize_axis(int64_t axis, int64_t rank);
 
+// The most dimensions a Kiln tensor has. Generated kernels unroll loops and keep an index per
+// dimension, so a rank of thousands would make device compilers run for minutes; models use
+// far fewer. Checked where shapes enter: the parser, the ONNX importer, inference, the verifier
+// (artifacts) and the C API.
+inline constexpr int64_t kMaxRank = 64;
+
 struct TensorType {
   DType dtype = DType::kF32;
   Shape shape;

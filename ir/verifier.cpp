@@ -106,6 +106,10 @@ class Verifier {
     if (node.attrs.index() != default_attrs(node.op).index()) {
       return fail_node(id, "holds the attributes of another op kind");
     }
+    if (node.type.rank() > kMaxRank) {
+      return fail_node(id, "has rank " + std::to_string(node.type.rank()) + "; tensors have at most " +
+                               std::to_string(kMaxRank) + " dimensions");
+    }
     const OpInfo& info = op_info(node.op);
     const int count = int(node.inputs.size());
     if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {

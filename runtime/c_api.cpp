@@ -288,7 +288,9 @@ kiln_status fill_tensor_info(const std::vector<TensorInfoC>& list, size_t index,
 // The shape given through the C API, validated.
 Result<std::vector<int64_t>> read_dims(const int64_t* dims, size_t rank) {
   if (rank > 0 && !dims) return kiln::invalid_argument("dims is NULL but rank is " + std::to_string(rank));
-  if (rank > 64) return kiln::invalid_argument("rank " + std::to_string(rank) + " is too large");
+  if (rank > size_t(ir::kMaxRank))
+    return kiln::invalid_argument("rank " + std::to_string(rank) + " is too large (at most " +
+                                  std::to_string(ir::kMaxRank) + ")");
   std::vector<int64_t> shape(dims, dims + rank);
   for (size_t i = 0; i < rank; ++i)
     if (shape[i] < 0)

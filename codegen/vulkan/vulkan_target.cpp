@@ -42,6 +42,25 @@ class VulkanTarget final : public Target {
     return out;
   }
 
+  // GLSL kernels index with 32-bit integers: a tensor of 2^31 elements or more cannot be
+  // addressed there (the other targets index with 64 bits).
+  Status supports(const ir::Graph& graph, const ir::Node& node) const override {
+    KILN_RETURN_IF_ERROR(Target::supports(graph, node));
+    constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
+    auto too_large = [&](const ir::TensorType& type) {
+      const std::optional<int64_t> n = ir::static_num_elements(type.shape);
+      return n && *n > kMaxElements;
+    };
+    bool large = too_large(node.type);
+    for (ir::NodeId in : node.inputs) large = large || too_large(graph.node(in).type);
+    if (!large) return Status::ok();
+    return Status(ErrorCode::kUnsupported,
+                  "the vulkan target cannot run '" + node.name + "' (" + std::string(ir::op_name(node.op)) +
+                      "): its tensors reach 2^31 elements, and Vulkan kernels index with 32-bit integers "
+                      "(compile for cuda or opencl: --target=cuda,opencl)",
+                  node.loc);
+  }
+
   void package(const KernelModel& model, CompiledVariant code, const TargetOptions&,
                artifact::KernelBinary& record) const override {
     record.format = "spirv";

@@ -106,6 +106,9 @@ Result<ir::TensorType> value_type(Importer& im, const onnx::ValueInfoProto& info
                        ", which Kiln does not support");
   }
   if (!tt.has_shape()) return unsupported("input '" + info.name() + "' has no shape (unknown rank)");
+  if (tt.shape().dim_size() > ir::kMaxRank)
+    return unsupported("input '" + info.name() + "' has rank " + std::to_string(tt.shape().dim_size()) +
+                       " (Kiln's tensors have at most " + std::to_string(ir::kMaxRank) + " dimensions)");
   ir::TensorType type{*dtype, {}};
   for (const auto& d : tt.shape().dim()) {
     if (d.has_dim_value()) {

@@ -83,6 +83,14 @@ def make_strict_onnx_cases(tmp):
     softmax = helper.make_node("Softmax", ["x"], ["y"], name="soft")
     softmax.attribute.append(helper.make_attribute("axis", 1.5))  # FLOAT where INT is expected
     wrong = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])
+    deep = helper.make_tensor_value_info("d", onnx.TensorProto.FLOAT, [1] * 65)
+    deep_model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["d"], ["r"])], "deep", [deep],
+                                                     [helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, None)]),
+                                   opset_imports=[helper.make_opsetid("", 13)])
+    deep_model.ir_version = 7
+    deep_path = os.path.join(tmp, "deep.onnx")
+    with open(deep_path, "wb") as f:
+        f.write(deep_model.SerializeToString())
     return [
         ("onnx_value_defined_twice", save("twice", [relu, twice], [y]), "output 'y' is already defined"),
         ("onnx_attribute_of_wrong_type", save("attr", [softmax], [y]), "attribute 'axis' is FLOAT, expected INT"),
@@ -90,6 +98,7 @@ def make_strict_onnx_cases(tmp):
          "ir_version 99 is newer than Kiln reads"),
         ("onnx_declared_output_shape_contradicts", save("declared", [relu], [wrong]),
          "graph output 'y' is declared with size 4 in dimension 1, but the graph computes f32[2, 3]"),
+        ("onnx_rank_beyond_the_limit", deep_path, "input 'd' has rank 65 (Kiln's tensors have at most 64 dimensions)"),
     ]
 
 

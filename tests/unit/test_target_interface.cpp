@@ -96,6 +96,29 @@ TEST_CASE("compile_graph: every node a target cannot run is reported with its lo
   CHECK(target.renders == 0);
 }
 
+TEST_CASE("targets: a tensor of 2^31 elements is unsupported on vulkan only (32-bit indexing)") {
+  Compiled c = compile_text(
+      "graph g(x: f32[65536, 32768], s: f32[4]) -> (y: f32[65536, 32768], t: f32[4]) {\n"
+      "  y = exp(x)\n"
+      "  t = exp(s)\n"
+      "}\n");
+  for (const std::string& name : codegen::available_targets()) {
+    CAPTURE(name);
+    Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
+    REQUIRE(target.is_ok());
+    Diagnostics diags;
+    Status status = codegen::check_supported(**target, c.graph, diags);
+    if (name != artifact::kVulkanTarget) {
+      CHECK(status.is_ok());
+      continue;
+    }
+    CHECK(status.code() == ErrorCode::kUnsupported);
+    REQUIRE(diags.error_count() == 2);  // x and y; not s or t
+    CHECK(diags.errors()[1].to_string().find("limits.graph:2:7: error: the vulkan target cannot run 'y' (exp): its "
+                                             "tensors reach 2^31 elements") == 0);
+  }
+}
+
 TEST_CASE("compile_graph: render, compile and package once per kernel; sources_only packages nothing") {
   Compiled c = compile_text(
       "graph g(x: f32[4, 8]) -> (y: f32[4, 8], s: f32[4]) {\n"
