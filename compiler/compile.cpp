@@ -80,6 +80,14 @@ passes::PipelineOptions pipeline_options(const CompileOptions& options, const st
   return pipeline;
 }
 
+codegen::TargetOptions target_options(const CompileOptions& options) {
+  codegen::TargetOptions target;
+  target.opt_level = options.opt_level;
+  target.gpu_archs = options.gpu_archs;
+  target.allow_tf32 = options.allow_tf32;
+  return target;
+}
+
 Result<ir::Graph> read_source_file(const std::string& path, Diagnostics& diags) {
   const bool is_onnx = path.size() >= 5 && path.substr(path.size() - 5) == ".onnx";
   if (!is_onnx) return frontend::parse_graph_file(path, diags);
@@ -156,12 +164,8 @@ Result<std::vector<uint8_t>> compile_to_artifact(ir::Graph graph, const CompileO
   KILN_ASSIGN_OR_RETURN(ir::ExecutionPlan plan, passes::run_pipeline(graph, pipeline));
   std::unique_ptr<codegen::CompileCache> cache = open_cache(options, nullptr);
   codegen::CompileContext context(options.jobs, cache.get());
-  codegen::TargetOptions target_options;
-  target_options.opt_level = options.opt_level;
-  target_options.gpu_archs = options.gpu_archs;
-  target_options.allow_tf32 = options.allow_tf32;
   KILN_ASSIGN_OR_RETURN(std::vector<codegen::CompiledKernels> results,
-                        generate_code(targets, graph, plan, target_options, context, diags));
+                        generate_code(targets, graph, plan, target_options(options), context, diags));
   if (cache) cache->trim();
   return artifact::write_artifact(graph, plan, artifact_contents(results));
 }

@@ -52,6 +52,9 @@ Result<std::vector<std::string>> select_targets(const CompileOptions& options);
 // on whether cuda is among them). The caller may add its logging and printing choices.
 passes::PipelineOptions pipeline_options(const CompileOptions& options, const std::vector<std::string>& targets);
 
+// The code-generation options `options` mean (optimization level, cuda architectures, TF32).
+codegen::TargetOptions target_options(const CompileOptions& options);
+
 // Reads a source file: `.onnx` through the ONNX importer (when the build has it), anything else
 // as `.graph` text.
 Result<ir::Graph> read_source_file(const std::string& path, Diagnostics& diags);

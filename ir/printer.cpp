@@ -417,4 +417,15 @@ bool constant_is_elided(const Tensor& data, const PrintOptions& options) {
          !all_elements_equal(data);
 }
 
+size_t count_elided_constants(const Graph& graph, const PrintOptions& options) {
+  size_t count = 0;
+  for (const Node& node : graph.nodes()) {
+    const auto* c = std::get_if<ConstantAttrs>(&node.attrs);
+    if (!node.erased && c && c->weight_name.empty() && c->constant_index < graph.constants().size() &&
+        constant_is_elided(graph.constant(c->constant_index), options))
+      ++count;
+  }
+  return count;
+}
+
 }  // namespace kiln::ir

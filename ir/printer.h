@@ -23,6 +23,8 @@ std::string print_graph(const Graph& graph, const PrintOptions& options = {});
 // Whether print_graph elides `data` (a constant without a weight name): too many elements, and
 // not one value repeated.
 bool constant_is_elided(const Tensor& data, const PrintOptions& options = {});
+// How many constants print_graph elides in `graph` (weights print as `param`, never elided).
+size_t count_elided_constants(const Graph& graph, const PrintOptions& options = {});
 
 // Graphviz (dot) of the graph; with kernels, each kernel is a cluster holding its ops.
 std::string print_dot(const Graph& graph);

@@ -78,7 +78,8 @@ std::string dtype_text(nb::dlpack::dtype d) {
 
 struct TensorInfo {
   std::string name;
-  std::string dtype;
+  std::string dtype;  // kiln_dtype_name(code), as Python sees it
+  kiln_dtype code;
   nb::tuple shape;  // ints, and str for symbolic dims
   std::string repr() const {
     std::string s = "TensorInfo(name='" + name + "', dtype='" + dtype + "', shape=(";
@@ -93,7 +94,7 @@ TensorInfo tensor_info(const kiln_tensor_info& info) {
     if (info.dims[d] < 0) dims.append(nb::str(info.dim_symbols[d]));
     else dims.append(nb::int_(info.dims[d]));
   }
-  return {info.name, kiln_dtype_name(info.dtype), nb::tuple(dims)};
+  return {info.name, kiln_dtype_name(info.dtype), info.dtype, nb::tuple(dims)};
 }
 
 class Artifact {
@@ -384,30 +385,22 @@ class Session {
     return dims;
   }
   static kiln_dtype dtype_for(nb::dlpack::dtype given, const TensorInfo& spec, const std::string& what) {
-    for (int d = 0; d <= KILN_DTYPE_BOOL; ++d) {
-      if (spec.dtype == kiln_dtype_name(kiln_dtype(d))) {
-        if (!same_dtype(given, dlpack_dtype(kiln_dtype(d))))
-          throw nb::type_error((what + " must have dtype " + spec.dtype + ", not " + dtype_text(given)).c_str());
-        return kiln_dtype(d);
-      }
-    }
-    throw KilnError("INTERNAL: unknown dtype " + spec.dtype);
+    if (!same_dtype(given, dlpack_dtype(spec.code)))
+      throw nb::type_error((what + " must have dtype " + spec.dtype + ", not " + dtype_text(given)).c_str());
+    return spec.code;
   }
   nb::object host_output(const TensorInfo& spec) const {
-    int64_t dims[32];
+    std::vector<int64_t> dims(spec.shape.size());  // the artifact's rank for this output
     size_t rank = 0;
-    check(kiln_session_output_shape(session_.get(), spec.name.c_str(), dims, 32, &rank));
+    check(kiln_session_output_shape(session_.get(), spec.name.c_str(), dims.data(), dims.size(), &rank));
     const void* data = nullptr;
     size_t bytes = 0;
     check(kiln_session_get_output(session_.get(), spec.name.c_str(), &data, &bytes));
     auto* copy = new uint8_t[bytes ? bytes : 1];
     std::memcpy(copy, data, bytes);
     nb::capsule owner(copy, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
-    std::vector<size_t> shape(dims, dims + rank);
-    kiln_dtype dtype = KILN_DTYPE_F32;
-    for (int d = 0; d <= KILN_DTYPE_BOOL; ++d)
-      if (spec.dtype == kiln_dtype_name(kiln_dtype(d))) dtype = kiln_dtype(d);
-    return nb::cast(nb::ndarray<nb::numpy>(copy, rank, shape.data(), owner, nullptr, dlpack_dtype(dtype)));
+    std::vector<size_t> shape(dims.begin(), dims.begin() + rank);
+    return nb::cast(nb::ndarray<nb::numpy>(copy, rank, shape.data(), owner, nullptr, dlpack_dtype(spec.code)));
   }
 
   std::shared_ptr<kiln_artifact> artifact_;  // kept alive for the session (the C API allows either order)

@@ -28,6 +28,13 @@ using Compiled = kiln::testing::PlannedGraph;
 
 Compiled compile_text(const std::string& text) { return kiln::testing::parse_and_plan(text, "limits.graph"); }
 
+// check_supported of the build's target `name` on `graph`, its diagnostics in `diags`.
+Status check_on_target(const std::string& name, const ir::Graph& graph, Diagnostics& diags) {
+  Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
+  REQUIRE(target.is_ok());
+  return codegen::check_supported(**target, graph, diags);
+}
+
 // A target without i64 whose "source" is the kernel's entry point and its kind. It counts its
 // renders and compiles.
 class LimitedTarget final : public codegen::Target {
@@ -104,10 +111,8 @@ TEST_CASE("targets: a tensor of 2^31 elements is unsupported on vulkan only (32-
       "}\n");
   for (const std::string& name : codegen::available_targets()) {
     CAPTURE(name);
-    Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
-    REQUIRE(target.is_ok());
     Diagnostics diags;
-    Status status = codegen::check_supported(**target, c.graph, diags);
+    Status status = check_on_target(name, c.graph, diags);
     if (name != artifact::kVulkanTarget) {
       CHECK(status.is_ok());
       continue;
@@ -267,10 +272,8 @@ TEST_CASE("targets: one list of names; every target of this build runs every dty
       "}\n");
   for (const std::string& name : codegen::available_targets()) {
     CAPTURE(name);
-    Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(name);
-    REQUIRE(target.is_ok());
     Diagnostics diags;
-    CHECK(codegen::check_supported(**target, c.graph, diags).is_ok());
+    CHECK(check_on_target(name, c.graph, diags).is_ok());
     CHECK_MESSAGE(!diags.has_errors(), diags.to_string());
   }
 }

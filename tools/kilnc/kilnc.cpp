@@ -309,10 +309,7 @@ Staged<std::vector<kiln::codegen::CompiledKernels>> generate_code(const Options&
                                                                   const kiln::ir::Graph& graph,
                                                                   const kiln::ir::ExecutionPlan& plan,
                                                                   kiln::codegen::CompileContext& context) {
-  kiln::codegen::TargetOptions target_options;
-  target_options.opt_level = opts.compile.opt_level;
-  target_options.gpu_archs = opts.compile.gpu_archs;
-  target_options.allow_tf32 = opts.compile.allow_tf32;
+  kiln::codegen::TargetOptions target_options = kiln::compiler::target_options(opts.compile);
   target_options.sources_only = opts.emit_sources || opts.emit == EmitKind::kKernels;
   kiln::Diagnostics unsupported(/*limit=*/100);
   kiln::Result<std::vector<kiln::codegen::CompiledKernels>> results =
@@ -540,8 +537,7 @@ int run(int argc, char** argv) {
     if (!written.is_ok()) return fail(written);
   } else {
     if (opts.emit == EmitKind::kIr) {
-      size_t elided = 0;
-      for (const kiln::ir::Tensor& c : graph.value->constants()) elided += kiln::ir::constant_is_elided(c) ? 1 : 0;
+      const size_t elided = kiln::ir::count_elided_constants(*graph.value);
       if (elided > 0)
         log << "kilnc: warning: " << elided << " large constants are elided on stdout ('[...]'), so this text is a "
             << "summary that does not compile; write it to a file (-o FILE.graph) to get them in FILE.safetensors\n";
