@@ -55,16 +55,18 @@ Result<std::unique_ptr<Session>> Session::create(
   std::unique_ptr<Session> session(new Session(artifact, device));
   session->memory_ = options.memory;
   session->host_threads_ = options.host_threads;
+  // The allocator and the stream first: refused there, the session has not loaded (uploaded)
+  // the artifact for nothing.
   if (session->memory_) {
     // Refuse an allocator the device cannot use now, not at the first run.
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<hal::Buffer> probe, session->allocate(1));
   }
-  KILN_ASSIGN_OR_RETURN(session->executable_, device.load_executable(artifact));
   if (options.native_stream) {
     KILN_ASSIGN_OR_RETURN(session->stream_, device.create_stream_on(options.native_stream));
   } else {
     KILN_ASSIGN_OR_RETURN(session->stream_, device.create_stream());
   }
+  KILN_ASSIGN_OR_RETURN(session->executable_, device.load_executable(artifact));
   const ir::Graph& graph = artifact->graph;
   for (ir::NodeId id : graph.inputs())
     session->input_specs_.push_back({graph.node(id).name, graph.node(id).type});
