@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <utility>
 
 namespace kiln::artifact {
@@ -99,6 +100,28 @@ Status check_conv_call(const ConvCall& call, const std::vector<KernelArg>& args)
     return invalid_argument("conv call: the channels are not divisible by the groups");
   if (call.out_height() < 1 || call.out_width() < 1) return invalid_argument("conv call: the output is empty");
   return check_library_epilogue("conv call", call.in_place_epilogue, args);
+}
+
+std::vector<KernelArg> kernel_signature(const ir::Graph& graph, const ir::Kernel& kernel) {
+  std::vector<KernelArg> args;
+  std::set<std::string> symbols;
+  auto collect_symbols = [&](const ir::Shape& shape) {
+    for (const ir::Dim& d : shape)
+      if (d.is_symbolic())
+        for (const std::string& symbol : d.symbol_factors()) symbols.insert(symbol);
+  };
+  for (const std::vector<ir::NodeId>* list : {&kernel.inputs, &kernel.outputs}) {
+    for (ir::NodeId value : *list) {
+      args.push_back({KernelArg::Kind::kBuffer, value, ""});
+      collect_symbols(graph.node(value).type.shape);
+    }
+  }
+  for (ir::NodeId n : kernel.nodes) {
+    collect_symbols(graph.node(n).type.shape);
+    for (ir::NodeId in : graph.node(n).inputs) collect_symbols(graph.node(in).type.shape);
+  }
+  for (const std::string& symbol : symbols) args.push_back({KernelArg::Kind::kSymbol, 0, symbol});
+  return args;
 }
 
 uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version) {

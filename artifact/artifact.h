@@ -16,7 +16,9 @@ namespace kiln::artifact {
 // The format version this build writes and the newest it can read. Bump it when a reader of the
 // previous version could not run a new file correctly (see the rules atop kiln.fbs).
 // 3: the constants moved out of the Model FlatBuffer into a data segment (layout atop kiln.fbs).
-inline constexpr uint32_t kFormatVersion = 3;
+// 4: a 256-byte file header with room for a signature (artifact/signing.h); constants carry
+//    checksums, checked at load.
+inline constexpr uint32_t kFormatVersion = 4;
 // The oldest format version the reader still reads (it converts older layouts on load).
 inline constexpr uint32_t kOldestFormatVersion = 1;
 
@@ -24,8 +26,10 @@ inline constexpr uint32_t kOldestFormatVersion = 1;
 // file.
 inline constexpr size_t kConstantAlignment = 64;
 
-// The size of a format-3 file's header part: the FileHeader FlatBuffer, zero-padded.
-inline constexpr size_t kFileHeaderBytes = 128;
+// The size of the header part (the FileHeader FlatBuffer, zero-padded) of the files this build
+// writes, and of a file of format `version` (3 on; 128 bytes in format 3).
+inline constexpr size_t kFileHeaderBytes = 256;
+constexpr size_t file_header_bytes(uint32_t version) { return version >= 4 ? kFileHeaderBytes : 128; }
 
 // One parameter of a kernel's entry point, in order. This is the calling convention between
 // codegen (which writes the kernel) and the runtime drivers (which bind and launch it):
@@ -43,6 +47,15 @@ struct KernelArg {
   std::string symbol;
   bool operator==(const KernelArg&) const = default;
 };
+
+// The parameters of graph kernel `kernel`'s entry point, by the calling convention above: one
+// kBuffer arg per kernel input, then one per kernel output (Kernel::inputs, then
+// Kernel::outputs, in order), then one kSymbol arg per distinct symbol that the shapes of those
+// buffers, of the kernel's nodes and of their operands mention, sorted by name. Codegen builds
+// every entry point from this list and the reader requires each binary's args to equal it, so a
+// damaged or edited argument list (a buffer swapped, an output pointed at a constant, a size
+// relabelled as a buffer) is refused at load instead of reaching a driver.
+std::vector<KernelArg> kernel_signature(const ir::Graph& graph, const ir::Kernel& kernel);
 
 // The 1-D dispatch of a kernel. The runtime launches
 //   groups = clamp(ceil(work_items / items_per_group), 1, device limit)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -43,10 +44,14 @@ flatbuffers::Verifier::Options verifier_options(size_t size) {
   return opts;
 }
 
-// Where a format-3 file's data segment and model are: checked against the file's size.
+// Where a format-3 file's data segment and model are: checked against the file's size. The
+// header of a format-4 file may name a signer and hold its signature.
 struct Parts {
   detail::DataSegment segment;
   std::span<const uint8_t> model;
+  std::optional<PublicKey> signer;
+  std::optional<Signature> signature;
+  size_t signature_offset = 0;  // in the file
 };
 
 Result<Parts> locate_parts(const ArtifactBytes& bytes, uint32_t version) {
@@ -62,14 +67,25 @@ Result<Parts> locate_parts(const ArtifactBytes& bytes, uint32_t version) {
     parts.model = bytes.data;
     return parts;
   }
-  const size_t header_size = std::min(size, kFileHeaderBytes);
+  const size_t header_bytes = file_header_bytes(version);
+  const size_t header_size = std::min(size, header_bytes);
   flatbuffers::Verifier header_verifier(data, header_size, verifier_options(header_size));
-  if (size < kFileHeaderBytes || !header_verifier.VerifyBuffer<fb::FileHeader>(fb::ModelIdentifier()))
+  if (size < header_bytes || !header_verifier.VerifyBuffer<fb::FileHeader>(fb::ModelIdentifier()))
     return corrupt("corrupt Kiln artifact: the file header is damaged or truncated");
   const auto* header = flatbuffers::GetRoot<fb::FileHeader>(data);
+  if (header->signer() || header->signature()) {
+    if (version < 4 || !header->signer() || !header->signature() || header->signer()->size() != PublicKey().size() ||
+        header->signature()->size() != Signature().size())
+      return corrupt("corrupt Kiln artifact: its signature fields are damaged");
+    parts.signer.emplace();
+    std::memcpy(parts.signer->data(), header->signer()->data(), parts.signer->size());
+    parts.signature.emplace();
+    std::memcpy(parts.signature->data(), header->signature()->data(), parts.signature->size());
+    parts.signature_offset = size_t(header->signature()->data() - data);
+  }
   const uint64_t data_offset = header->data_offset(), data_size = header->data_size();
   const uint64_t model_offset = header->model_offset();
-  const bool placed = data_offset >= kFileHeaderBytes && data_offset % kConstantAlignment == 0 &&
+  const bool placed = data_offset >= header_bytes && data_offset % kConstantAlignment == 0 &&
                       model_offset % kConstantAlignment == 0 && data_offset <= model_offset &&
                       data_size <= model_offset - data_offset && model_offset < size;
   if (!placed)
@@ -79,19 +95,41 @@ Result<Parts> locate_parts(const ArtifactBytes& bytes, uint32_t version) {
   if (size - model_offset >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return corrupt("corrupt Kiln artifact: its model part is larger than 2 GiB");
   parts.segment.bytes = bytes.data.subspan(size_t(data_offset), size_t(data_size));
+  parts.segment.checksummed = version >= 4;
   parts.model = bytes.data.subspan(size_t(model_offset));
   return parts;
 }
 
-}  // namespace
-
-Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>> bytes) {
-  if (!bytes) return corrupt("not a Kiln artifact: the data is empty");
-  std::span<const uint8_t> data(bytes->data(), bytes->size());
-  return read_artifact(ArtifactBytes{data, std::move(bytes)});
+// With trusted keys: the file must be signed by one of them, over every byte (the signature's
+// own bytes counted as zeros).
+Status check_signature(const ArtifactBytes& bytes, const Parts& parts, const ReadOptions& options) {
+  if (options.trusted_keys.empty()) return Status::ok();
+  if (!parts.signer)
+    return Status(ErrorCode::kUntrusted, "the artifact is not signed, and only artifacts signed by a trusted key may "
+                                         "be loaded (kilnc --sign)");
+  if (std::find(options.trusted_keys.begin(), options.trusted_keys.end(), *parts.signer) ==
+      options.trusted_keys.end())
+    return Status(ErrorCode::kUntrusted, "the artifact is signed by key " + public_key_hex(*parts.signer) +
+                                         ", which is not a trusted key");
+  const Signature zeros{};
+  const std::span<const uint8_t> message[] = {
+      bytes.data.first(parts.signature_offset), std::span<const uint8_t>(zeros),
+      bytes.data.subspan(parts.signature_offset + zeros.size())};
+  if (!verify_signature(*parts.signer, *parts.signature, message))
+    return Status(ErrorCode::kUntrusted, "the artifact's signature does not match its contents (it was changed "
+                                         "after signing, or the signature is damaged)");
+  return Status::ok();
 }
 
-Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
+}  // namespace
+
+Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>> bytes, const ReadOptions& options) {
+  if (!bytes) return corrupt("not a Kiln artifact: the data is empty");
+  std::span<const uint8_t> data(bytes->data(), bytes->size());
+  return read_artifact(ArtifactBytes{data, std::move(bytes)}, options);
+}
+
+Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& options) {
   if (bytes.data.empty()) return corrupt("not a Kiln artifact: the data is empty");
   const uint8_t* data = bytes.data.data();
   const size_t size = bytes.data.size();
@@ -116,6 +154,10 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
                        " is newer than this runtime supports (" + std::to_string(kFormatVersion) +
                        "); rebuild it with a matching kilnc or upgrade the runtime");
   KILN_ASSIGN_OR_RETURN(Parts parts, locate_parts(bytes, version));
+  if (version < 3 && !options.trusted_keys.empty())
+    return Status(ErrorCode::kUntrusted, "the artifact's format " + std::to_string(version) +
+                                         " cannot be signed, and only artifacts signed by a trusted key may be loaded");
+  KILN_RETURN_IF_ERROR(check_signature(bytes, parts, options));
 
   const uint8_t* model_data = parts.model.data();
   const size_t model_size = parts.model.size();
@@ -136,6 +178,8 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
   LoadedArtifact out;
   out.format_version = version;
   out.producer = model->producer() ? model->producer()->str() : std::string();
+  out.signer = parts.signer;
+  out.signature_verified = !options.trusted_keys.empty();
   out.bytes = bytes;
   {
     Result<ir::Graph> graph = detail::convert_graph(*model->graph(), parts.segment);
@@ -156,10 +200,11 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes) {
   Status verified = ir::verify_graph(out.graph, /*require_topological=*/true);
   if (!verified.is_ok())
     return corrupt("corrupt Kiln artifact: the graph is invalid: " + verified.message());
+  KILN_RETURN_IF_ERROR(detail::check_plan_against_graph(out.graph, out.plan, out.kernels));
   return out;
 }
 
-Result<LoadedArtifact> read_artifact_file(const std::string& path) {
+Result<LoadedArtifact> read_artifact_file(const std::string& path, const ReadOptions& options) {
   size_t size = 0;
   KILN_ASSIGN_OR_RETURN(const int fd, open_regular_file(path, &size, "artifact '" + path + "'"));
   ArtifactBytes bytes;
@@ -176,7 +221,7 @@ Result<LoadedArtifact> read_artifact_file(const std::string& path) {
     bytes.owner = std::shared_ptr<const void>(base, [size](const void* p) { munmap(const_cast<void*>(p), size); });
   }
   close(fd);
-  Result<LoadedArtifact> loaded = read_artifact(std::move(bytes));
+  Result<LoadedArtifact> loaded = read_artifact(std::move(bytes), options);
   if (!loaded.is_ok()) {
     const Status& s = loaded.status();
     return Status(s.code(), path + ": " + s.message());

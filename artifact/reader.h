@@ -19,11 +19,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "artifact/artifact.h"
+#include "artifact/signing.h"
 #include "ir/graph.h"
 #include "ir/plan.h"
 #include "support/status.h"
@@ -36,9 +38,21 @@ struct ArtifactBytes {
   std::shared_ptr<const void> owner;
 };
 
+// How much to trust a file beyond its integrity checks (docs/security.md).
+struct ReadOptions {
+  // Not empty: the file must carry a valid signature by one of these keys (artifact/signing.h);
+  // an unsigned file, another signer or any changed byte is kUntrusted, refused before the rest
+  // of the file is parsed.
+  std::vector<PublicKey> trusted_keys;
+};
+
 struct LoadedArtifact {
   uint32_t format_version = 0;
   std::string producer;
+  // The signer the file's header names (format 4 on), if any. Checked only when the reader was
+  // given trusted keys (signature_verified); otherwise informational.
+  std::optional<PublicKey> signer;
+  bool signature_verified = false;
   ir::Graph graph;  // the optimized graph with its kernels and constants
   ir::ExecutionPlan plan;
   std::vector<KernelBinary> kernels;  // every target's compiled kernels
@@ -50,12 +64,13 @@ struct LoadedArtifact {
 };
 
 // Parses an artifact held in memory. `bytes` may be null or empty (an error, not a crash).
-Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>> bytes);
-Result<LoadedArtifact> read_artifact(ArtifactBytes bytes);
+Result<LoadedArtifact> read_artifact(std::shared_ptr<const std::vector<uint8_t>> bytes,
+                                     const ReadOptions& options = {});
+Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& options = {});
 
 // Maps a file (read-only, private) and parses it. A missing or unreadable file is kNotFound /
 // kInvalidArgument naming the path; so is one that is not a regular file (a directory, a FIFO,
 // a device), refused before anything is read.
-Result<LoadedArtifact> read_artifact_file(const std::string& path);
+Result<LoadedArtifact> read_artifact_file(const std::string& path, const ReadOptions& options = {});
 
 }  // namespace kiln::artifact

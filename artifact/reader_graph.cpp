@@ -231,6 +231,9 @@ Result<ir::Tensor> read_constant(const fb::ConstantData& c, size_t index, const 
   if (numel > uint64_t(std::numeric_limits<int64_t>::max()) / elem || numel * elem != data_size)
     return bad(where + " (" + std::string(ir::dtype_name(*dtype)) + ", " + std::to_string(numel) +
                " elements) holds " + std::to_string(data_size) + " bytes of data");
+  if (segment.checksummed &&
+      blob_checksum({reinterpret_cast<const uint8_t*>(data), size_t(data_size)}) != c.checksum())
+    return bad(where + ": its bytes are damaged (checksum mismatch)");
   // Use the file's bytes in place when they are aligned well enough for any element type;
   // otherwise (a buffer at an unusual address) copy.
   if (data && reinterpret_cast<uintptr_t>(data) % alignof(std::max_align_t) == 0)

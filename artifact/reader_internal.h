@@ -21,6 +21,7 @@ namespace kiln::artifact::detail {
 // segment (format 3). `owner` keeps the file's bytes alive; constants are views into them.
 struct DataSegment {
   bool inline_data = false;
+  bool checksummed = false;  // format 4 on: each constant's checksum is checked
   std::span<const uint8_t> bytes;
   std::shared_ptr<const void> owner;
 };
@@ -40,5 +41,11 @@ struct ConvertedTargets {
 Result<ConvertedTargets> convert_targets(
     const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, const ir::Graph& graph,
     uint32_t format_version);
+
+// Cross-checks the converted plan and binaries against the verified graph (each buffer's role
+// and size, launch order, arena slots, every binary's arguments = kernel_signature, library
+// calls writing an output). kCorrupt naming the first disagreement.
+Status check_plan_against_graph(const ir::Graph& graph, const ir::ExecutionPlan& plan,
+                                const std::vector<KernelBinary>& binaries);
 
 }  // namespace kiln::artifact::detail

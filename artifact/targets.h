@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string_view>
 
 namespace kiln::artifact {
@@ -16,6 +17,11 @@ inline constexpr std::string_view kOpenClTarget = "opencl";
 
 // Every known target, in the order kilnc lists and compiles them.
 inline constexpr std::array<std::string_view, 3> kTargetNames = {kCudaTarget, kVulkanTarget, kOpenClTarget};
+
+// The most elements a tensor (and a kernel's index space) may have on the vulkan target: GLSL
+// kernels index with 32-bit signed integers (the other targets with 64 bits). The target refuses
+// larger static shapes at compile time, the Vulkan driver larger symbolic ones at run time.
+inline constexpr int64_t kVulkanMaxElements = (int64_t(1) << 31) - 1;
 
 inline constexpr bool is_known_target(std::string_view name) {
   for (std::string_view t : kTargetNames)

@@ -187,8 +187,9 @@ Offset<fb::Graph> Writer::graph(const ir::Graph& g, const DataLayout& layout) {
   for (size_t i = 0; i < g.constants().size(); ++i) {
     const ir::Tensor& t = g.constants()[i];
     auto shape = longs(t.shape());
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(t.data()), t.size_bytes());
     constants.push_back(fb::CreateConstantData(fbb_, detail::to_fb(t.dtype()), shape, /*data=*/0,
-                                               layout.offsets[i], t.size_bytes()));
+                                               layout.offsets[i], t.size_bytes(), blob_checksum(bytes)));
   }
   auto constants_vec = fbb_.CreateVector(constants);
 
@@ -499,14 +500,28 @@ mode_t current_umask() {
 
 uint64_t align_up(uint64_t n) { return (n + kConstantAlignment - 1) / kConstantAlignment * kConstantAlignment; }
 
-// The header part: the FileHeader FlatBuffer, zero-padded to kFileHeaderBytes.
-std::vector<uint8_t> file_header(const DataLayout& layout) {
+// The header part: the FileHeader FlatBuffer, zero-padded to kFileHeaderBytes. With a signing
+// key it names the signer and holds 64 zero bytes where the signature goes (`signature_offset`,
+// within the header, is set to their position; 0 when unsigned).
+std::vector<uint8_t> file_header(const DataLayout& layout, const SigningKey* signing_key, size_t& signature_offset) {
   FlatBufferBuilder fbb(kFileHeaderBytes);
-  fbb.Finish(fb::CreateFileHeader(fbb, kFormatVersion, kFileHeaderBytes, layout.data_size, layout.model_offset),
+  Offset<Vector<uint8_t>> signer, signature;
+  if (signing_key) {
+    signer = fbb.CreateVector(signing_key->public_key().data(), signing_key->public_key().size());
+    const Signature zeros{};
+    signature = fbb.CreateVector(zeros.data(), zeros.size());
+  }
+  fbb.Finish(fb::CreateFileHeader(fbb, kFormatVersion, kFileHeaderBytes, layout.data_size, layout.model_offset,
+                                  signer, signature),
              fb::ModelIdentifier());
   KILN_CHECK(fbb.GetSize() <= kFileHeaderBytes, "the artifact's file header outgrew its space");
   std::vector<uint8_t> out(kFileHeaderBytes, 0);
   std::memcpy(out.data(), fbb.GetBufferPointer(), fbb.GetSize());
+  signature_offset = 0;
+  if (signing_key) {
+    const auto* header = flatbuffers::GetRoot<fb::FileHeader>(out.data());
+    signature_offset = size_t(header->signature()->data() - out.data());
+  }
   return out;
 }
 
@@ -549,8 +564,9 @@ class FileSink final : public Sink {
 };
 
 // The header and the data segment, constants in graph order. Returns false on an I/O error.
-bool write_header_and_data(const ir::Graph& graph, const DataLayout& layout, Sink& sink) {
-  const std::vector<uint8_t> header = file_header(layout);
+bool write_header_and_data(const ir::Graph& graph, const DataLayout& layout, const SigningKey* signing_key,
+                           size_t& signature_offset, Sink& sink) {
+  const std::vector<uint8_t> header = file_header(layout, signing_key, signature_offset);
   if (!sink.write(header.data(), header.size())) return false;
   uint64_t at = kFileHeaderBytes;
   for (size_t i = 0; i < graph.constants().size(); ++i) {
@@ -591,8 +607,14 @@ Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::Ex
   std::vector<uint8_t> out;
   out.reserve(layout.model_offset + model.size());
   VectorSink sink(out);
-  write_header_and_data(graph, layout, sink);
+  size_t signature_offset = 0;
+  write_header_and_data(graph, layout, options.signing_key, signature_offset, sink);
   sink.write(model.data(), model.size());
+  if (options.signing_key) {
+    const std::span<const uint8_t> whole(out);
+    KILN_ASSIGN_OR_RETURN(Signature signature, options.signing_key->sign({&whole, 1}));
+    std::memcpy(out.data() + signature_offset, signature.data(), signature.size());
+  }
   return out;
 }
 
@@ -604,11 +626,14 @@ ArtifactFileWriter::~ArtifactFileWriter() {
 }
 
 Result<std::unique_ptr<ArtifactFileWriter>> ArtifactFileWriter::begin(const std::string& path,
-                                                                      const ir::Graph& graph) {
+                                                                      const ir::Graph& graph,
+                                                                      const SigningKey* signing_key) {
   std::unique_ptr<ArtifactFileWriter> writer(new ArtifactFileWriter());
   writer->path_ = path;
   writer->layout_ = plan_data_layout(graph);
+  if (signing_key) writer->signing_key_ = *signing_key;
   if (path == "-") {
+    if (signing_key) return invalid_argument("cannot sign an artifact written to stdout: give an output file");
     writer->file_ = stdout;
   } else {
     // A temporary file beside the output, renamed into place by finish(): a failed compile
@@ -625,7 +650,8 @@ Result<std::unique_ptr<ArtifactFileWriter>> ArtifactFileWriter::begin(const std:
     }
   }
   FileSink sink(writer->file_);
-  if (!write_header_and_data(graph, writer->layout_, sink) || std::fflush(writer->file_) != 0)
+  if (!write_header_and_data(graph, writer->layout_, signing_key, writer->signature_offset_, sink) ||
+      std::fflush(writer->file_) != 0)
     return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
   return writer;
 }
@@ -651,21 +677,52 @@ Status ArtifactFileWriter::map_constants(ir::Graph& graph) {
 
 Status ArtifactFileWriter::finish(const ir::Graph& graph, const ir::ExecutionPlan& plan, const WriteOptions& options) {
   if (!file_) return invalid_argument("cannot write '" + path_ + "': the writer was already finished");
+  if (options.signing_key && (!signing_key_ || options.signing_key->public_key() != signing_key_->public_key()))
+    return invalid_argument("cannot write '" + path_ + "': sign with the key given to ArtifactFileWriter::begin");
   Writer writer(size_hint(graph, options));
   KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> model, writer.write(graph, plan, options, layout_));
   auto failed = [&] { return invalid_argument("cannot write '" + path_ + "': " + std::strerror(errno)); };
   if (std::fwrite(model.data(), 1, model.size(), file_) != model.size()) return failed();
   std::FILE* file = std::exchange(file_, nullptr);
   if (file == stdout) return std::fflush(file) == 0 ? Status::ok() : failed();
+  if (signing_key_) {
+    if (std::fflush(file) != 0) {
+      std::fclose(file);
+      return failed();
+    }
+    Status sign = sign_file(fileno(file));
+    if (!sign.is_ok()) {
+      std::fclose(file);
+      return sign;
+    }
+  }
   if (std::fclose(file) != 0) return failed();
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0) return failed();
   temp_path_.clear();
   return Status::ok();
 }
 
+// The file is complete on disk: sign it as written (mapped, not read into memory: artifacts may
+// be gigabytes) and write the signature into the header's placeholder.
+Status ArtifactFileWriter::sign_file(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return invalid_argument("cannot sign '" + path_ + "': " + std::strerror(errno));
+  const size_t size = size_t(st.st_size);
+  void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return invalid_argument("cannot sign '" + path_ + "': " + std::strerror(errno));
+  const std::span<const uint8_t> whole(static_cast<const uint8_t*>(base), size);
+  Result<Signature> signature = signing_key_->sign({&whole, 1});
+  munmap(base, size);
+  if (!signature.is_ok()) return signature.status();
+  if (pwrite(fd, signature->data(), signature->size(), off_t(signature_offset_)) != ssize_t(signature->size()))
+    return invalid_argument("cannot sign '" + path_ + "': " + std::strerror(errno));
+  return Status::ok();
+}
+
 Status write_artifact_file(const std::string& path, const ir::Graph& graph, const ir::ExecutionPlan& plan,
                            const WriteOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactFileWriter> writer, ArtifactFileWriter::begin(path, graph));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactFileWriter> writer,
+                        ArtifactFileWriter::begin(path, graph, options.signing_key));
   return writer->finish(graph, plan, options);
 }
 

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "artifact/artifact.h"
+#include "artifact/signing.h"
 #include "ir/graph.h"
 #include "ir/plan.h"
 #include "support/status.h"
@@ -26,6 +28,10 @@ struct WriteOptions {
   std::string producer = std::string("kiln ") + kVersion;
   std::vector<KernelBinary> kernels;   // compiled kernels for every target (may be empty)
   std::vector<ModuleBinary> modules;   // shared modules for every target (may be empty)
+  // Signs the file with this key (artifact/signing.h) when set. Not owned: it must outlive the
+  // write. ArtifactFileWriter takes its key in begin() (the header holding the signature is
+  // written first) and refuses a different one here.
+  const SigningKey* signing_key = nullptr;
 };
 
 // Where a graph's constants go in the data segment: constant i at offsets[i] (a multiple of 64),
@@ -49,10 +55,12 @@ Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::Ex
 // finish() writes the rest. The constants must not change in between.
 // A path is written through a temporary file beside it that finish() renames into place, so that
 // a failed or abandoned compile leaves neither a partial artifact nor a damaged older one; "-"
-// streams to stdout.
+// streams to stdout. With a signing key, finish() signs the file before the rename (a signed
+// artifact cannot be streamed to stdout: the signature covers the whole file).
 class ArtifactFileWriter {
  public:
-  static Result<std::unique_ptr<ArtifactFileWriter>> begin(const std::string& path, const ir::Graph& graph);
+  static Result<std::unique_ptr<ArtifactFileWriter>> begin(const std::string& path, const ir::Graph& graph,
+                                                           const SigningKey* signing_key = nullptr);
   // Removes the temporary file unless finish() succeeded.
   ~ArtifactFileWriter();
   ArtifactFileWriter(const ArtifactFileWriter&) = delete;
@@ -66,9 +74,12 @@ class ArtifactFileWriter {
 
  private:
   ArtifactFileWriter() = default;
+  Status sign_file(int fd);
   std::string path_, temp_path_;
   std::FILE* file_ = nullptr;
   DataLayout layout_;
+  std::optional<SigningKey> signing_key_;
+  size_t signature_offset_ = 0;  // where the signature goes in the file (0: unsigned)
 };
 
 // begin() + finish() in one call.

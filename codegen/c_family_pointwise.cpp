@@ -126,14 +126,27 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       int64_t axis = std::get<ir::AxisAttrs>(a.attrs).axis;
       if (axis < 0) axis += int64_t(x.size());
       std::vector<std::string> idx_coords(p.coords.begin() + axis, p.coords.begin() + axis + long(idx.size()));
+      // The index semantics of every device and the reference interpreter (docs/graph-format.md):
+      // a negative index counts from the end once, then anything out of range is clamped to
+      // [0, size - 1]. i64 indices are wrapped and clamped in 64 bits before they narrow to IDX
+      // (32-bit in GLSL), so huge values clamp instead of wrapping around.
+      const bool wide = m_.node(a.inputs[1]).type.dtype == ir::DType::kI64;
+      const std::string to = wide ? "TO_L" : "TO_IDX";
+      const std::string size = to + "(" + dim(x[size_t(axis)]) + ")", zero = to + "(0)";
       const std::string g = fresh("g");
-      line("IDX " + g + " = TO_IDX(" + load(buffer_of(a.inputs[1]), row_major_offset(idx, idx_coords)) + ");");
-      line("if (" + g + " < TO_IDX(0)) " + g + " += " + dim(x[size_t(axis)]) + ";");
-      line(g + " = clamp(" + g + ", TO_IDX(0), " + dim(x[size_t(axis)]) + " - TO_IDX(1));");
+      line(std::string(wide ? "I64 " : "IDX ") + g + " = " + to + "(" +
+           load(buffer_of(a.inputs[1]), row_major_offset(idx, idx_coords)) + ");");
+      line("if (" + g + " < " + zero + ") " + g + " += " + size + ";");
+      line(g + " = " + g + " < " + zero + " ? " + zero + " : (" + g + " >= " + size + " ? " + size + " - " + to +
+           "(1) : " + g + ");");
       std::vector<std::string> x_coords(p.coords.begin(), p.coords.begin() + axis);
-      x_coords.push_back(g);
+      x_coords.push_back("TO_IDX(" + g + ")");
       x_coords.insert(x_coords.end(), p.coords.begin() + axis + long(idx.size()), p.coords.end());
-      return load(buffer_of(a.inputs[0]), row_major_offset(x, x_coords));
+      const std::string value = load(buffer_of(a.inputs[0]), row_major_offset(x, x_coords));
+      // An empty axis has no element to clamp to: the result is 0 (as the reference's).
+      if (x[size_t(axis)].is_static() && x[size_t(axis)].size() > 0) return value;
+      return "(" + dim(x[size_t(axis)]) + " > TO_IDX(0) ? " + value + " : " +
+             lit(num_of(m_.node(a.inputs[0]).type.dtype), "0") + ")";
     }
     case OpKind::kTopK: {
       // The output's coordinate along the axis is the rank r: pick the best element r + 1 times,

@@ -27,14 +27,6 @@ std::string sanitize_identifier(const std::string& name) {
 
 namespace {
 
-void collect_symbols(const ir::Shape& shape, std::set<std::string>& symbols) {
-  for (const ir::Dim& d : shape) {
-    if (d.is_symbolic()) {
-      for (const std::string& symbol : d.symbol_factors()) symbols.insert(symbol);
-    }
-  }
-}
-
 // The kernel template follows the anchor's fusion class: reductions and normalizations are row
 // kernels, matmul its tiled template, attention its own; everything else (conv2d, pooling,
 // layout, elementwise) computes one output element per work item.
@@ -116,26 +108,11 @@ Result<KernelModel> build_kernel_model(const ir::Graph& graph, const ir::Executi
     (m.anchor == ir::kNoNode || feeds_anchor.count(n) ? m.prologue : m.epilogue).push_back(n);
   }
 
-  // Symbols of every shape the kernel touches.
-  std::set<std::string> symbols;
-  for (const ModelBuffer& b : m.buffers) collect_symbols(b.shape, symbols);
-  for (NodeId n : kernel.nodes) {
-    collect_symbols(graph.node(n).type.shape, symbols);
-    for (NodeId in : graph.node(n).inputs) collect_symbols(graph.node(in).type.shape, symbols);
-  }
-  m.symbols.assign(symbols.begin(), symbols.end());
-  for (const ModelBuffer& b : m.buffers) {
-    artifact::KernelArg arg;
-    arg.kind = artifact::KernelArg::Kind::kBuffer;
-    arg.value = b.value;
-    m.args.push_back(arg);
-  }
-  for (const std::string& s : m.symbols) {
-    artifact::KernelArg arg;
-    arg.kind = artifact::KernelArg::Kind::kSymbol;
-    arg.symbol = s;
-    m.args.push_back(arg);
-  }
+  // Parameters: the buffers above, then the symbols (artifact::kernel_signature, the calling
+  // convention the reader checks every binary against).
+  m.args = artifact::kernel_signature(graph, kernel);
+  for (const artifact::KernelArg& arg : m.args)
+    if (arg.kind == artifact::KernelArg::Kind::kSymbol) m.symbols.push_back(arg.symbol);
 
   // Template, index space and dispatch.
   const Node* anchor = m.anchor == ir::kNoNode ? nullptr : &graph.node(m.anchor);

@@ -204,7 +204,8 @@ Result<Tensor> eval_concat(const EvalContext& ctx) {
 }
 
 // gather(x, indices, axis): out[pre..., idx..., post...] = x[pre..., indices[idx...], post...].
-// Negative indices count from the end; anything still out of range is an error.
+// Negative indices count from the end once; anything still out of range is clamped to
+// [0, size - 1], as on every device (docs/graph-format.md); an empty axis gathers zeros.
 Result<Tensor> eval_gather(const EvalContext& ctx) {
   KILN_RETURN_IF_ERROR(check_same_dtype(ctx));
   const Tensor& x = *ctx.inputs[0];
@@ -215,12 +216,8 @@ Result<Tensor> eval_gather(const EvalContext& ctx) {
   const int64_t dim = x.shape()[axis];
   std::vector<int64_t> idx = load_ints(indices);
   for (int64_t& i : idx) {
-    const int64_t original = i;
     if (i < 0) i += dim;
-    if (i < 0 || i >= dim) {
-      return node_error(ctx, "index " + std::to_string(original) + " is out of range for axis " +
-                                 std::to_string(axis) + " of size " + std::to_string(dim));
-    }
+    i = std::clamp<int64_t>(i, 0, std::max<int64_t>(dim - 1, 0));
   }
   std::vector<int64_t> out_shape(x.shape().begin(), x.shape().begin() + axis);
   out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
@@ -232,6 +229,7 @@ Result<Tensor> eval_gather(const EvalContext& ctx) {
   for (int64_t d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
   const size_t block = size_t(inner) * dtype_size(x.dtype());
   std::byte* dst = out.mutable_data();
+  if (dim == 0) return out;  // nothing to gather from: zeros
   for (int64_t o = 0; o < outer; ++o) {
     for (size_t j = 0; j < idx.size(); ++j) {
       std::memcpy(dst, x.data() + (size_t(o * dim + idx[j])) * block, block);

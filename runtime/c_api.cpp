@@ -45,10 +45,34 @@ namespace ir = kiln::ir;
 
 thread_local std::string t_last_error;
 
-// The size of kiln_session_options as API level 2 defined it (its last field: allocator). A
-// caller's struct_size may not be smaller; fields added later go after it.
+// The size of kiln_session_options as API level 2 defined it (its last field: allocator), and of
+// kiln_artifact_options as level 3 did. A caller's struct_size may not be smaller; fields added
+// later go after it.
 constexpr size_t kSessionOptionsFirstSize =
     offsetof(kiln_session_options, allocator) + sizeof(kiln_session_options::allocator);
+constexpr size_t kArtifactOptionsFirstSize =
+    offsetof(kiln_artifact_options, trusted_key_count) + sizeof(kiln_artifact_options::trusted_key_count);
+
+// The caller's growable options struct as this library knows it (`out`, initialized to the
+// defaults by the caller): a smaller (older) struct leaves the newer fields at their defaults; a
+// larger (newer) one may not set a field this library lacks.
+template <typename Options>
+Status read_sized_options(const Options* given, size_t first_size, const char* function, Options& out) {
+  if (!given) return Status::ok();
+  // Far larger than any future version: an uninitialized struct, whose tail must not be read.
+  constexpr size_t kImplausibleSize = 4096;
+  if (given->struct_size < first_size || given->struct_size > kImplausibleSize)
+    return kiln::invalid_argument(std::string(function) + ": options->struct_size is " +
+                                  std::to_string(given->struct_size) + " (use the options' _init function)");
+  const size_t known = std::min(given->struct_size, sizeof out);
+  std::memcpy(&out, given, known);
+  const auto* tail = reinterpret_cast<const unsigned char*>(given) + known;
+  if (!std::all_of(tail, tail + (given->struct_size - known), [](unsigned char c) { return c == 0; }))
+    return kiln::invalid_argument(std::string(function) + ": the options set a field that this library (" +
+                                  std::string(kiln::kVersion) + ") does not know");
+  out.struct_size = sizeof out;
+  return Status::ok();
+}
 
 kiln_status to_c(ErrorCode code) {
   switch (code) {
@@ -60,6 +84,7 @@ kiln_status to_c(ErrorCode code) {
     case ErrorCode::kOutOfMemory: return KILN_OUT_OF_MEMORY;
     case ErrorCode::kUnavailable: return KILN_UNAVAILABLE;
     case ErrorCode::kInternal: return KILN_INTERNAL;
+    case ErrorCode::kUntrusted: return KILN_UNTRUSTED;
   }
   return KILN_INTERNAL;
 }
@@ -217,6 +242,7 @@ struct kiln_artifact {
   std::shared_ptr<const kiln::artifact::LoadedArtifact> loaded;
   std::vector<TensorInfoC> inputs, outputs;
   std::vector<std::string> targets;
+  std::string signer_hex;  // empty when unsigned
 };
 
 struct kiln_session {
@@ -259,6 +285,7 @@ kiln_status make_artifact(Result<kiln::artifact::LoadedArtifact> loaded, kiln_ar
     for (const ir::GraphOutput& o : graph.outputs())
       artifact->outputs.push_back(make_tensor_info(o.name, o.declared));
     artifact->targets = artifact->loaded->targets();
+    if (artifact->loaded->signer) artifact->signer_hex = kiln::artifact::public_key_hex(*artifact->loaded->signer);
     // Symbol pointers point into strings owned by the vector elements: rebuild them after the
     // vectors stopped moving.
     for (auto* list : {&artifact->inputs, &artifact->outputs})
@@ -333,6 +360,7 @@ const char* kiln_status_name(kiln_status status) {
     case KILN_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
     case KILN_UNAVAILABLE: return "UNAVAILABLE";
     case KILN_INTERNAL: return "INTERNAL";
+    case KILN_UNTRUSTED: return "UNTRUSTED";
   }
   return "UNKNOWN";
 }
@@ -415,25 +443,65 @@ kiln_status kiln_driver_get_info(size_t index, const char** name, const char** u
 
 // ---- Artifacts ------------------------------------------------------------------------------
 
+void kiln_artifact_options_init(kiln_artifact_options* options) {
+  if (!options) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+}
+
+namespace {
+
+// The reader's options from the C struct (NULL: the defaults).
+Result<kiln::artifact::ReadOptions> read_options(const kiln_artifact_options* given, const char* function) {
+  kiln_artifact_options options;
+  kiln_artifact_options_init(&options);
+  KILN_RETURN_IF_ERROR(read_sized_options(given, kArtifactOptionsFirstSize, function, options));
+  if (!options.trusted_keys && options.trusted_key_count > 0)
+    return kiln::invalid_argument(std::string(function) + ": options->trusted_keys is NULL");
+  kiln::artifact::ReadOptions read;
+  for (size_t i = 0; i < options.trusted_key_count; ++i) {
+    if (!options.trusted_keys[i])
+      return kiln::invalid_argument(std::string(function) + ": trusted key " + std::to_string(i) + " is NULL");
+    KILN_ASSIGN_OR_RETURN(kiln::artifact::PublicKey key, kiln::artifact::parse_public_key(options.trusted_keys[i]));
+    read.trusted_keys.push_back(key);
+  }
+  return read;
+}
+
+}  // namespace
+
 kiln_status kiln_artifact_load_file(const char* path, kiln_artifact** out) {
+  return kiln_artifact_load_file_ex(path, nullptr, out);
+}
+
+kiln_status kiln_artifact_load_file_ex(const char* path, const kiln_artifact_options* options, kiln_artifact** out) {
   KILN_REQUIRE_ARG(out, "kiln_artifact_load_file: out is NULL");
   *out = nullptr;
   KILN_REQUIRE_ARG(path, "kiln_artifact_load_file: path is NULL");
   try {
-    return make_artifact(kiln::artifact::read_artifact_file(path), out);
+    Result<kiln::artifact::ReadOptions> read = read_options(options, "kiln_artifact_load_file_ex");
+    if (!read.is_ok()) return report(read.status());
+    return make_artifact(kiln::artifact::read_artifact_file(path, *read), out);
   } catch (...) {
     return report(Status(ErrorCode::kOutOfMemory, "out of host memory loading '" + std::string(path) + "'"));
   }
 }
 
 kiln_status kiln_artifact_load_memory(const void* data, size_t size, kiln_artifact** out) {
+  return kiln_artifact_load_memory_ex(data, size, nullptr, out);
+}
+
+kiln_status kiln_artifact_load_memory_ex(const void* data, size_t size, const kiln_artifact_options* options,
+                                         kiln_artifact** out) {
   KILN_REQUIRE_ARG(out, "kiln_artifact_load_memory: out is NULL");
   *out = nullptr;
   KILN_REQUIRE_ARG(data || size == 0, "kiln_artifact_load_memory: data is NULL");
   try {
+    Result<kiln::artifact::ReadOptions> read = read_options(options, "kiln_artifact_load_memory_ex");
+    if (!read.is_ok()) return report(read.status());
     const auto* bytes = static_cast<const uint8_t*>(data);
     auto copy = std::make_shared<const std::vector<uint8_t>>(bytes, bytes + size);
-    return make_artifact(kiln::artifact::read_artifact(std::move(copy)), out);
+    return make_artifact(kiln::artifact::read_artifact(std::move(copy), *read), out);
   } catch (...) {
     return report(Status(ErrorCode::kOutOfMemory, "out of host memory copying a " +
                                                       std::to_string(size) + "-byte artifact"));
@@ -441,6 +509,13 @@ kiln_status kiln_artifact_load_memory(const void* data, size_t size, kiln_artifa
 }
 
 void kiln_artifact_destroy(kiln_artifact* artifact) { delete artifact; }
+
+kiln_status kiln_artifact_signer(const kiln_artifact* artifact, const char** public_key_hex, int* verified) {
+  KILN_REQUIRE_ARG(artifact && public_key_hex, "kiln_artifact_signer: artifact or public_key_hex is NULL");
+  *public_key_hex = artifact->signer_hex.empty() ? nullptr : artifact->signer_hex.c_str();
+  if (verified) *verified = artifact->loaded->signature_verified ? 1 : 0;
+  return KILN_OK;
+}
 
 kiln_status kiln_artifact_input_count(const kiln_artifact* artifact, size_t* count) {
   KILN_REQUIRE_ARG(artifact && count, "kiln_artifact_input_count: artifact or count is NULL");
@@ -555,20 +630,9 @@ kiln_status kiln_session_create_ex(kiln_artifact* artifact, const kiln_session_o
   // fields at their defaults; a larger (newer) one may not set a field this library lacks.
   kiln_session_options options;
   kiln_session_options_init(&options);
-  if (given) {
-    // Far larger than any future version: an uninitialized struct, whose tail must not be read.
-    constexpr size_t kImplausibleSize = 4096;
-    KILN_REQUIRE_ARG(given->struct_size >= kSessionOptionsFirstSize && given->struct_size <= kImplausibleSize,
-                     "kiln_session_create_ex: options->struct_size is " + std::to_string(given->struct_size) +
-                         " (use kiln_session_options_init)");
-    const size_t known = std::min(given->struct_size, sizeof options);
-    std::memcpy(&options, given, known);
-    const auto* tail = reinterpret_cast<const unsigned char*>(given) + known;
-    KILN_REQUIRE_ARG(std::all_of(tail, tail + (given->struct_size - known), [](unsigned char c) { return c == 0; }),
-                     "kiln_session_create_ex: the options set a field that this library (" +
-                         std::string(kiln::kVersion) + ") does not know");
-    options.struct_size = sizeof options;
-  }
+  if (Status read = read_sized_options(given, kSessionOptionsFirstSize, "kiln_session_create_ex", options);
+      !read.is_ok())
+    return report(read);
   KILN_REQUIRE_ARG(options.device_options || options.device_option_count == 0,
                    "kiln_session_create_with_options: options is NULL");
   hal::DeviceOptions device_options;

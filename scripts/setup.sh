@@ -10,6 +10,8 @@ PACKAGES=(
   nlohmann-json3-dev
   # SHA-256 for the compile cache's keys (codegen/compile_cache.cpp)
   libssl-dev
+  # Ed25519 artifact signatures (artifact/signing.cpp: kilnc --sign, the runtime's trusted keys)
+  libsodium-dev
   llvm-14-tools clang libclang-rt-14-dev
   python3 python3-numpy python3-venv python3-dev
   # OpenCL: headers, the ICD loader, and PoCL (OpenCL on the CPU) so tests run without a GPU

@@ -17,6 +17,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kOutOfMemory: return "out of memory";
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kUntrusted: return "untrusted";
   }
   return "unknown";
 }

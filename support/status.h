@@ -34,6 +34,7 @@ enum class ErrorCode : uint8_t {
   kOutOfMemory,
   kUnavailable,      // a driver or device is not present
   kInternal,         // a bug in Kiln
+  kUntrusted,        // an artifact lacks a valid signature by a trusted key (artifact/signing.h)
 };
 
 const char* error_code_name(ErrorCode code);

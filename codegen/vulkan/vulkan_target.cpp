@@ -46,10 +46,9 @@ class VulkanTarget final : public Target {
   // addressed there (the other targets index with 64 bits).
   Status supports(const ir::Graph& graph, const ir::Node& node) const override {
     KILN_RETURN_IF_ERROR(Target::supports(graph, node));
-    constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1;
     auto too_large = [&](const ir::TensorType& type) {
       const std::optional<int64_t> n = ir::static_num_elements(type.shape);
-      return n && *n > kMaxElements;
+      return n && *n > artifact::kVulkanMaxElements;
     };
     bool large = too_large(node.type);
     for (ir::NodeId in : node.inputs) large = large || too_large(graph.node(in).type);

@@ -60,8 +60,20 @@ def compile(source: Source, targets: Optional[Sequence[str]] = None, *, opt_leve
     return _kiln._compile_file(source, *args)
 
 
-def load(source: Union[str, bytes, "os.PathLike[str]"]) -> Artifact:
-    """Loads an artifact from a .kiln file path or from its bytes."""
+def load(source: Union[str, bytes, "os.PathLike[str]"],
+         trusted_keys: Optional[Sequence[Union[str, "os.PathLike[str]"]]] = None) -> Artifact:
+    """Loads an artifact from a .kiln file path or from its bytes.
+
+    trusted_keys: public keys (paths of kilnc --new-signing-key .pub files, or their text);
+    when given, only an artifact signed by one of them loads (else KilnError UNTRUSTED).
+    """
+    keys = []
+    for key in trusted_keys or []:
+        key = os.fspath(key)
+        if os.path.isfile(key):
+            with open(key, encoding="ascii", errors="replace") as f:
+                key = f.read()
+        keys.append(key)
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return _kiln._load_bytes(bytes(source))
-    return _kiln._load_file(os.fspath(source))
+        return _kiln._load_bytes(bytes(source), keys)
+    return _kiln._load_file(os.fspath(source), keys)

@@ -99,9 +99,17 @@ TensorInfo tensor_info(const kiln_tensor_info& info) {
 
 class Artifact {
  public:
-  explicit Artifact(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {
+  // `trusted_keys`: public key texts; when any, only an artifact one of them signed loads.
+  explicit Artifact(std::vector<uint8_t> bytes, const std::vector<std::string>& trusted_keys = {})
+      : bytes_(std::move(bytes)) {
+    std::vector<const char*> keys;
+    for (const std::string& k : trusted_keys) keys.push_back(k.c_str());
+    kiln_artifact_options options;
+    kiln_artifact_options_init(&options);
+    options.trusted_keys = keys.data();
+    options.trusted_key_count = keys.size();
     kiln_artifact* handle = nullptr;
-    check(kiln_artifact_load_memory(bytes_.data(), bytes_.size(), &handle));
+    check(kiln_artifact_load_memory_ex(bytes_.data(), bytes_.size(), &options, &handle));
     handle_.reset(handle, kiln_artifact_destroy);
   }
   kiln_artifact* handle() const { return handle_.get(); }
@@ -125,6 +133,18 @@ class Artifact {
     out.write(reinterpret_cast<const char*>(bytes_.data()), std::streamsize(bytes_.size()));
     out.close();
     if (!out) throw KilnError("NOT_FOUND: cannot write '" + path + "'");
+  }
+  // The signer's public key (hex), or None for an unsigned artifact.
+  std::optional<std::string> signer() const {
+    const char* hex = nullptr;
+    check(kiln_artifact_signer(handle(), &hex, nullptr));
+    return hex ? std::optional<std::string>(hex) : std::nullopt;
+  }
+  bool signature_verified() const {
+    const char* hex = nullptr;
+    int verified = 0;
+    check(kiln_artifact_signer(handle(), &hex, &verified));
+    return verified != 0;
   }
   nb::bytes to_bytes() const { return nb::bytes(reinterpret_cast<const char*>(bytes_.data()), bytes_.size()); }
 
@@ -154,10 +174,12 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>(text.begin(), text.end());
 }
 
-Artifact load_file(const std::string& path) { return Artifact(read_file(path)); }
-Artifact load_bytes(nb::bytes data) {
+Artifact load_file(const std::string& path, const std::vector<std::string>& trusted_keys) {
+  return Artifact(read_file(path), trusted_keys);
+}
+Artifact load_bytes(nb::bytes data, const std::vector<std::string>& trusted_keys) {
   const auto* p = static_cast<const uint8_t*>(data.data());
-  return Artifact(std::vector<uint8_t>(p, p + data.size()));
+  return Artifact(std::vector<uint8_t>(p, p + data.size()), trusted_keys);
 }
 
 // ---- Compiling --------------------------------------------------------------------------------
@@ -432,11 +454,15 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("inputs", &Artifact::inputs)
       .def_prop_ro("outputs", &Artifact::outputs)
       .def_prop_ro("targets", &Artifact::targets, "The targets it has kernels for.")
+      .def_prop_ro("signer", &Artifact::signer,
+                   "The public key (hex) that signed it (kilnc --sign), or None when unsigned.")
+      .def_prop_ro("signature_verified", &Artifact::signature_verified,
+                   "True when it was loaded with trusted_keys (its signature was then checked).")
       .def("save", &Artifact::save, "path"_a, "Writes the artifact to a .kiln file.")
       .def("to_bytes", &Artifact::to_bytes, "The artifact's bytes.");
 
-  m.def("_load_file", &load_file, "path"_a);
-  m.def("_load_bytes", &load_bytes, "data"_a);
+  m.def("_load_file", &load_file, "path"_a, "trusted_keys"_a);
+  m.def("_load_bytes", &load_bytes, "data"_a, "trusted_keys"_a);
   m.def("_compile_file", &compile_file, "path"_a, "targets"_a.none(), "opt_level"_a, "gpu_archs"_a, "jobs"_a,
         "cache"_a);
   m.def("_compile_graph_text", &compile_graph_text, "text"_a, "base_dir"_a, "targets"_a.none(), "opt_level"_a,

@@ -2,14 +2,26 @@
 """Loads damaged copies of a real compiled artifact with kiln-run.
 
 Truncations at every 1/64th of the file must each exit 1 with "kiln-run: error: ... corrupt";
-random byte flips (fixed seed) must exit 0 (the damage hit something harmless such as weight
-values) or 1 with an error message: never a crash (a signal, or exit 2).
+random byte flips (fixed seed) must exit 0 (the damage hit something harmless, such as padding)
+or 1 with an error message: never a crash (a signal, or exit 2). A flip inside a constant's bytes
+(the weights) must exit 1 naming the damaged constant: constants are checksummed (format 4).
 """
 import argparse
 import os
 import random
+import struct
 import subprocess
 import sys
+
+
+def data_segment(data):
+    """(offset, size) of a format-4 file's data segment, read from its FileHeader FlatBuffer
+    (artifact/kiln.fbs: field 1 data_offset, field 2 data_size)."""
+    u32 = lambda at: struct.unpack_from("<I", data, at)[0]
+    table = u32(0)
+    vtable = table - struct.unpack_from("<i", data, table)[0]
+    field = lambda i: struct.unpack_from("<H", data, vtable + 4 + 2 * i)[0]
+    return (struct.unpack_from("<Q", data, table + field(1))[0], struct.unpack_from("<Q", data, table + field(2))[0])
 
 
 def run_kiln(kiln_run, art):
@@ -67,6 +79,23 @@ def main():
         else:
             outcomes[rc] += 1
     print(f"flips: {outcomes[0]} ran, {outcomes[1]} rejected; {failures} failures")
+
+    # Flips inside the weights: every one is a load error naming the damaged constant.
+    offset, size = data_segment(data)
+    if size < 1024:
+        print(f"FAIL: the data segment of {art} holds only {size} bytes; expected the weights there")
+        return 1
+    for i in range(20):
+        buf = bytearray(data)
+        buf[offset + rng.randrange(size)] ^= 1 << rng.randrange(8)
+        with open(damaged, "wb") as f:
+            f.write(buf)
+        rc, err = run_kiln(args.kiln_run, damaged)
+        # The padding between constants is < 64 bytes each against 800 KB of weights: with the
+        # fixed seed every flip lands in a constant.
+        if rc != 1 or "its bytes are damaged (checksum mismatch)" not in err:
+            print(f"FAIL weight flip {i}: exit {rc}: {err.strip()[:500]}")
+            failures += 1
     return 1 if failures else 0
 
 

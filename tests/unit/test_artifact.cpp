@@ -148,13 +148,14 @@ TEST_CASE("artifact: kernel binaries per target round-trip") {
                              {"sm_80"}, {}, {}};
   artifact::KernelBinary spv{"vulkan", "reduce_sum_1", 1, "spirv", "main", {7, 7}, {"shaderFloat16", "int64"}, {}, {}};
   artifact::KernelBinary ptx2{"cuda", "reduce_sum_1", 1, "ptx", "k1", {}, {}, {}, {}};
-  // The calling convention (args, dispatch) round-trips too.
-  spv.args = {{artifact::KernelArg::Kind::kBuffer, 0, ""}, {artifact::KernelArg::Kind::kBuffer, 1, ""},
-              {artifact::KernelArg::Kind::kSymbol, 0, "N"}};
+  // The calling convention (args, dispatch) round-trips too; the reader requires it to be the
+  // kernel's signature.
+  spv.args = artifact::kernel_signature(model.graph, model.graph.kernels()[1]);
+  ptx2.args = spv.args;
   spv.dispatch.work_items = ir::SizeExpr::symbol("N") * 256 + ir::SizeExpr::constant(3);
   spv.dispatch.items_per_group = 1;
   spv.dispatch.workgroup_size = 128;
-  ptx.args = {{artifact::KernelArg::Kind::kBuffer, 1, ""}};
+  ptx.args = artifact::kernel_signature(model.graph, model.graph.kernels()[0]);
   ptx.dispatch.work_items = ir::SizeExpr::constant(1000);
   ptx.dispatch.items_per_group = 64;
   options.kernels = {ptx, spv, ptx2};

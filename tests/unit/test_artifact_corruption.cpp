@@ -117,7 +117,8 @@ artifact::WriteOptions module_options() {
   artifact::WriteOptions options;
   using Arg = artifact::KernelArg;
   artifact::KernelBinary k0{"cuda", "fused_add_mul_relu_0", 0, "module", "k_fused_add_mul_relu_0", {}, {},
-                            {{Arg::Kind::kBuffer, 0, ""}, {Arg::Kind::kBuffer, 1, ""}, {Arg::Kind::kBuffer, 2, ""},
+                            // kernel_signature: inputs x, w, y, output r, symbol N
+                            {{Arg::Kind::kBuffer, 0, ""}, {Arg::Kind::kBuffer, 2, ""}, {Arg::Kind::kBuffer, 1, ""},
                              {Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kSymbol, 0, "N"}},
                             {}};
   k0.dispatch.work_items = ir::SizeExpr::symbol("N") * 4;
@@ -143,7 +144,8 @@ artifact::WriteOptions module_options() {
   gemm.in_place_epilogue.dispatch.workgroup_size = 256;
   k0.gemm = gemm;
   artifact::KernelBinary k1{"cuda", "reduce_sum_1", 1, "module", "k_reduce_sum_1", {}, {},
-                            {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}}, {}};
+                            {{Arg::Kind::kBuffer, 5, ""}, {Arg::Kind::kBuffer, 6, ""}, {Arg::Kind::kSymbol, 0, "N"}},
+                            {}};
   artifact::ConvCall conv;  // a stand-in: the artifact layer checks indices and sizes, not meaning
   conv.x_arg = 0;
   conv.w_arg = 0;

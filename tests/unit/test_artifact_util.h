@@ -68,7 +68,7 @@ inline SampleModel sample_model() {
   const ir::SizeExpr row = ir::SizeExpr::symbol("N") * 16;
   plan.buffers = {buffer(x, ir::Storage::kInput, {}, row), buffer(y, ir::Storage::kInput, {}, row),
                   buffer(w, ir::Storage::kConstant, {}, ir::SizeExpr::constant(16)),
-                  buffer(r, ir::Storage::kArena, ir::SizeExpr::constant(64), row),
+                  buffer(r, ir::Storage::kOutput, {}, row),
                   buffer(s, ir::Storage::kOutput, {}, ir::SizeExpr::symbol("N") * 4)};
   // A term with two symbols and a power, to exercise the term-list encoding.
   plan.arena_bytes = row + ir::SizeExpr::constant(64);

@@ -37,6 +37,8 @@ json describe_artifact(const artifact::LoadedArtifact& artifact, const std::stri
   json d = {{"artifact", path},
             {"format_version", artifact.format_version},
             {"producer", artifact.producer},
+            {"signer", artifact.signer ? json(artifact::public_key_hex(*artifact.signer)) : json(nullptr)},
+            {"signature_verified", artifact.signature_verified},
             {"targets", json::array()},
             {"inputs", json::array()},
             {"outputs", json::array()},
@@ -77,6 +79,12 @@ std::string format_description(const json& d) {
   s += "format version: " + std::to_string(d["format_version"].get<uint32_t>()) + "\n";
   const std::string producer = d["producer"].get<std::string>();
   s += "producer: " + (producer.empty() ? std::string("(not recorded)") : producer) + "\n";
+  if (d["signer"].is_null())
+    s += "signed: no\n";
+  else
+    s += "signed by: " + d["signer"].get<std::string>() +
+         (d["signature_verified"].get<bool>() ? " (signature verified: a trusted key)\n"
+                                              : " (not verified: give --trusted-key to check it)\n");
   std::string targets;
   for (const json& t : d["targets"]) {
     targets += (targets.empty() ? "" : ", ") + t["name"].get<std::string>() + " (" +

@@ -170,7 +170,13 @@ int run_main(int argc, char** argv) {
   if (opts.artifact.empty())
     return fail(kiln::invalid_argument("no artifact given (usage: kiln-run [options] ARTIFACT.kiln)"));
 
-  kiln::Result<kiln::artifact::LoadedArtifact> loaded = kiln::artifact::read_artifact_file(opts.artifact);
+  kiln::artifact::ReadOptions read_options;
+  for (const std::string& path : opts.trusted_keys) {
+    kiln::Result<kiln::artifact::PublicKey> key = kiln::artifact::read_public_key_file(path);
+    if (!key.is_ok()) return fail(key.status());
+    read_options.trusted_keys.push_back(*key);
+  }
+  kiln::Result<kiln::artifact::LoadedArtifact> loaded = kiln::artifact::read_artifact_file(opts.artifact, read_options);
   if (!loaded.is_ok()) return fail(loaded.status());
   auto artifact = std::make_shared<const kiln::artifact::LoadedArtifact>(std::move(loaded).value());
   if (opts.info) {

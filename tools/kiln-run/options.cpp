@@ -24,6 +24,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& opts) {
       ->type_name("FILE")
       ->check(output_file_validator())
       ->needs(info);
+  a.add_option("--trusted-key", opts.trusted_keys,
+               "load the artifact only if it is signed by this public key (a kilnc\n"
+               "--new-signing-key .pub file; repeatable: any of them)")
+      ->type_name("FILE.pub");
   CLI::Option* device =
       a.add_option("--device", opts.device,
                    "device to run on; default: the fastest available device the artifact\n"

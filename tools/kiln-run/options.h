@@ -26,6 +26,7 @@ struct Options {
   bool profile = false;
   std::optional<std::string> profile_trace;  // --profile-trace=FILE: Chrome trace JSON
   bool cuda_graphs = true;  // --no-cuda-graph: CUDA devices launch kernel by kernel
+  std::vector<std::string> trusted_keys;  // --trusted-key=FILE.pub: only load artifacts they signed
 };
 
 // Parses argv into `options`. Returns the exit status when kiln-run must stop here: 0 after

@@ -65,6 +65,9 @@ options:
                            sm_80,sm_90; sm_80 or newer); PTX for compute_80 is always
                            embedded too
   --allow-tf32             f32 matmuls run by cuBLASLt may use TF32 tensor cores (cuda)
+  --sign=KEY               sign the artifact with the secret key file KEY (Ed25519), so that
+                           runtimes given its public key (KEY.pub) as trusted load it
+  --new-signing-key=KEY    write a new key pair, KEY (secret, mode 600) and KEY.pub, and exit
   -j N, --jobs=N           compile kernels on N threads (default: every core); the output
                            is the same for every N
   --no-cache               neither read nor write the compile cache (kernels compiled
@@ -95,6 +98,8 @@ struct Options {
   kiln::passes::PipelineOptions reports;
   bool list_passes = false;
   bool verbose = false;
+  std::optional<std::string> signing_key_file;      // --sign
+  std::optional<std::string> new_signing_key_file;  // --new-signing-key
 };
 
 struct UsageError {
@@ -153,6 +158,9 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   app.add_option("--target", targets);
   app.add_option("--gpu-arch", gpu_archs);
   app.add_flag("--allow-tf32", opts.compile.allow_tf32);
+  std::string sign, new_signing_key;
+  app.add_option("--sign", sign);
+  app.add_option("--new-signing-key", new_signing_key);
   app.add_flag("--print-ir-after-all", opts.reports.print_after_all);
   app.add_option("--print-ir-after", print_after);
   app.add_flag("--list-passes", list_passes);
@@ -222,6 +230,10 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
       return UsageError{"-j needs a number of threads from 1 to 1024, not '" + jobs + "'"};
     opts.compile.jobs = int(n);
   }
+  if (app.count("--sign")) opts.signing_key_file = sign;
+  if (opts.signing_key_file && (opts.emit_sources || opts.emit != EmitKind::kKiln))
+    return UsageError{"--sign signs artifacts: it cannot be combined with -S or --emit=" + emit};
+  if (app.count("--new-signing-key")) opts.new_signing_key_file = new_signing_key;
   opts.compile.use_cache = !no_cache;
   opts.list_passes = list_passes;
   opts.verbose = verbose;
@@ -444,9 +456,23 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
+  if (opts.new_signing_key_file) {
+    kiln::Result<kiln::artifact::PublicKey> key = kiln::artifact::write_new_signing_key(*opts.new_signing_key_file);
+    if (!key.is_ok()) return fail(key.status());
+    std::cerr << "kilnc: wrote the secret key " << *opts.new_signing_key_file << " and the public key "
+              << *opts.new_signing_key_file << ".pub (" << kiln::artifact::public_key_hex(*key) << ")\n";
+    return 0;
+  }
   if (opts.input.empty()) {
     std::cerr << "kilnc: error: no input file (see kilnc --help)\n";
     return 1;
+  }
+  // The key is read before anything is compiled: a wrong key file fails at once.
+  std::optional<kiln::artifact::SigningKey> signing_key;
+  if (opts.signing_key_file) {
+    kiln::Result<kiln::artifact::SigningKey> key = kiln::artifact::read_signing_key_file(*opts.signing_key_file);
+    if (!key.is_ok()) return fail(key.status());
+    signing_key = std::move(key).value();
   }
   Staged<std::vector<std::string>> targets = select_targets(opts);
   if (!targets.value) return targets.exit_code;
@@ -486,7 +512,8 @@ int run(int argc, char** argv) {
   auto begin_artifact = [&]() -> kiln::Status {
     stage_start = std::chrono::steady_clock::now();
     if (opts.verbose) log << "kilnc: writing the artifact to " << out_path << "\n";
-    KILN_ASSIGN_OR_RETURN(artifact_writer, kiln::artifact::ArtifactFileWriter::begin(out_path, *graph.value));
+    KILN_ASSIGN_OR_RETURN(artifact_writer, kiln::artifact::ArtifactFileWriter::begin(
+                                               out_path, *graph.value, signing_key ? &*signing_key : nullptr));
     KILN_RETURN_IF_ERROR(artifact_writer->map_constants(*graph.value));
     malloc_trim(0);  // give the freed weights back to the system now, not at exit
     times.output = seconds_since(stage_start);
@@ -527,8 +554,9 @@ int run(int argc, char** argv) {
       if (kiln::Status begun = begin_artifact(); !begun.is_ok()) return fail(begun);
     }
     stage_start = std::chrono::steady_clock::now();
-    kiln::Status written =
-        artifact_writer->finish(*graph.value, *plan, kiln::compiler::artifact_contents(codegen_results));
+    kiln::artifact::WriteOptions contents = kiln::compiler::artifact_contents(codegen_results);
+    contents.signing_key = signing_key ? &*signing_key : nullptr;
+    kiln::Status written = artifact_writer->finish(*graph.value, *plan, contents);
     if (!written.is_ok()) return fail(written);
   } else if (opts.emit == EmitKind::kIr && out_path != "-") {
     // Text that compiles back: large constants and weights go to a .safetensors file beside it.

@@ -228,6 +228,13 @@ Status VulkanStream::record(const VulkanExecutable& exe, const hal::ExecuteArgs&
         return unsupported("Vulkan: a " + std::to_string(bytes) + "-byte buffer of kernel '" + binary.kernel_name +
                            "' exceeds the device's storage buffer range limit of " + std::to_string(max_range) +
                            " bytes");
+      // Static shapes were checked by kilnc; symbolic ones are known only now.
+      const ir::Node& value = a.graph.node(arg.value);
+      const VkDeviceSize elements = bytes / std::max<VkDeviceSize>(ir::dtype_size(value.type.dtype), 1);
+      if (elements > VkDeviceSize(artifact::kVulkanMaxElements))
+        return unsupported("Vulkan kernel '" + binary.kernel_name + "': value '" + value.name + "' has " +
+                           std::to_string(elements) + " elements at these sizes, over the 2^31 - 1 that Vulkan kernels can index with 32-bit "
+                           "integers (run it on a cuda or opencl device)");
       infos.push_back(VkDescriptorBufferInfo{bound.buffer, bound.offset, bound.range});
       const bool written = std::find(kernel.outputs.begin(), kernel.outputs.end(), arg.value) != kernel.outputs.end();
       accesses.push_back(Access{bound.buffer, bound.offset, bound.end, written});

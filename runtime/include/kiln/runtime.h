@@ -60,7 +60,7 @@ extern "C" {
 
 /* The API level of this header: raised whenever functions, enum values or option fields are
  * added, so code can test for them at compile time. */
-#define KILN_RUNTIME_API_VERSION 2
+#define KILN_RUNTIME_API_VERSION 3
 /* The ABI generation: the N of the shared library's SONAME, libkiln_runtime.so.N. Raised only by
  * a change that breaks programs built against an older header (a removed or changed function,
  * a renumbered enum value, a reordered struct). */
@@ -74,7 +74,8 @@ typedef enum kiln_status {
   KILN_CORRUPT = 4,          /* the artifact failed validation (corrupted, truncated, foreign) */
   KILN_OUT_OF_MEMORY = 5,    /* host or device memory exhausted */
   KILN_UNAVAILABLE = 6,      /* a driver or device is not present */
-  KILN_INTERNAL = 7          /* a bug in Kiln */
+  KILN_INTERNAL = 7,         /* a bug in Kiln */
+  KILN_UNTRUSTED = 8         /* (API level 3) the artifact is not signed by a trusted key */
 } kiln_status;
 
 /* Element types, as spelled in the .graph format. bool is one byte (0 or 1). */
@@ -165,6 +166,30 @@ kiln_status kiln_artifact_load_file(const char* path, kiln_artifact** out);
 /* Same from memory. The bytes are COPIED: the caller may free `data` when this returns. */
 kiln_status kiln_artifact_load_memory(const void* data, size_t size, kiln_artifact** out);
 void kiln_artifact_destroy(kiln_artifact* artifact);
+
+/* (API level 3) How much to trust an artifact. An artifact is code that runs on the device (see
+ * docs/security.md): a service that loads artifacts it did not build names the public keys of the
+ * builders it trusts, and only artifacts they signed (kilnc --sign KEY) load; an unsigned one, one
+ * signed by another key, or one changed after signing fails with KILN_UNTRUSTED before anything
+ * else of it is parsed. Growable like kiln_session_options: set struct_size (or call
+ * kiln_artifact_options_init, which zeroes every field). */
+typedef struct kiln_artifact_options {
+  size_t struct_size;
+  /* Trusted public keys, each the text of a kilnc .pub file ("kiln-ed25519-public-key <hex>") or
+   * its 64 hexadecimal digits. None (count 0): signatures are not checked. */
+  const char* const* trusted_keys;
+  size_t trusted_key_count;
+} kiln_artifact_options;
+void kiln_artifact_options_init(kiln_artifact_options* options);
+/* kiln_artifact_load_file / _memory with options (NULL: the defaults). */
+kiln_status kiln_artifact_load_file_ex(const char* path, const kiln_artifact_options* options, kiln_artifact** out);
+kiln_status kiln_artifact_load_memory_ex(const void* data, size_t size, const kiln_artifact_options* options,
+                                         kiln_artifact** out);
+/* (API level 3) The public key (64 hex digits) that the artifact's header names as its signer, or
+ * NULL when it is unsigned; `verified` (may be NULL) is 1 when the artifact was loaded with trusted
+ * keys, so that the signature was checked, else 0. The string is valid until the artifact is
+ * destroyed. */
+kiln_status kiln_artifact_signer(const kiln_artifact* artifact, const char** public_key_hex, int* verified);
 
 /* One tensor of the artifact's signature. All pointers are owned by the artifact and valid
  * until it is destroyed. dims[i] is the static size, or -1 when dimension i is symbolic, in

@@ -112,16 +112,22 @@ struct TensorInfo {
 class Artifact : public Owner<kiln_artifact, kiln_artifact_destroy> {
  public:
   using Owner::Owner;
-  static Result<Artifact> load_file(const std::string& path) {
+  // trusted_keys: public key texts (kilnc .pub files' contents); when any, only an artifact
+  // signed by one of them loads (see kiln_artifact_options).
+  static Result<Artifact> load_file(const std::string& path, const std::vector<std::string>& trusted_keys = {}) {
     kiln_artifact* a = nullptr;
-    Status s(kiln_artifact_load_file(path.c_str(), &a));
+    std::vector<const char*> keys = key_pointers(trusted_keys);
+    kiln_artifact_options options = load_options(keys);
+    Status s(kiln_artifact_load_file_ex(path.c_str(), &options, &a));
     if (!s) return s;
     return Artifact(a);
   }
   // The bytes are copied.
-  static Result<Artifact> load_memory(const void* data, size_t size) {
+  static Result<Artifact> load_memory(const void* data, size_t size, const std::vector<std::string>& trusted_keys = {}) {
     kiln_artifact* a = nullptr;
-    Status s(kiln_artifact_load_memory(data, size, &a));
+    std::vector<const char*> keys = key_pointers(trusted_keys);
+    kiln_artifact_options options = load_options(keys);
+    Status s(kiln_artifact_load_memory_ex(data, size, &options, &a));
     if (!s) return s;
     return Artifact(a);
   }
@@ -139,6 +145,18 @@ class Artifact : public Owner<kiln_artifact, kiln_artifact_destroy> {
   }
 
  private:
+  static std::vector<const char*> key_pointers(const std::vector<std::string>& keys) {
+    std::vector<const char*> out;
+    for (const std::string& k : keys) out.push_back(k.c_str());
+    return out;
+  }
+  static kiln_artifact_options load_options(const std::vector<const char*>& keys) {
+    kiln_artifact_options options;
+    kiln_artifact_options_init(&options);
+    options.trusted_keys = keys.data();
+    options.trusted_key_count = keys.size();
+    return options;
+  }
   std::vector<TensorInfo> signature(bool inputs) const {
     std::vector<TensorInfo> out;
     size_t n = 0;
