@@ -232,7 +232,7 @@ def main():
     out = run_ok([kr, "--info", affine], "--info")
     _, version_out, _ = run([kr, "--version"])
     kiln_version = version_out.split()[1]
-    check(re.search(r"^format version: 3$", out, re.M) is not None
+    check(re.search(r"^format version: 4$", out, re.M) is not None
           and re.search(rf"^producer: kilnc {re.escape(kiln_version)}$", out, re.M) is not None,
           "--info: format version and the compiler that wrote it")
     check(re.search(r"^inputs:\n  x: f32\[N, 3\]\n  y: f32\[N, 3\]\noutputs:\n  out: f32\[N, 3\]\n"
@@ -362,8 +362,54 @@ def main():
     expect_user_error([kr], r"no artifact given", "no artifact")
     expect_user_error([kr, affine, affine], r"more than one artifact", "two artifacts")
 
+    check_signed_artifacts(args.kilnc, kr, os.path.join(args.graphs, "affine.graph"), path)
+
     print(f"{len(FAILURES)} failed")
     return 1 if FAILURES else 0
+
+
+def check_signed_artifacts(kilnc, kr, graph, path):
+    """kilnc --new-signing-key / --sign and kiln-run --trusted-key (docs/security.md)."""
+    key, other = path("build.key"), path("other.key")
+    for k in (key, other):
+        for f in (k, k + ".pub"):
+            if os.path.exists(f):
+                os.remove(f)
+        run_ok([kilnc, f"--new-signing-key={k}"], "kilnc --new-signing-key")
+    check(os.stat(key).st_mode & 0o777 == 0o600, "the secret key is mode 600")
+    _expect_user_error("kilnc", [kilnc, f"--new-signing-key={key}"], r"never overwritten", "an existing key",
+                       one_line=True)
+    signed, plain = path("signed.kiln"), path("unsigned.kiln")
+    run_ok([kilnc, graph, f"--sign={key}", "-o", signed], "kilnc --sign")
+    run_ok([kilnc, graph, "-o", plain], "kilnc without --sign")
+    run_ok([kr, signed, "--dim=N=2", f"--trusted-key={key}.pub"], "a signed artifact, trusted key")
+    out = run_ok([kr, signed, "--info"], "--info of a signed artifact")
+    check("not verified" in out, "--info says an unchecked signature is not verified")
+    out = run_ok([kr, signed, "--info", f"--trusted-key={key}.pub"], "--info with the trusted key")
+    check("(signature verified: a trusted key)" in out, "--info says the signature was verified")
+    # Any of several trusted keys will do.
+    run_ok([kr, signed, "--dim=N=2", f"--trusted-key={other}.pub", f"--trusted-key={key}.pub"],
+           "one of two trusted keys")
+    expect_user_error([kr, plain, f"--trusted-key={key}.pub"], r"the artifact is not signed, and only artifacts signed by a trusted key",
+                      "an unsigned artifact with a trusted key")
+    expect_user_error([kr, signed, f"--trusted-key={other}.pub"], r"not a trusted key", "another signer")
+    with open(signed, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0x10
+    changed = path("changed.kiln")
+    with open(changed, "wb") as f:
+        f.write(data)
+    expect_user_error([kr, changed, f"--trusted-key={key}.pub"], r"signature does not match its contents",
+                      "a changed signed artifact")
+    expect_user_error([kr, signed, f"--trusted-key={key}"], r"is a secret signing key", "a secret key as trusted")
+    os.chmod(key, 0o644)
+    _expect_user_error("kilnc", [kilnc, graph, f"--sign={key}", "-o", path("x.kiln")], r"chmod 600",
+                       "a secret key others may read", one_line=True)
+    os.chmod(key, 0o600)
+    _expect_user_error("kilnc", [kilnc, graph, f"--sign={key}", "-o", "-"], r"cannot sign an artifact written to stdout",
+                       "signing to stdout", one_line=True)
+    _expect_user_error("kilnc", [kilnc, graph, f"--sign={key}", "--emit=ir"], r"--sign signs artifacts",
+                       "--sign with --emit", one_line=True)
 
 
 if __name__ == "__main__":
