@@ -1,6 +1,9 @@
 #include "frontend/lexer.h"
 
 #include <climits>
+#include <string>
+
+#include "ir/graph.h"
 
 namespace kiln::frontend {
 namespace {
@@ -133,6 +136,11 @@ Token Lexer::next() {
   char c = text_[pos_];
   if (is_ident_start(c)) {
     while (pos_ < text_.size() && is_ident_char(text_[pos_])) ++pos_;
+    if (pos_ - start > ir::kMaxNameLength) {
+      Token t = make(TokenKind::kError, start, line, column);
+      t.error = "name too long";
+      return t;
+    }
     return make(TokenKind::kIdent, start, line, column);
   }
   if (is_digit(c) || (c == '.' && pos_ + 1 < text_.size() && is_digit(text_[pos_ + 1]))) {

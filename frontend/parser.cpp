@@ -29,6 +29,9 @@ std::string describe_byte(char c) {
 std::string lexer_error_message(const Token& token) {
   std::string_view what = token.error;
   if (what == "invalid character") return "invalid character " + describe_byte(token.text[0]);
+  if (what == "name too long")
+    return "a name of " + std::to_string(token.text.size()) + " characters; names have at most " +
+           std::to_string(ir::kMaxNameLength);
   if (what == "malformed number") {
     Token as_ident = token;
     as_ident.kind = TokenKind::kIdent;

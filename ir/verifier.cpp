@@ -88,6 +88,9 @@ class Verifier {
     for (NodeId id = 0; id < graph_.num_nodes(); ++id) {
       if (!live(id)) continue;
       const std::string& name = graph_.node(id).name;
+      if (name.size() > kMaxNameLength)
+        return fail_node(id, "the name is " + std::to_string(name.size()) + " characters long; names have at most " +
+                                 std::to_string(kMaxNameLength));
       if (!is_valid_value_name(name)) return fail_node(id, "the name '" + name + "' is not a valid identifier");
       auto [it, inserted] = first.emplace(name, id);
       if (!inserted) {
@@ -110,6 +113,8 @@ class Verifier {
       return fail_node(id, "has rank " + std::to_string(node.type.rank()) + "; tensors have at most " +
                                std::to_string(kMaxRank) + " dimensions");
     }
+    if (is_static(node.type.shape) && !static_num_elements(node.type.shape))
+      return fail_node(id, "has more elements than a 64-bit count holds");
     const OpInfo& info = op_info(node.op);
     const int count = int(node.inputs.size());
     if (count < info.min_inputs || (info.max_inputs >= 0 && count > info.max_inputs)) {
@@ -168,6 +173,9 @@ class Verifier {
       const Kernel& kernel = kernels[k];
       const std::string where = "kernel '" + kernel.name + "'";
       if (kernel.name.empty()) return invalid_argument("kernel " + std::to_string(k) + " has no name");
+      if (kernel.name.size() > kMaxNameLength)
+        return invalid_argument("kernel " + std::to_string(k) + " has a name of " + std::to_string(kernel.name.size()) +
+                                " characters; names have at most " + std::to_string(kMaxNameLength));
       if (kernel.nodes.empty()) return invalid_argument(where + " computes no nodes");
       for (NodeId id : kernel.nodes) {
         if (!live(id)) return invalid_argument(where + " computes node " + describe(id));

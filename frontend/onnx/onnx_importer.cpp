@@ -138,6 +138,8 @@ std::string sanitize_name(std::string_view onnx_name) {
   }
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) s = "v_" + s;
   if (is_keyword(s)) s = "v_" + s;
+  // Room for the suffix that keeps a shortened name unique (NameTable::fresh).
+  if (s.size() > ir::kMaxNameLength - 32) s.resize(ir::kMaxNameLength - 32);
   return s;
 }
 
