@@ -406,7 +406,7 @@ def main():
             print("\n".join("    " + l for l in fails[0].log.strip().splitlines()[-8:]))
         else:
             passed += 1
-            print("ok %s" % os.path.basename(path))
+            print("ok %s" % os.path.basename(path), flush=True)
 
     seed = args.seed
     unbounded = args.count == 0 and args.time_budget == 0
@@ -423,7 +423,10 @@ def main():
             print("FAIL generator: %s" % e)
             return 1
         folder = os.path.join(args.work, "cases", "seed-%d" % seed)
+        case_start = time.time()
         fails, finite = harness.check(g, folder, seed)
+        print("seed %d: %s (%d statements, %.1f s)" % (seed, "FAIL" if fails else "ok", len(g.statements),
+                                                       time.time() - case_start), flush=True)
         if fails:
             failed += 1
             report_failure(harness, g, fails, finite, os.path.join(args.work, "failures", "seed-%d" % seed), seed,
