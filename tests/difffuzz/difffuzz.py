@@ -24,6 +24,8 @@ spent (--count 0 --time-budget 0 is the unbounded mode: until interrupted). Ever
 reproducible alone with `--seed SEED --count 1`. --regressions DIR also replays every DIR/*.graph
 first (the committed regression graphs).
 
+--drivers vulkan (a comma list) runs those drivers' devices only, beside the reference (a quick
+mode: PoCL compiles every kernel when it loads an artifact, which dominates the run time).
 Drivers without a device are skipped (and said so) unless KILN_REQUIRE_DRIVERS names them, which
 makes their absence a failure, as in tests/backends/run_backends.py. Exit status 1 on any failure.
 """
@@ -368,6 +370,8 @@ def main():
     ap.add_argument("--shrink-budget", type=float, default=120.0, help="seconds of shrinking per failure")
     ap.add_argument("--regressions", default=None, help="replay DIR/*.graph first")
     ap.add_argument("--replay", nargs="*", default=[], help="graphs to run instead of generated ones")
+    ap.add_argument("--drivers", default="", help="comma list: these drivers only (default: %s); the "
+                    "reference interpreter always runs" % ",".join(DRIVERS))
     args = ap.parse_args()
     if args.count is None and args.time_budget is None and not args.replay and not args.regressions:
         ap.error("give --count, --time-budget, --replay or --regressions")
@@ -376,7 +380,12 @@ def main():
     targets = [t for t in build_targets(args.kilnc) if t in DRIVERS]
     found = list_devices(args.kiln_run)
     devices, failed = [], 0
-    for driver in DRIVERS:
+    drivers = [d.strip() for d in args.drivers.split(",") if d.strip()] or list(DRIVERS)
+    unknown = [d for d in drivers if d not in DRIVERS]
+    if unknown:
+        ap.error("unknown driver(s) %s (known: %s)" % (", ".join(unknown), ", ".join(DRIVERS)))
+    required = [d for d in required if d in drivers]
+    for driver in drivers:
         if driver in found and driver in targets:
             devices.append(found[driver])
         elif driver in required:
