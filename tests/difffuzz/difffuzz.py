@@ -20,7 +20,8 @@ same device and opt level (and while the reference stays free of NaN/inf if it w
 minimal graph and a command that reproduces it are written under WORK/failures/.
 
 Seeds: --count N runs seeds S .. S+N-1; --time-budget runs seeds from S on until the budget is
-spent (--count 0 --time-budget 0 is the unbounded mode: until interrupted). Every seed printed is
+spent (a graph still running then is abandoned and counted neither way, so the budget bounds the
+run's time) (--count 0 --time-budget 0 is the unbounded mode: until interrupted). Every seed printed is
 reproducible alone with `--seed SEED --count 1`. --regressions DIR also replays every DIR/*.graph
 first (the committed regression graphs).
 
@@ -188,6 +189,10 @@ def failure_kind(rc):
     return {1: "error", 124: "timeout"}.get(rc, "crash")
 
 
+class BudgetSpent(Exception):
+    """The time budget ran out in the middle of a graph, which is then neither passed nor failed."""
+
+
 class Failure:
     def __init__(self, kind, opt, device, log):
         self.kind, self.opt, self.device, self.log = kind, opt, device, log
@@ -202,6 +207,19 @@ class Failure:
 class Harness:
     def __init__(self, kilnc, kiln_run, devices, targets):
         self.kilnc, self.kiln_run, self.devices, self.targets = kilnc, kiln_run, devices, targets
+        self.deadline = None  # time.time() after which a graph is abandoned (--time-budget)
+
+    def run(self, cmd):
+        """run_backends.run with RUN_TIMEOUT, cut at the deadline (then BudgetSpent, not a failure)."""
+        timeout = RUN_TIMEOUT
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.time())
+            if timeout <= 0:
+                raise BudgetSpent()
+        rc, out = run(cmd, timeout)
+        if rc == 124 and self.deadline is not None and time.time() >= self.deadline:
+            raise BudgetSpent()
+        return rc, out
 
     def compile_cmd(self, graph_path, opt, art):
         cmd = [self.kilnc, graph_path, opt, "-o", art, "-j1"]
@@ -217,7 +235,7 @@ class Harness:
         arts = {}
         for opt in ("-O0", "-O2"):
             art = os.path.join(folder, "model%s.kiln" % opt)
-            rc, out = run(self.compile_cmd(graph_path, opt, art), RUN_TIMEOUT)
+            rc, out = self.run(self.compile_cmd(graph_path, opt, art))
             arts[opt] = (rc, out, art)
         if arts["-O0"][0] != 0:
             kind = "compile-" + failure_kind(arts["-O0"][0])
@@ -228,8 +246,7 @@ class Harness:
             failures.append(Failure(kind, "-O2", "none", arts["-O2"][1]))
         ref_dir = os.path.join(folder, "reference")
         shutil.rmtree(ref_dir, ignore_errors=True)
-        rc, out = run([self.kiln_run, arts["-O0"][2], "--device=reference", "--output-dir", ref_dir] + inputs,
-                      RUN_TIMEOUT)
+        rc, out = self.run([self.kiln_run, arts["-O0"][2], "--device=reference", "--output-dir", ref_dir] + inputs)
         if rc != 0:
             return failures + [Failure("run-" + failure_kind(rc), "-O0", "reference", out)], True
         finite = all(np.all(np.isfinite(np.load(os.path.join(ref_dir, f)).astype(np.float64)))
@@ -238,8 +255,8 @@ class Harness:
             if arts[opt][0] != 0:
                 continue
             for device in (["reference"] if opt == "-O2" else []) + self.devices:
-                rc, out = run([self.kiln_run, arts[opt][2], "--device=" + device, "--check-against", ref_dir] + inputs,
-                              RUN_TIMEOUT)
+                rc, out = self.run([self.kiln_run, arts[opt][2], "--device=" + device, "--check-against", ref_dir]
+                                   + inputs)
                 if rc == 0:
                     continue
                 kind = "mismatch" if rc == 1 and re.search(r"\bFAIL\b", out) else "run-" + failure_kind(rc)
@@ -433,7 +450,15 @@ def main():
             return 1
         folder = os.path.join(args.work, "cases", "seed-%d" % seed)
         case_start = time.time()
-        fails, finite = harness.check(g, folder, seed)
+        # The budget bounds the whole run: a graph still running when it ends is abandoned and
+        # counted neither way (a failure found before then is still shrunk, without a deadline).
+        harness.deadline = start + args.time_budget if args.time_budget else None
+        try:
+            fails, finite = harness.check(g, folder, seed)
+        except BudgetSpent:
+            print("seed %d: not finished when the time budget ran out (not counted)" % seed)
+            break
+        harness.deadline = None
         print("seed %d: %s (%d statements, %.1f s)" % (seed, "FAIL" if fails else "ok", len(g.statements),
                                                        time.time() - case_start), flush=True)
         if fails:
