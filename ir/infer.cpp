@@ -55,28 +55,35 @@ Status check_declared_type(const TensorType& type) {
 
 }  // namespace
 
+bool dtype_in_class(DTypeClass dtypes, DType dtype) {
+  switch (dtypes) {
+    case DTypeClass::kAny: return true;
+    case DTypeClass::kNumeric: return is_numeric(dtype);
+    case DTypeClass::kFloat: return is_float(dtype);
+    case DTypeClass::kFloatOrSigned: return is_float(dtype) || is_signed_integer(dtype);
+    case DTypeClass::kBool: return dtype == DType::kBool;
+  }
+  return false;
+}
+
 namespace infer_detail {
 
 // The operand dtype check of the op's row (DTypeClass), for one-operand rules.
 Status check_operand_dtype(OpKind op, const TensorType& x) {
-  switch (op_info(op).operand_dtypes) {
-    case DTypeClass::kAny: return Status::ok();
-    case DTypeClass::kNumeric:
-      if (is_numeric(x.dtype)) return Status::ok();
-      return invalid_argument(quoted_op(op) + " needs a numeric operand, got " + x.to_string());
+  const DTypeClass dtypes = op_info(op).operand_dtypes;
+  if (dtype_in_class(dtypes, x.dtype)) return Status::ok();
+  switch (dtypes) {
+    case DTypeClass::kAny: break;
+    case DTypeClass::kNumeric: return invalid_argument(quoted_op(op) + " needs a numeric operand, got " + x.to_string());
     case DTypeClass::kFloat:
-      if (is_float(x.dtype)) return Status::ok();
       return invalid_argument(quoted_op(op) + " needs a floating-point operand, got " + x.to_string() +
                               " (use cast)");
     case DTypeClass::kFloatOrSigned:
-      if (is_float(x.dtype) || is_signed_integer(x.dtype)) return Status::ok();
       return invalid_argument(quoted_op(op) + " needs a floating-point or signed integer operand, got " +
                               x.to_string());
-    case DTypeClass::kBool:
-      if (x.dtype == DType::kBool) return Status::ok();
-      return invalid_argument(quoted_op(op) + " needs a bool operand, got " + x.to_string());
+    case DTypeClass::kBool: return invalid_argument(quoted_op(op) + " needs a bool operand, got " + x.to_string());
   }
-  return internal_error("unknown dtype class");
+  return internal_error("dtype class without a message");
 }
 
 Result<TensorType> infer_unary(OpKind op, const Operands& in, Attrs&) {

@@ -22,4 +22,8 @@ Status infer_graph(Graph& graph);
 // output's location. Precondition: out.node is a live node of `graph`.
 Status check_output_type(const Graph& graph, const GraphOutput& out);
 
+// Whether an operand of `dtype` belongs to the class `dtypes` of an op's row (the check every
+// rule makes of its operands; kilnc --list-ops lists each op's dtypes with it).
+bool dtype_in_class(DTypeClass dtypes, DType dtype);
+
 }  // namespace kiln::ir

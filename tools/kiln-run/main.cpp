@@ -62,8 +62,21 @@ int list_devices(const kiln::runtime::DeviceRegistry& registry) {
   return 0;
 }
 
-// --check: the reference interpreter on the same inputs; prints one line per output.
+// Prints one line per output comparing it with `expected` (--check's tolerances, report.h).
 // Returns true when every output passes.
+bool compare_outputs(const kiln::runtime::Session& session, const std::vector<kiln::ir::Tensor>& expected) {
+  bool all_pass = true;
+  for (size_t i = 0; i < session.output_specs().size(); ++i) {
+    kiln::tools::Comparison c = kiln::tools::compare(session.outputs()[i], expected[i]);
+    all_pass = all_pass && c.pass;
+    std::fprintf(g_text, "  %-20s max abs err %-12.4g max rel err %-12.4g %s%s%s\n",
+                 session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
+                 c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
+  }
+  return all_pass;
+}
+
+// --check: the reference interpreter on the same inputs. Returns true when every output passes.
 kiln::Result<bool> check_outputs(const kiln::artifact::LoadedArtifact& artifact,
                                  const std::vector<kiln::ir::Tensor>& inputs,
                                  const kiln::runtime::Session& session) {
@@ -71,16 +84,25 @@ kiln::Result<bool> check_outputs(const kiln::artifact::LoadedArtifact& artifact,
   if (!expected.is_ok())
     return Status(ErrorCode::kInternal,
                   "--check: the reference interpreter failed: " + expected.status().message());
-  bool all_pass = true;
   std::fprintf(g_text, "check against the reference interpreter:\n");
+  return compare_outputs(session, *expected);
+}
+
+// --check-against=DIR: each output against DIR/NAME.npy. Returns true when every output passes.
+kiln::Result<bool> check_outputs_against(const std::string& dir, const kiln::runtime::Session& session) {
+  std::vector<kiln::ir::Tensor> expected;
   for (size_t i = 0; i < session.output_specs().size(); ++i) {
-    kiln::tools::Comparison c = kiln::tools::compare(session.outputs()[i], (*expected)[i]);
-    all_pass = all_pass && c.pass;
-    std::fprintf(g_text, "  %-20s max abs err %-12.4g max rel err %-12.4g %s%s%s\n",
-                 session.output_specs()[i].name.c_str(), c.max_abs_error, c.max_rel_error,
-                 c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
+    const std::string& name = session.output_specs()[i].name;
+    const std::string path = (std::filesystem::path(dir) / (name + ".npy")).string();
+    kiln::Result<kiln::ir::Tensor> read = kiln::ir::read_npy(path);
+    if (!read.is_ok())
+      return Status(read.status().code(), "--check-against: output '" + name + "': " + read.status().message());
+    // bf16 is stored as f32 (ir/npy.h); any other dtype difference is the comparison's to report.
+    kiln::Result<kiln::ir::Tensor> converted = kiln::ir::convert_npy_tensor(*read, session.outputs()[i].dtype());
+    expected.push_back(converted.is_ok() ? std::move(converted).value() : std::move(read).value());
   }
-  return all_pass;
+  std::fprintf(g_text, "check against %s:\n", dir.c_str());
+  return compare_outputs(session, expected);
 }
 
 // --bench: `runs` timed runs after a short warm-up, printed and, with --bench-json, written
@@ -270,6 +292,10 @@ int run_main(int argc, char** argv) {
   bool check_failed = false;
   if (opts.check) {
     kiln::Result<bool> passed = check_outputs(*artifact, inputs, session);
+    if (!passed.is_ok()) return fail(passed.status());
+    check_failed = !*passed;
+  } else if (opts.check_against) {
+    kiln::Result<bool> passed = check_outputs_against(*opts.check_against, session);
     if (!passed.is_ok()) return fail(passed.status());
     check_failed = !*passed;
   }

@@ -51,6 +51,14 @@ std::optional<int> parse_options(int argc, char** argv, Options& opts) {
   CLI::Option* check = a.add_flag("--check", opts.check,
                                   "also run the reference interpreter on the same inputs and compare:\n"
                                   "max abs / rel error and PASS/FAIL per output; exit 1 on FAIL");
+  CLI::Option* check_against =
+      a.add_option("--check-against", opts.check_against,
+                   "compare each output with DIR/NAME.npy instead of the reference\n"
+                   "interpreter's result, with --check's tolerances (e.g. the outputs of\n"
+                   "another compile of the same graph); exit 1 on FAIL")
+          ->type_name("DIR")
+          ->check(CLI::Validator([](std::string& d) { return d.empty() ? std::string("needs a directory") : ""; }, ""))
+          ->excludes(check);
   CLI::Option* bench =
       a.add_option("--bench", opts.bench,
                    "N timed runs after a warm-up: p50/p90/p99, min, mean and max latency and\n"
@@ -79,7 +87,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& opts) {
                  "of replaying a captured CUDA graph (for comparison)");
   // --info runs nothing: options that only matter for a run are mistakes beside it.
   for (CLI::Option* run_option :
-       {device, input, dim, seed, output_dir, check, bench, bench_json, profile, profile_trace, cuda_graph})
+       {device, input, dim, seed, output_dir, check, check_against, bench, bench_json, profile, profile_trace, cuda_graph})
     info->excludes(run_option);
 
   std::optional<int> stop = parse_command_line(a, "kiln-run", argc, argv);

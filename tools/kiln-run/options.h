@@ -21,6 +21,9 @@ struct Options {
   uint64_t seed = 0;
   std::optional<std::string> output_dir;
   bool check = false;
+  // --check-against=DIR: compare with DIR/NAME.npy (--check's tolerances) instead of running the
+  // reference interpreter on the artifact's own (optimized) graph.
+  std::optional<std::string> check_against;
   std::optional<int64_t> bench;            // number of timed runs
   std::optional<std::string> bench_json;   // --bench-json=FILE ("-": stdout)
   bool profile = false;

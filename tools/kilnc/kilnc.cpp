@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "artifact/writer.h"
@@ -25,6 +26,8 @@
 #include "codegen/target.h"
 #include "compiler/compile.h"
 #include "frontend/graph_writer.h"
+#include "ir/infer.h"
+#include "ir/ops.h"
 #include "ir/printer.h"
 #include "tools/common/main_guard.h"
 #include "passes/pipeline.h"
@@ -61,6 +64,9 @@ options:
   --print-ir-after-all     print the IR after every pass to stderr
   --print-ir-after=P[,P]   print the IR after the named passes (see --list-passes)
   --list-passes            list the passes of the pipeline and exit
+  --list-ops=json          print the operator table (ir/ops.cpp) as JSON and exit: per
+                           op its name, family, operand count, fusion class, operand
+                           dtypes, attribute struct and required attributes
   --gpu-arch=sm_XX[,..]    CUDA architectures for cubin (needs the cuda target; default
                            sm_80,sm_90; sm_80 or newer); PTX for compute_80 is always
                            embedded too
@@ -97,6 +103,7 @@ struct Options {
   // pipeline's options follow from `compile`.
   kiln::passes::PipelineOptions reports;
   bool list_passes = false;
+  bool list_ops = false;  // --list-ops=json
   bool verbose = false;
   std::optional<std::string> signing_key_file;      // --sign
   std::optional<std::string> new_signing_key_file;  // --new-signing-key
@@ -146,7 +153,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   app.set_help_flag();  // kUsage instead of CLI11's generated help
   app.allow_extras();   // reported below in kilnc's words
   bool help = false, version = false, verbose = false, list_passes = false;
-  std::string output, opt_level, emit, targets, gpu_archs, jobs;
+  std::string output, opt_level, emit, targets, gpu_archs, jobs, list_ops;
   std::vector<std::string> features, print_after, inputs;
   app.add_flag("-h,--help", help);
   app.add_flag("--version", version);
@@ -164,6 +171,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   app.add_flag("--print-ir-after-all", opts.reports.print_after_all);
   app.add_option("--print-ir-after", print_after);
   app.add_flag("--list-passes", list_passes);
+  app.add_option("--list-ops", list_ops);
   app.add_option("-j,--jobs", jobs)->expected(0, 1);
   bool no_cache = false, time_passes = false;
   app.add_flag("--no-cache", no_cache);
@@ -236,6 +244,10 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   if (app.count("--new-signing-key")) opts.new_signing_key_file = new_signing_key;
   opts.compile.use_cache = !no_cache;
   opts.list_passes = list_passes;
+  if (app.count("--list-ops")) {
+    if (list_ops != "json") return UsageError{"--list-ops takes 'json' (the only format), not '" + list_ops + "'"};
+    opts.list_ops = true;
+  }
   opts.verbose = verbose;
   return std::nullopt;
 }
@@ -444,11 +456,99 @@ class Progress {
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// ---- --list-ops=json: the operator table for tools (tests/difffuzz reads it) ----------------
+
+std::string_view family_name(kiln::ir::OpFamily family) {
+  using F = kiln::ir::OpFamily;
+  switch (family) {
+    case F::kSource: return "source";
+    case F::kUnary: return "unary";
+    case F::kBinary: return "binary";
+    case F::kCompare: return "compare";
+    case F::kLogic: return "logic";
+    case F::kSelect: return "select";
+    case F::kConvert: return "convert";
+    case F::kReduce: return "reduce";
+    case F::kNormalize: return "normalize";
+    case F::kLinalg: return "linalg";
+    case F::kAttention: return "attention";
+    case F::kLayout: return "layout";
+    case F::kConv: return "conv";
+  }
+  return "?";
+}
+
+std::string_view fusion_name(kiln::ir::FusionClass fusion) {
+  using X = kiln::ir::FusionClass;
+  switch (fusion) {
+    case X::kSource: return "source";
+    case X::kCheap: return "cheap";
+    case X::kElementwise: return "elementwise";
+    case X::kPrologueAnchor: return "prologue_anchor";
+    case X::kEpilogueAnchor: return "epilogue_anchor";
+    case X::kOwnKernel: return "own_kernel";
+  }
+  return "?";
+}
+
+// The attribute struct's name without its Attrs suffix ("Reduce", "Pool2d"; "No" for NoAttrs).
+// A new struct fails to compile here until it has its name.
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+std::string_view attrs_name(const kiln::ir::Attrs& attrs) {
+  namespace ir = kiln::ir;
+  return std::visit(
+      Overloaded{
+          [](const ir::NoAttrs&) { return "No"; }, [](const ir::InputAttrs&) { return "Input"; },
+          [](const ir::ConstantAttrs&) { return "Constant"; }, [](const ir::GeluAttrs&) { return "Gelu"; },
+          [](const ir::CastAttrs&) { return "Cast"; }, [](const ir::ClampAttrs&) { return "Clamp"; },
+          [](const ir::ReduceAttrs&) { return "Reduce"; }, [](const ir::ArgMaxAttrs&) { return "ArgMax"; },
+          [](const ir::AxisAttrs&) { return "Axis"; }, [](const ir::LayerNormAttrs&) { return "LayerNorm"; },
+          [](const ir::ReshapeAttrs&) { return "Reshape"; }, [](const ir::TransposeAttrs&) { return "Transpose"; },
+          [](const ir::BroadcastToAttrs&) { return "BroadcastTo"; }, [](const ir::SliceAttrs&) { return "Slice"; },
+          [](const ir::Conv2dAttrs&) { return "Conv2d"; }, [](const ir::Pool2dAttrs&) { return "Pool2d"; },
+          [](const ir::AttentionAttrs&) { return "Attention"; }, [](const ir::IotaAttrs&) { return "Iota"; },
+          [](const ir::TopKAttrs&) { return "TopK"; }},
+      attrs);
+}
+
+// One JSON object per user-callable op (sources are not called by name), in table order. The
+// names and values are identifiers, so they need no escaping.
+std::string ops_json() {
+  namespace ir = kiln::ir;
+  auto quoted = [](std::string_view s) { return "\"" + std::string(s) + "\""; };
+  std::string out = "[\n";
+  bool first = true;
+  for (int k = 0; k < ir::kNumOpKinds; ++k) {
+    const ir::OpInfo& info = ir::op_info(ir::OpKind(k));
+    if (info.family == ir::OpFamily::kSource) continue;
+    std::string dtypes, required;
+    for (ir::DType d : ir::kAllDTypes)
+      if (ir::dtype_in_class(info.operand_dtypes, d)) dtypes += (dtypes.empty() ? "" : ", ") + quoted(ir::dtype_name(d));
+    for (std::string_view r : info.required_attrs)
+      if (!r.empty()) required += (required.empty() ? "" : ", ") + quoted(r);
+    out += std::string(first ? "" : ",\n") + "  {\"name\": " + quoted(info.name) +
+           ", \"kind\": " + quoted(ir::op_kind_id(info.kind)) + ", \"family\": " + quoted(family_name(info.family)) +
+           ", \"min_inputs\": " + std::to_string(info.min_inputs) + ", \"max_inputs\": " +
+           std::to_string(info.max_inputs) + ", \"fusion\": " + quoted(fusion_name(info.fusion)) +
+           ", \"dtypes\": [" + dtypes + "], \"attrs\": " + quoted(attrs_name(info.default_attrs())) +
+           ", \"required_attrs\": [" + required + "]}";
+    first = false;
+  }
+  return out + "\n]\n";
+}
+
 int run(int argc, char** argv) {
   Options opts;
   if (std::optional<UsageError> err = parse_options(argc, argv, opts)) {
     std::cerr << "kilnc: error: " << err->message << "\n";
     return 1;
+  }
+  if (opts.list_ops) {
+    std::cout << ops_json();
+    return 0;
   }
   if (opts.list_passes) {
     for (const kiln::passes::PassInfo& p : kiln::passes::list_passes()) {
