@@ -219,31 +219,36 @@ bool mutate_model(Rng& rng, std::vector<uint8_t>& model) {
     mutate_scalar(rng, p, site.element, std::nullopt);
     return true;
   }
-  if (kind < 9 && !sites.strings.empty()) {  // a string
-    const flatbuffers::String* site = pick(rng, sites.strings);
-    std::string value;
+  if (kind < 9 && !sites.strings.empty()) {  // a string, rewritten in place (never longer)
+    auto* site = const_cast<flatbuffers::String*>(pick(rng, sites.strings));
+    const size_t capacity = site->size();
+    uint8_t* chars = reinterpret_cast<uint8_t*>(site->data());
+    size_t length = 0;
     switch (rng() % 3) {
-      case 0: value = pick(rng, sites.strings)->str(); break;
-      case 1: break;  // empty
-      default: {
-        value = site->str();
-        value.resize(value.size() + 8);
-        value.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(value.data()), value.size() - 8, value.size()));
+      case 0: {
+        const flatbuffers::String* donor = pick(rng, sites.strings);
+        length = std::min<size_t>(capacity, donor->size());
+        std::memmove(chars, donor->data(), length);
+        break;
       }
+      case 1: break;  // empty
+      default: length = capacity == 0 ? 0 : LLVMFuzzerMutate(chars, capacity, capacity);
     }
-    flatbuffers::SetString(schema, value, site, &model);
+    // A FlatBuffers string is its length, its bytes and a NUL: shortening it in place keeps the
+    // buffer's layout (the bytes after the new NUL become padding).
+    flatbuffers::WriteScalar<flatbuffers::uoffset_t>(reinterpret_cast<uint8_t*>(site), flatbuffers::uoffset_t(length));
+    chars[length] = 0;
     return true;
   }
-  if (sites.vectors.empty()) return false;  // a vector's length
-  const Sites::Vector site = pick(rng, sites.vectors);
-  const flatbuffers::uoffset_t size = site.vector->size();
-  const size_t elem_size = flatbuffers::IsScalar(site.element) ? flatbuffers::GetTypeSize(site.element)
-                                                               : sizeof(flatbuffers::uoffset_t);
-  // A new element of a vector of offsets would be offset 0 (invalid): only scalar vectors grow.
-  const bool grow = flatbuffers::IsScalar(site.element) && (size == 0 || rng() % 2 == 0);
-  if (!grow && size == 0) return false;
-  flatbuffers::ResizeAnyVector(schema, grow ? size + 1 : size - 1, site.vector, size,
-                               flatbuffers::uoffset_t(elem_size), &model);
+  // A vector loses its last element, in place (its length prefix): an element of a vector of
+  // offsets cannot move (offsets are relative to their own position).
+  std::vector<Sites::Vector> nonempty;
+  for (const Sites::Vector& v : sites.vectors)
+    if (v.vector->size() > 0) nonempty.push_back(v);
+  if (nonempty.empty()) return false;
+  const Sites::Vector site = pick(rng, nonempty);
+  auto* length = reinterpret_cast<uint8_t*>(const_cast<flatbuffers::VectorOfAny*>(site.vector));
+  flatbuffers::WriteScalar<flatbuffers::uoffset_t>(length, site.vector->size() - 1);
   return true;
 }
 

@@ -8,11 +8,13 @@
 //   - a scalar field or a scalar vector element (an enum, a dim size, a node input id, a kernel
 //     argument, a plan buffer's value or slot, an offset, an attribute) gets an interesting
 //     value: 0, +-1, a neighbour, an extreme, another value of the same type from the file;
-//   - a string (a symbol, a name, a format) is replaced by another string of the file, emptied,
-//     or byte-mutated;
-//   - a vector loses its last element, or a scalar vector gains one;
+//   - a string (a symbol, a name, a format) is replaced by (a prefix of) another string of the
+//     file, emptied, or byte-mutated, in place and never longer;
+//   - a vector loses its last element;
 //   - the data segment (the constants' bytes) is byte-mutated;
 //   - the file header's data or model placement is perturbed.
+// Model mutations are in place: FlatBuffers' reflection resizing (SetString, ResizeAnyVector)
+// wrote out of bounds on re-packed models.
 // The parts are then laid out again (header, data, model, 64-byte aligned) with the header's
 // offsets and the model's file_size made consistent. Inputs that do not parse, and one mutation
 // in eight, get libFuzzer's byte-level mutation instead.
