@@ -154,9 +154,10 @@ int64_t interesting_integer(Rng& rng, int64_t value, size_t bytes, bool is_signe
     case 0: return 0;
     case 1: return 1;
     case 2: return -1;
-    case 3: return value + 1;
-    case 4: return value - 1;
-    case 5: return value * 2;
+    // Wrapping arithmetic: the neighbours of an extreme wrap around, as the field would.
+    case 3: return int64_t(uint64_t(value) + 1);
+    case 4: return int64_t(uint64_t(value) - 1);
+    case 5: return int64_t(uint64_t(value) * 2);
     case 6: return max;
     case 7: return is_signed ? -max - 1 : max - 1;
     case 8: return std::uniform_int_distribution<int64_t>(0, 8)(rng);
