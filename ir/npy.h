@@ -8,8 +8,9 @@
 // NumPy does.
 //
 // bfloat16, which NumPy lacks. Kiln's convention, the same for every tool:
-// - written as f32 ('<f4'): exact (every bf16 value is an f32 value) and readable by any NumPy
-//   without extra packages;
+// - written as f32 ('<f4'): exact (every bf16 value is an f32 value; read back, a signaling NaN
+//   comes back quiet, as f32_to_bf16 makes every NaN) and readable by any NumPy without extra
+//   packages;
 // - read as bf16 from '<f4' through convert_npy_tensor() (rounded to nearest even when an input
 //   expects bf16), and as raw bf16 bits from '<u2' (`x.view(numpy.uint16)`; Kiln has no u16
 //   dtype, so such a file is always bf16) and from '<V2' / '|V2' (what numpy.save writes for an
