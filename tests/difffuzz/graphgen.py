@@ -171,7 +171,10 @@ class Generator:
         return v
 
     def const(self, dtype, value):
-        text = fmt_float(value) if is_float(dtype) else str(int(value))
+        if dtype == "bool":
+            text = "true" if value else "false"
+        else:
+            text = fmt_float(value) if is_float(dtype) else str(int(value))
         return "const %s[] %s" % (dtype, text)
 
     def pick(self, pred, new=None):

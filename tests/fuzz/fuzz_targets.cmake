@@ -2,8 +2,8 @@
 # parts (support/ and ir/, the .graph parser, the artifact reader with the reference runtime, the
 # ONNX importer) are object libraries compiled once per tree. Included by tests/fuzz/standalone
 # (a clang tree of its own, when the main compiler is not clang) and by tests/fuzz/CMakeLists.txt
-# (when it is). The includer sets KILN_ROOT (the repository root) and has found flatbuffers and
-# nlohmann_json; the ONNX targets exist when onnx_proto and protobuf::libprotobuf do.
+# (when it is). The includer sets KILN_ROOT (the repository root) and has found flatbuffers,
+# nlohmann_json and libsodium (PkgConfig::sodium); the ONNX targets exist when onnx_proto and protobuf::libprotobuf do.
 set(KILN_FUZZ_DIR ${KILN_ROOT}/tests/fuzz)
 # Objects are instrumented for coverage (fuzzer-no-link) and checked by ASan/UBSan; only the
 # executables link libFuzzer's main.
@@ -51,6 +51,7 @@ add_custom_command(
 kiln_fuzz_objects(kiln_fuzz_runtime
   ${KILN_ROOT}/artifact/artifact.cpp ${KILN_ROOT}/artifact/enum_map.cpp
   ${KILN_ROOT}/artifact/reader.cpp ${KILN_ROOT}/artifact/reader_graph.cpp
+  ${KILN_ROOT}/artifact/reader_plan_check.cpp ${KILN_ROOT}/artifact/signing.cpp
   ${KILN_ROOT}/runtime/hal/types.cpp ${KILN_ROOT}/runtime/hal/device_options.cpp
   ${KILN_ROOT}/runtime/hal/memory_hook.cpp ${KILN_ROOT}/runtime/hal/driver_catalog.cpp
   ${KILN_ROOT}/runtime/drivers/reference/reference_driver.cpp
@@ -58,7 +59,7 @@ kiln_fuzz_objects(kiln_fuzz_runtime
   ${KILN_ROOT}/runtime/session.cpp
   ${kiln_fuzz_fbs_dir}/kiln_generated.h)
 target_include_directories(kiln_fuzz_runtime PUBLIC ${kiln_fuzz_fbs_dir})
-target_link_libraries(kiln_fuzz_runtime PUBLIC kiln_fuzz_core flatbuffers::flatbuffers)
+target_link_libraries(kiln_fuzz_runtime PUBLIC kiln_fuzz_core flatbuffers::flatbuffers PkgConfig::sodium)
 
 kiln_fuzz_target(fuzz_graph_parser SOURCES ${KILN_FUZZ_DIR}/fuzz_graph_parser.cpp
                  OBJECTS kiln_fuzz_core kiln_fuzz_safetensors kiln_fuzz_parser)
