@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "ir/interpreter.h"
+
 namespace kiln::tools {
 
 struct Options {
@@ -21,6 +23,8 @@ struct Options {
   uint64_t seed = 0;
   std::optional<std::string> output_dir;
   bool check = false;
+  // --check-reference=exact|faithful; nullopt: the mode that matches the device (main.cpp).
+  std::optional<ir::InterpreterPrecision> check_reference;
   std::optional<int64_t> bench;            // number of timed runs
   std::optional<std::string> bench_json;   // --bench-json=FILE ("-": stdout)
   bool profile = false;
