@@ -71,7 +71,7 @@ inline std::shared_ptr<const artifact::LoadedArtifact> load_for_every_target(con
 // Every output element within rtol * (1 + |expected|) of the reference interpreter's result on
 // the same inputs, in the mode that computes as `device` does (faithful for kernels, exact for
 // the reference device); reports the first three wrong elements of each output.
-inline void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const hal::DeviceInfo& device,
+inline void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const runtime::hal::DeviceInfo& device,
                                        const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& actual,
                                        double rtol) {
   Result<std::vector<ir::Tensor>> expected =
