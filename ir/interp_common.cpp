@@ -101,9 +101,14 @@ int64_t double_to_int_saturating(double v, DType dtype) {
   return int64_t(t);
 }
 
-std::vector<double> load_doubles(const Tensor& t) {
-  return load_as<double>(t, [](auto v) { return double(v); });
+template <class T>
+std::vector<T> load_values(const Tensor& t) {
+  return load_as<T>(t, [](auto v) { return T(v); });
 }
+template std::vector<double> load_values<double>(const Tensor& t);
+template std::vector<float> load_values<float>(const Tensor& t);
+
+std::vector<double> load_doubles(const Tensor& t) { return load_values<double>(t); }
 
 std::vector<int64_t> load_ints(const Tensor& t) {
   return load_as<int64_t>(t, [](auto v) -> int64_t {
@@ -119,11 +124,11 @@ std::vector<uint8_t> load_bools(const Tensor& t) {
   return load_as<uint8_t>(t, [](auto v) -> uint8_t { return v != 0 ? 1 : 0; });
 }
 
-Result<Tensor> tensor_from_doubles(DType dtype, const std::vector<int64_t>& shape,
-                                   std::span<const double> values) {
+template <class T>
+Result<Tensor> tensor_from_values(DType dtype, const std::vector<int64_t>& shape, std::span<const T> values) {
   KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(dtype, shape));
   const int64_t n = t.num_elements();
-  KILN_CHECK(size_t(n) == values.size(), "tensor_from_doubles: value count matches the shape");
+  KILN_CHECK(size_t(n) == values.size(), "tensor_from_values: value count matches the shape");
   if (n == 0) return t;
   std::byte* p = t.mutable_data();
   switch (dtype) {
@@ -150,10 +155,17 @@ Result<Tensor> tensor_from_doubles(DType dtype, const std::vector<int64_t>& shap
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(double_to_int_saturating(values[i], dtype)));
       break;
     case DType::kBool:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != 0.0 ? 1 : 0));
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != T(0) ? 1 : 0));
       break;
   }
   return t;
+}
+template Result<Tensor> tensor_from_values<double>(DType, const std::vector<int64_t>&, std::span<const double>);
+template Result<Tensor> tensor_from_values<float>(DType, const std::vector<int64_t>&, std::span<const float>);
+
+Result<Tensor> tensor_from_doubles(DType dtype, const std::vector<int64_t>& shape,
+                                   std::span<const double> values) {
+  return tensor_from_values<double>(dtype, shape, values);
 }
 
 Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,

@@ -3,7 +3,9 @@
 // conv2d: x [N, C, H, W], w [O, C/groups, KH, KW] (NHWC: [N, H, W, C], [O, KH, KW, C/groups]),
 // optional bias [O]; pads are
 // [top, left, bottom, right]; out = floor((H + top + bottom - dil*(KH-1) - 1) / stride) + 1.
-// Accumulates in double (floats) or exactly in int64 (integers).
+// Float convolutions and averages accumulate in the context's compute type (double, or float in
+// the device-faithful mode, as the kernels' accumulators, bias added last as they add it);
+// integers exactly in int64.
 // max_pool2d: padding never wins (it is -inf); a window entirely in padding yields -inf (or the
 // dtype's lowest integer). avg_pool2d: divides by the kernel area when count_include_pad, else
 // by the number of in-bounds elements (an empty window gives 0). Integer averages truncate.
@@ -76,7 +78,7 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
       const int64_t g = o / out_per_group;
       for (int64_t y = 0; y < oh; ++y) {
         for (int64_t xo = 0; xo < ow; ++xo) {
-          T acc = bias ? (*bias)[o] : T(0);
+          T acc = T(0);
           for (int64_t ci = 0; ci < in_per_group; ++ci) {
             const int64_t c = g * in_per_group + ci;
             for (int64_t ky = 0; ky < wd.h; ++ky) {
@@ -93,6 +95,13 @@ std::vector<T> conv2d(const std::vector<T>& x, const std::vector<T>& w, const st
                   acc += xv * wv;
                 }
               }
+            }
+          }
+          if (bias) {
+            if constexpr (std::is_same_v<T, int64_t>) {
+              acc = int64_t(uint64_t(acc) + uint64_t((*bias)[o]));
+            } else {
+              acc += (*bias)[o];
             }
           }
           out[size_t(od.at(n, o, y, xo))] = acc;
@@ -127,11 +136,13 @@ Result<Tensor> eval_conv2d(const EvalContext& ctx) {
                                                   attrs->strides[1], attrs->dilations[1]));
   const std::vector<int64_t> out_shape = image_shape(xd.n, wd.n, oh, ow, attrs->channels_last);
   if (is_float(x.dtype())) {
-    std::vector<double> b;
-    if (bias) b = load_doubles(*bias);
-    std::vector<double> out = conv2d<double>(load_doubles(x), load_doubles(w), bias ? &b : nullptr, xd,
-                                             wd, groups, oh, ow, *attrs);
-    return tensor_from_doubles(ctx.out_dtype, out_shape, out);
+    return with_compute_type(ctx, [&]<class T>(T) {
+      std::vector<T> b;
+      if (bias) b = load_values<T>(*bias);
+      std::vector<T> out = conv2d<T>(load_values<T>(x), load_values<T>(w), bias ? &b : nullptr, xd, wd, groups, oh,
+                                     ow, *attrs);
+      return tensor_from_values<T>(ctx.out_dtype, out_shape, out);
+    });
   }
   std::vector<int64_t> b;
   if (bias) b = load_ints(*bias);
@@ -140,64 +151,71 @@ Result<Tensor> eval_conv2d(const EvalContext& ctx) {
   return tensor_from_ints(ctx.out_dtype, out_shape, out);
 }
 
+namespace {
+
+// One pooled value per output position of the window `attrs`: max or average of the in-bounds
+// elements. V is the element type (the float compute type, or int64 for integers): floats
+// propagate NaN in max like NumPy and divide the sum in V; integers wrap and truncate.
+template <class V>
+std::vector<V> pool2d(const std::vector<V>& x, const Dims4& xd, const Dims4& od, int64_t oh, int64_t ow,
+                      const Pool2dAttrs& attrs, bool is_max) {
+  constexpr bool kFloat = !std::is_same_v<V, int64_t>;
+  const int64_t kh = attrs.kernel[0], kw = attrs.kernel[1];
+  std::vector<V> out(size_t(xd.n * xd.c * oh * ow));
+  for (int64_t plane = 0; plane < xd.n * xd.c; ++plane) {
+    const int64_t n = plane / std::max<int64_t>(xd.c, 1), c = plane % std::max<int64_t>(xd.c, 1);
+    for (int64_t y = 0; y < oh; ++y) {
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        V best = kFloat ? -std::numeric_limits<V>::infinity() : std::numeric_limits<V>::min();
+        V sum = 0;
+        int64_t valid = 0;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t iy = y * attrs.strides[0] - attrs.pads[0] + ky;
+          if (iy < 0 || iy >= xd.h) continue;
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const int64_t ix = xo * attrs.strides[1] - attrs.pads[1] + kx;
+            if (ix < 0 || ix >= xd.w) continue;
+            const V v = x[size_t(xd.at(n, c, iy, ix))];
+            ++valid;
+            if constexpr (kFloat) {
+              // NaN propagates like NumPy's max.
+              if (!std::isnan(best) && (std::isnan(v) || v > best)) best = v;
+              sum += v;
+            } else {
+              best = std::max(best, v);
+              sum = int64_t(uint64_t(sum) + uint64_t(v));
+            }
+          }
+        }
+        const int64_t divisor = attrs.count_include_pad ? kh * kw : valid;
+        out[size_t(od.at(n, c, y, xo))] = is_max ? best : (divisor ? sum / V(divisor) : V(0));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Tensor> eval_pool2d(const EvalContext& ctx) {
   const auto* attrs = std::get_if<Pool2dAttrs>(&ctx.node.attrs);
   if (attrs == nullptr) return node_error(ctx, "missing pooling attributes");
   const Tensor& x = *ctx.inputs[0];
   KILN_ASSIGN_OR_RETURN(Dims4 xd, image(ctx, x, "input", attrs->channels_last));
   const bool is_max = ctx.node.op == OpKind::kMaxPool2d;
-  const int64_t kh = attrs->kernel[0], kw = attrs->kernel[1];
-  KILN_ASSIGN_OR_RETURN(int64_t oh, output_extent(ctx, xd.h, attrs->pads[0], attrs->pads[2], kh,
+  KILN_ASSIGN_OR_RETURN(int64_t oh, output_extent(ctx, xd.h, attrs->pads[0], attrs->pads[2], attrs->kernel[0],
                                                   attrs->strides[0], 1));
-  KILN_ASSIGN_OR_RETURN(int64_t ow, output_extent(ctx, xd.w, attrs->pads[1], attrs->pads[3], kw,
+  KILN_ASSIGN_OR_RETURN(int64_t ow, output_extent(ctx, xd.w, attrs->pads[1], attrs->pads[3], attrs->kernel[1],
                                                   attrs->strides[1], 1));
   const std::vector<int64_t> out_shape = image_shape(xd.n, xd.c, oh, ow, attrs->channels_last);
   const Dims4 od = image_dims(out_shape, attrs->channels_last);
-  const bool floating = is_float(x.dtype());
-  std::vector<double> xf;
-  std::vector<int64_t> xi;
-  if (floating) xf = load_doubles(x); else xi = load_ints(x);
-  std::vector<double> outf;
-  std::vector<int64_t> outi;
-  if (floating) outf.resize(size_t(num_elements_of(out_shape)));
-  else outi.resize(size_t(num_elements_of(out_shape)));
-  for (int64_t plane = 0; plane < xd.n * xd.c; ++plane) {
-    const int64_t n = plane / std::max<int64_t>(xd.c, 1), c = plane % std::max<int64_t>(xd.c, 1);
-    for (int64_t y = 0; y < oh; ++y) {
-      for (int64_t xo = 0; xo < ow; ++xo) {
-        const size_t pos = size_t(od.at(n, c, y, xo));
-        double best_f = -std::numeric_limits<double>::infinity(), sum_f = 0;
-        int64_t best_i = std::numeric_limits<int64_t>::min(), sum_i = 0, valid = 0;
-        for (int64_t ky = 0; ky < kh; ++ky) {
-          const int64_t iy = y * attrs->strides[0] - attrs->pads[0] + ky;
-          if (iy < 0 || iy >= xd.h) continue;
-          for (int64_t kx = 0; kx < kw; ++kx) {
-            const int64_t ix = xo * attrs->strides[1] - attrs->pads[1] + kx;
-            if (ix < 0 || ix >= xd.w) continue;
-            const size_t at = size_t(xd.at(n, c, iy, ix));
-            ++valid;
-            if (floating) {
-              const double v = xf[at];
-              // NaN propagates like NumPy's max.
-              if (!std::isnan(best_f) && (std::isnan(v) || v > best_f)) best_f = v;
-              sum_f += v;
-            } else {
-              best_i = std::max(best_i, xi[at]);
-              sum_i = int64_t(uint64_t(sum_i) + uint64_t(xi[at]));
-            }
-          }
-        }
-        const int64_t divisor = attrs->count_include_pad ? kh * kw : valid;
-        if (floating) {
-          outf[pos] = is_max ? best_f : (divisor ? sum_f / double(divisor) : 0.0);
-        } else {
-          outi[pos] = is_max ? best_i : (divisor ? sum_i / divisor : 0);
-        }
-      }
-    }
+  if (is_float(x.dtype())) {
+    return with_compute_type(ctx, [&]<class T>(T) {
+      std::vector<T> out = pool2d<T>(load_values<T>(x), xd, od, oh, ow, *attrs, is_max);
+      return tensor_from_values<T>(ctx.out_dtype, out_shape, out);
+    });
   }
-  if (floating) return tensor_from_doubles(ctx.out_dtype, out_shape, outf);
-  return tensor_from_ints(ctx.out_dtype, out_shape, outi);
+  return tensor_from_ints(ctx.out_dtype, out_shape, pool2d<int64_t>(load_ints(x), xd, od, oh, ow, *attrs, is_max));
 }
 
 Result<Tensor> eval_global_avg_pool2d(const EvalContext& ctx) {
@@ -206,13 +224,15 @@ Result<Tensor> eval_global_avg_pool2d(const EvalContext& ctx) {
   const std::vector<int64_t> out_shape = {xd.n, xd.c, 1, 1};
   const int64_t area = xd.h * xd.w;
   if (is_float(x.dtype())) {
-    std::vector<double> v = load_doubles(x), out(size_t(xd.n * xd.c));
-    for (int64_t p = 0; p < xd.n * xd.c; ++p) {
-      double sum = 0;
-      for (int64_t i = 0; i < area; ++i) sum += v[p * area + i];
-      out[p] = sum / double(area);  // NaN for an empty plane, like NumPy's mean
-    }
-    return tensor_from_doubles(ctx.out_dtype, out_shape, out);
+    return with_compute_type(ctx, [&]<class T>(T) {
+      std::vector<T> v = load_values<T>(x), out(size_t(xd.n * xd.c));
+      for (int64_t p = 0; p < xd.n * xd.c; ++p) {
+        T sum = 0;
+        for (int64_t i = 0; i < area; ++i) sum += v[p * area + i];
+        out[p] = sum / T(area);  // NaN for an empty plane, like NumPy's mean
+      }
+      return tensor_from_values<T>(ctx.out_dtype, out_shape, out);
+    });
   }
   std::vector<int64_t> v = load_ints(x), out(size_t(xd.n * xd.c));
   for (int64_t p = 0; p < xd.n * xd.c; ++p) {

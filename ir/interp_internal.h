@@ -2,8 +2,10 @@
 // Not a public header: only ir/interpreter.cpp and ir/interp_*.cpp include it.
 //
 // Numeric model (the contract documented in ir/interpreter.h and docs):
-//  - Float math runs in double; a value is rounded to the node's dtype only when stored
-//    (f32 directly, f16/bf16 through f32 with round-to-nearest-even).
+//  - Float math runs in the context's compute type: double (InterpreterPrecision::kExact) or
+//    float (kDeviceFaithful). Evaluators with float intermediates or accumulators are templates
+//    on it, instantiated through with_compute_type(); a value is rounded to the node's dtype
+//    when stored (f32 directly, f16/bf16 through f32 with round-to-nearest-even).
 //  - Integer math runs in int64 with two's-complement wrap-around, then wraps to the dtype
 //    (i32/i8/u8 wrap like NumPy).
 //  - Storing a double into an integer dtype (cast, or a float-valued op whose node is integer)
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/interpreter.h"
 #include "ir/tensor.h"
 #include "support/status.h"
 
@@ -36,7 +39,17 @@ struct EvalContext {
   std::span<const Tensor* const> inputs;
   const SymbolBindings& bindings;
   DType out_dtype;
+  InterpreterPrecision precision;
 };
+
+// Calls fn(double{}) for kExact and fn(float{}) for kDeviceFaithful: the argument's type is the
+// compute type of the op's float math (a generic lambda names it with decltype or a template
+// parameter). Both calls must return the same type.
+template <class Fn>
+decltype(auto) with_compute_type(const EvalContext& ctx, Fn&& fn) {
+  if (ctx.precision == InterpreterPrecision::kDeviceFaithful) return fn(float{});
+  return fn(double{});
+}
 
 // ---- element conversion ----------------------------------------------------------------
 
@@ -52,9 +65,17 @@ int64_t wrap_to_dtype(int64_t v, DType dtype);
 // double -> integer dtype: truncate toward zero, NaN -> 0, saturate to the dtype's range.
 int64_t double_to_int_saturating(double v, DType dtype);
 
+// All elements of `t` converted to the compute type T (double or float); an f32, f16 or bf16
+// element converts exactly to either. load_values<double> is load_doubles.
+template <class T>
+std::vector<T> load_values(const Tensor& t);
+
 // Fresh tensors holding `values` converted to `dtype` by the rules above.
 Result<Tensor> tensor_from_doubles(DType dtype, const std::vector<int64_t>& shape,
                                    std::span<const double> values);
+// The same for values in the compute type T (double or float).
+template <class T>
+Result<Tensor> tensor_from_values(DType dtype, const std::vector<int64_t>& shape, std::span<const T> values);
 Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
                                 std::span<const int64_t> values);
 

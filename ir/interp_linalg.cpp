@@ -1,9 +1,11 @@
 // Reference evaluation of matmul and attention. Matmul has NumPy semantics: a 1-D left operand is promoted to
 // [1, K] and a 1-D right operand to [K, 1], the promoted dims are squeezed from the result, and
-// the batch dims (all but the last two) broadcast. Float products accumulate in double; integer
-// products are exact in int64 with wrap-around.
+// the batch dims (all but the last two) broadcast. Float products accumulate in the context's
+// compute type (double, or float in the device-faithful mode, as the tiled matmul kernel's
+// accumulator, in the same k order); integer products are exact in int64 with wrap-around.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ir/interp_internal.h"
 
@@ -85,9 +87,11 @@ Result<Tensor> eval_matmul(const EvalContext& ctx) {
   if (!b_vector) out_shape.push_back(n);
 
   if (is_float(a.dtype()) || is_float(b.dtype())) {
-    std::vector<double> c = batched_matmul<double>(load_doubles(a), load_doubles(b), *batch, a_batch,
-                                                   b_batch, m, k, n, gemm_accumulate<double>);
-    return tensor_from_doubles(ctx.out_dtype, out_shape, c);
+    return with_compute_type(ctx, [&]<class T>(T) {
+      std::vector<T> c = batched_matmul<T>(load_values<T>(a), load_values<T>(b), *batch, a_batch, b_batch, m, k,
+                                           n, gemm_accumulate<T>);
+      return tensor_from_values<T>(ctx.out_dtype, out_shape, c);
+    });
   }
   std::vector<int64_t> c = batched_matmul<int64_t>(load_ints(a), load_ints(b), *batch, a_batch,
                                                    b_batch, m, k, n, gemm_accumulate_wrapping);
@@ -105,11 +109,65 @@ std::vector<int64_t> attention_strides(const std::vector<int64_t>& shape, bool s
   return {rm[0], rm[2], rm[1], rm[3]};
 }
 
+// Attention's output values in the compute type T: each query row's scores, their
+// softmax (max-subtracted, as softmax's reference), then the weighted sum of value rows. The
+// query is scaled before its dot products, as the attention kernel scales its query row
+// (codegen/c_family_attention.cpp), so a score overflows where the kernel's does. A row whose
+// scores are all -inf is NaN, as softmax of such a row is.
+template <class T>
+std::vector<T> attention_values(const EvalContext& ctx, const AttentionAttrs& attrs, const std::vector<int64_t>& batch,
+                                int64_t sq, int64_t sk, int64_t dh, int64_t dv, const std::vector<int64_t>& out_shape,
+                                const std::vector<int64_t>& mask_strides) {
+  const Tensor& q = *ctx.inputs[0];
+  const Tensor& k = *ctx.inputs[1];
+  const Tensor& v = *ctx.inputs[2];
+  std::vector<T> mask;
+  if (ctx.inputs.size() == 4) mask = load_values<T>(*ctx.inputs[3]);
+  const T scale = T(attrs.scale.value_or(1.0 / std::sqrt(double(dh))));
+  const std::vector<int64_t> qs = attention_strides(q.shape(), attrs.seq_major);
+  const std::vector<int64_t> ks = attention_strides(k.shape(), attrs.seq_major);
+  const std::vector<int64_t> vs = attention_strides(v.shape(), attrs.seq_major);
+  const std::vector<int64_t> os = attention_strides(out_shape, attrs.seq_major);
+  const std::vector<T> qd = load_values<T>(q), kd = load_values<T>(k), vd = load_values<T>(v);
+  std::vector<T> out(size_t(num_elements_of(out_shape)), T(0));
+  const size_t nb = batch.size();
+  std::vector<T> p(static_cast<size_t>(sk)), q_row(static_cast<size_t>(dh));
+  for (int64_t b = 0; b < num_elements_of(batch); ++b) {
+    int64_t rem = b, qb = 0, kb = 0, vb = 0, ob = 0, mb = 0;
+    for (size_t d = nb; d-- > 0;) {
+      const int64_t i = rem % batch[d];
+      rem /= batch[d];
+      qb += i * qs[d];
+      kb += i * ks[d];
+      vb += i * vs[d];
+      ob += i * os[d];
+      if (!mask.empty()) mb += i * mask_strides[d];
+    }
+    for (int64_t i = 0; i < sq; ++i) {
+      for (int64_t c = 0; c < dh; ++c) q_row[size_t(c)] = qd[size_t(qb + i * qs[nb] + c)] * scale;
+      T row_max = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < sk; ++j) {
+        T s = 0;
+        for (int64_t c = 0; c < dh; ++c) s += q_row[size_t(c)] * kd[size_t(kb + j * ks[nb] + c)];
+        if (!mask.empty()) s += mask[size_t(mb + i * mask_strides[nb] + j * mask_strides[nb + 1])];
+        if (attrs.causal && j > i) s = -std::numeric_limits<T>::infinity();
+        p[size_t(j)] = s;
+        row_max = std::max(row_max, s);
+      }
+      T sum = 0;
+      for (T& x : p) sum += (x = std::exp(x - row_max));
+      for (int64_t c = 0; c < dv; ++c) {
+        T acc = 0;
+        for (int64_t j = 0; j < sk; ++j) acc += p[size_t(j)] * vd[size_t(vb + j * vs[nb] + c)];
+        out[size_t(ob + i * os[nb] + c)] = acc / sum;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-// Attention in double: each query row's scores, their softmax (max-subtracted, as softmax's
-// reference), then the weighted sum of value rows. A row whose scores are all -inf is NaN, as
-// softmax of such a row is.
 Result<Tensor> eval_attention(const EvalContext& ctx) {
   const auto& attrs = std::get<AttentionAttrs>(ctx.node.attrs);
   const Tensor& q = *ctx.inputs[0];
@@ -130,58 +188,18 @@ Result<Tensor> eval_attention(const EvalContext& ctx) {
   scores_shape.push_back(sq);
   scores_shape.push_back(sk);
   std::vector<int64_t> mask_strides;
-  std::vector<double> mask;
   if (ctx.inputs.size() == 4) {
     if (!broadcasts_to(ctx.inputs[3]->shape(), scores_shape))
       return node_error(ctx, "mask " + sizes_to_string(ctx.inputs[3]->shape()) + " does not broadcast to " +
                                  sizes_to_string(scores_shape));
     mask_strides = broadcast_strides(ctx.inputs[3]->shape(), scores_shape);
-    mask = load_doubles(*ctx.inputs[3]);
   }
-  const double scale = attrs.scale.value_or(1.0 / std::sqrt(double(dh)));
   std::vector<int64_t> out_shape = q.shape();
   out_shape.back() = dv;
-  const std::vector<int64_t> qs = attention_strides(q.shape(), attrs.seq_major);
-  const std::vector<int64_t> ks = attention_strides(k.shape(), attrs.seq_major);
-  const std::vector<int64_t> vs = attention_strides(v.shape(), attrs.seq_major);
-  const std::vector<int64_t> os = attention_strides(out_shape, attrs.seq_major);
-  const std::vector<double> qd = load_doubles(q), kd = load_doubles(k), vd = load_doubles(v);
-  std::vector<double> out(size_t(num_elements_of(out_shape)), 0.0);
-  const size_t nb = batch.size();
-  std::vector<int64_t> index(nb, 0);
-  std::vector<double> p(static_cast<size_t>(sk));
-  for (int64_t b = 0; b < num_elements_of(batch); ++b) {
-    int64_t rem = b, qb = 0, kb = 0, vb = 0, ob = 0, mb = 0;
-    for (size_t d = nb; d-- > 0;) {
-      const int64_t i = rem % batch[d];
-      rem /= batch[d];
-      qb += i * qs[d];
-      kb += i * ks[d];
-      vb += i * vs[d];
-      ob += i * os[d];
-      if (!mask.empty()) mb += i * mask_strides[d];
-    }
-    for (int64_t i = 0; i < sq; ++i) {
-      double row_max = -HUGE_VAL;
-      for (int64_t j = 0; j < sk; ++j) {
-        double dot = 0;
-        for (int64_t c = 0; c < dh; ++c) dot += qd[size_t(qb + i * qs[nb] + c)] * kd[size_t(kb + j * ks[nb] + c)];
-        double s = scale * dot;
-        if (!mask.empty()) s += mask[size_t(mb + i * mask_strides[nb] + j * mask_strides[nb + 1])];
-        if (attrs.causal && j > i) s = -HUGE_VAL;
-        p[size_t(j)] = s;
-        row_max = std::max(row_max, s);
-      }
-      double sum = 0;
-      for (double& x : p) sum += (x = std::exp(x - row_max));
-      for (int64_t c = 0; c < dv; ++c) {
-        double acc = 0;
-        for (int64_t j = 0; j < sk; ++j) acc += p[size_t(j)] * vd[size_t(vb + j * vs[nb] + c)];
-        out[size_t(ob + i * os[nb] + c)] = acc / sum;
-      }
-    }
-  }
-  return tensor_from_doubles(ctx.out_dtype, out_shape, out);
+  return with_compute_type(ctx, [&]<class T>(T) {
+    std::vector<T> out = attention_values<T>(ctx, attrs, batch, sq, sk, dh, dv, out_shape, mask_strides);
+    return tensor_from_values<T>(ctx.out_dtype, out_shape, out);
+  });
 }
 
 }  // namespace kiln::ir::interp

@@ -1,7 +1,9 @@
 // Reference evaluation of reductions (reduce_*, argmax) and normalizations (softmax,
 // log_softmax, layer_norm).
 //
-// Float reductions accumulate in double; integer reductions are exact in int64 (wrapping).
+// Float reductions and normalizations compute in the context's compute type (double, or float
+// in the device-faithful mode, as the row kernels of codegen/c_family_rows.cpp do); integer
+// reductions are exact in int64 (wrapping).
 // Defined choices:
 //  - reduce_mean of an integer tensor is the int64 sum divided by the count, truncated toward
 //    zero (NumPy would return a float); the mean of zero elements is 0 for integers, NaN for floats.
@@ -76,11 +78,16 @@ Result<Tensor> eval_reduction(const EvalContext& ctx, const ReduceAttrs& attrs) 
   }
 
   if (is_float(x.dtype()) || is_float(ctx.out_dtype)) {
-    std::vector<double> acc = reduce_into<double>(load_doubles(x), shape, strides, out_count, fn.identity_f, fn.combine_f);
-    if (fn.mean) {
-      for (double& a : acc) a /= double(count);
-    }
-    return tensor_from_doubles(ctx.out_dtype, out_shape, acc);
+    return with_compute_type(ctx, [&]<class T>(T) {
+      // The table's combine computes in double; rounding each step to T gives T's arithmetic
+      // (add, mul, max, min are single IEEE operations).
+      auto combine = [f = fn.combine_f](T acc, T x) { return T(f(acc, x)); };
+      std::vector<T> acc = reduce_into<T>(load_values<T>(x), shape, strides, out_count, T(fn.identity_f), combine);
+      if (fn.mean) {
+        for (T& a : acc) a /= T(count);
+      }
+      return tensor_from_values<T>(ctx.out_dtype, out_shape, acc);
+    });
   }
   std::vector<int64_t> acc = reduce_into<int64_t>(load_ints(x), shape, strides, out_count, fn.identity_i, fn.combine_i);
   if (fn.mean) {
@@ -130,29 +137,54 @@ Result<Tensor> eval_argmax(const EvalContext& ctx, const ArgMaxAttrs& attrs) {
   return tensor_from_ints(ctx.out_dtype, out_shape, out);
 }
 
-// softmax / log_softmax along one axis, stabilized by subtracting the row maximum.
-Result<Tensor> eval_softmax(const EvalContext& ctx, int64_t axis_attr, bool log) {
-  const Tensor& x = *ctx.inputs[0];
-  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, axis_attr, x.rank()));
-  const AxisSplit s = split_at(x.shape(), axis);
-  std::vector<double> v = load_doubles(x);
+// softmax / log_softmax along one axis, stabilized by subtracting the row maximum, in the
+// compute type T (the row kernel's steps: max, sum of exp(x - max), then each element).
+template <class T>
+void softmax_rows(std::vector<T>& v, const AxisSplit& s, bool log) {
   for (int64_t o = 0; o < s.outer; ++o) {
     for (int64_t i = 0; i < s.inner; ++i) {
-      double* row = v.data() + o * s.size * s.inner + i;
-      double max_value = -std::numeric_limits<double>::infinity();
+      T* row = v.data() + o * s.size * s.inner + i;
+      T max_value = -std::numeric_limits<T>::infinity();
       for (int64_t k = 0; k < s.size; ++k) max_value = std::fmax(max_value, row[k * s.inner]);
       // All -inf: keep NaN-free arithmetic well defined (exp(-inf - -inf) would be NaN).
       if (std::isinf(max_value) && max_value < 0) max_value = 0;
-      double sum = 0;
+      T sum = 0;
       for (int64_t k = 0; k < s.size; ++k) sum += std::exp(row[k * s.inner] - max_value);
-      const double log_sum = std::log(sum);
+      const T log_sum = std::log(sum);
       for (int64_t k = 0; k < s.size; ++k) {
-        double& e = row[k * s.inner];
+        T& e = row[k * s.inner];
         e = log ? (e - max_value) - log_sum : std::exp(e - max_value) / sum;
       }
     }
   }
-  return tensor_from_doubles(ctx.out_dtype, x.shape(), v);
+}
+
+Result<Tensor> eval_softmax(const EvalContext& ctx, int64_t axis_attr, bool log) {
+  const Tensor& x = *ctx.inputs[0];
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, axis_attr, x.rank()));
+  const AxisSplit s = split_at(x.shape(), axis);
+  return with_compute_type(ctx, [&]<class T>(T) {
+    std::vector<T> v = load_values<T>(x);
+    softmax_rows(v, s, log);
+    return tensor_from_values<T>(ctx.out_dtype, x.shape(), v);
+  });
+}
+
+// layer_norm of `outer` rows of n elements in the compute type T: two passes (the mean, then
+// the population variance of x - mean), as the row kernel computes them.
+template <class T>
+void layer_norm_rows(std::vector<T>& v, int64_t outer, int64_t n, const std::array<std::vector<T>, 2>& affine,
+                     double epsilon) {
+  for (int64_t o = 0; o < outer; ++o) {
+    T* row = v.data() + o * n;
+    T sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += row[k];
+    const T mean = sum / T(n);
+    T sq = 0;
+    for (int64_t k = 0; k < n; ++k) sq += (row[k] - mean) * (row[k] - mean);
+    const T inv_std = T(1) / std::sqrt(sq / T(n) + T(epsilon));
+    for (int64_t k = 0; k < n; ++k) row[k] = (row[k] - mean) * inv_std * affine[0][k] + affine[1][k];
+  }
 }
 
 // layer_norm over the axes [axis, rank): (x - mean) / sqrt(var + eps) * scale + bias with the
@@ -164,35 +196,29 @@ Result<Tensor> eval_layer_norm(const EvalContext& ctx, const LayerNormAttrs& att
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
   const int64_t n = num_elements_of(trailing);
-
-  // scale / bias expanded to the trailing shape.
-  std::array<std::vector<double>, 2> affine;
   for (int k = 0; k < 2; ++k) {
     const Tensor& t = *ctx.inputs[1 + k];
     if (!broadcasts_to(t.shape(), trailing)) {
       return node_error(ctx, std::string(k == 0 ? "scale " : "bias ") + sizes_to_string(t.shape()) +
                                  " does not match the normalized dims " + sizes_to_string(trailing));
     }
-    std::vector<double> raw = load_doubles(t);
-    std::vector<int64_t> strides = broadcast_strides(t.shape(), trailing);
-    affine[k].resize(size_t(n));
-    for_each_strided<1>(trailing, {&strides}, [&](int64_t i, const std::array<int64_t, 1>& o) {
-      affine[k][i] = raw[o[0]];
-    });
   }
-
-  std::vector<double> v = load_doubles(x);
-  for (int64_t o = 0; o < outer; ++o) {
-    double* row = v.data() + o * n;
-    double sum = 0;
-    for (int64_t k = 0; k < n; ++k) sum += row[k];
-    const double mean = sum / double(n);
-    double sq = 0;
-    for (int64_t k = 0; k < n; ++k) sq += (row[k] - mean) * (row[k] - mean);
-    const double inv_std = 1.0 / std::sqrt(sq / double(n) + attrs.epsilon);
-    for (int64_t k = 0; k < n; ++k) row[k] = (row[k] - mean) * inv_std * affine[0][k] + affine[1][k];
-  }
-  return tensor_from_doubles(ctx.out_dtype, x.shape(), v);
+  return with_compute_type(ctx, [&]<class T>(T) {
+    // scale / bias expanded to the trailing shape.
+    std::array<std::vector<T>, 2> affine;
+    for (int k = 0; k < 2; ++k) {
+      const Tensor& t = *ctx.inputs[1 + k];
+      std::vector<T> raw = load_values<T>(t);
+      std::vector<int64_t> strides = broadcast_strides(t.shape(), trailing);
+      affine[k].resize(size_t(n));
+      for_each_strided<1>(trailing, {&strides}, [&](int64_t i, const std::array<int64_t, 1>& o) {
+        affine[k][i] = raw[o[0]];
+      });
+    }
+    std::vector<T> v = load_values<T>(x);
+    layer_norm_rows(v, outer, n, affine, attrs.epsilon);
+    return tensor_from_values<T>(ctx.out_dtype, x.shape(), v);
+  });
 }
 
 }  // namespace

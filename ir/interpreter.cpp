@@ -26,6 +26,21 @@ std::optional<std::vector<int64_t>> declared_sizes(const Node& node, const Symbo
 
 }  // namespace
 
+std::string_view interpreter_precision_name(InterpreterPrecision precision) {
+  switch (precision) {
+    case InterpreterPrecision::kExact: return "exact";
+    case InterpreterPrecision::kDeviceFaithful: return "faithful";
+  }
+  return "exact";
+}
+
+std::optional<InterpreterPrecision> parse_interpreter_precision(std::string_view name) {
+  for (InterpreterPrecision p : {InterpreterPrecision::kExact, InterpreterPrecision::kDeviceFaithful}) {
+    if (name == interpreter_precision_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
 Result<SymbolBindings> bind_inputs(const Graph& graph, std::span<const Tensor> inputs) {
   const std::vector<NodeId>& input_ids = graph.inputs();
   if (inputs.size() != input_ids.size()) {
@@ -65,8 +80,8 @@ Result<SymbolBindings> bind_inputs(const Graph& graph, std::span<const Tensor> i
 
 Result<Tensor> evaluate_node(const Graph& graph, const Node& node,
                              std::span<const Tensor* const> inputs,
-                             const SymbolBindings& bindings) {
-  interp::EvalContext ctx{graph, node, inputs, bindings, node.type.dtype};
+                             const SymbolBindings& bindings, InterpreterPrecision precision) {
+  interp::EvalContext ctx{graph, node, inputs, bindings, node.type.dtype, precision};
   const OpInfo& info = op_info(node.op);
   if (node.op == OpKind::kInput) {
     return interp::node_error(ctx, "graph inputs are bound by interpret(), not evaluated");
@@ -114,7 +129,8 @@ Result<Tensor> evaluate_node(const Graph& graph, const Node& node,
   return result;
 }
 
-Result<std::vector<Tensor>> interpret(const Graph& graph, std::span<const Tensor> inputs) {
+Result<std::vector<Tensor>> interpret(const Graph& graph, std::span<const Tensor> inputs,
+                                      InterpreterPrecision precision) {
   KILN_ASSIGN_OR_RETURN(SymbolBindings bindings, bind_inputs(graph, inputs));
   const std::vector<Node>& nodes = graph.nodes();
 
@@ -162,7 +178,7 @@ Result<std::vector<Tensor>> interpret(const Graph& graph, std::span<const Tensor
         }
         operands.push_back(&*values[in]);
       }
-      KILN_ASSIGN_OR_RETURN(Tensor value, evaluate_node(graph, node, operands, bindings));
+      KILN_ASSIGN_OR_RETURN(Tensor value, evaluate_node(graph, node, operands, bindings, precision));
       values[pos] = std::move(value);
     }
     for (NodeId in : node.inputs) {

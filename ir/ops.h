@@ -291,7 +291,8 @@ struct CExpr {
 };
 
 // Reductions (reduce_* rows): the interpreter's accumulation and what a kernel combines with.
-// The interpreter accumulates in double or exactly in int64; a kernel combines partial results
+// The interpreter accumulates floats in its compute type (double, or f32 in the device-faithful
+// mode, rounding each combine_f result) or exactly in int64; a kernel combines partial results
 // with the C expression of the binary op `combine` (add, mul, maximum, minimum), starting from
 // the template c_identity ({lit:V}, {lowest} or {highest} of the number kind).
 struct ReduceFns {

@@ -127,4 +127,9 @@ Result<std::unique_ptr<hal::Device>> DeviceRegistry::open_device(std::string_vie
                    (available.empty() ? std::string("none") : available));
 }
 
+ir::InterpreterPrecision matching_interpreter_precision(const hal::DeviceInfo& device) {
+  return device.id == reference::kReferenceDeviceId ? ir::InterpreterPrecision::kExact
+                                                     : ir::InterpreterPrecision::kDeviceFaithful;
+}
+
 }  // namespace kiln::runtime

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "artifact/reader.h"
+#include "ir/interpreter.h"
 #include "runtime/hal/device.h"
 #include "runtime/hal/driver.h"
 #include "support/status.h"
@@ -72,5 +73,12 @@ class DeviceRegistry {
  private:
   std::vector<std::unique_ptr<hal::Driver>> drivers_;
 };
+
+// The reference interpreter's mode that computes as `device` does, for checking the device's
+// outputs against the interpreter (kiln-run --check, the HAL conformance suite): kExact for the
+// reference device, which runs the exact interpreter; kDeviceFaithful for every other device,
+// which runs Kiln's kernels (float math in f32 registers, f32 accumulators), so an f32 overflow
+// inside an op is inf/nan in both. Pure; safe to call from any thread.
+ir::InterpreterPrecision matching_interpreter_precision(const hal::DeviceInfo& device);
 
 }  // namespace kiln::runtime

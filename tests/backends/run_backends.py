@@ -2,8 +2,11 @@
 """The cross-backend suite: every op case of tests/interp/gen_cases.py plus the fused patterns in
 tests/backends/patterns/, compiled with `kilnc --target=<every GPU target>` and run with
 `kiln-run --device=<each available cuda/opencl/vulkan device> --check` against the reference
-interpreter (kiln-run's per-dtype tolerances: f32 rtol 1e-4 atol 1e-5, f16 1e-2/1e-3,
-bf16 2e-2/1e-2, the relative term taken of max(|ref|, the output's RMS); integers and bool exact).
+interpreter in its device-faithful mode (kiln-run's default on a device running kernels: f32
+intermediates and accumulators, as the kernels compute, so an f32 overflow inside an op is
+inf/nan on both sides) with kiln-run's per-dtype tolerances (f32 rtol 1e-4 atol 1e-5, f16
+1e-2/1e-3, bf16 2e-2/1e-2, the relative term taken of max(|ref|, the output's RMS); integers
+and bool exact).
 
 Usage: run_backends.py --kilnc KILNC --kiln-run KILN_RUN --work DIR [--filter REGEX] [-j N]
                        [--all] [--drivers LIST]

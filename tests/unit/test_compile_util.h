@@ -18,6 +18,7 @@
 #include "frontend/parser.h"
 #include "ir/interpreter.h"
 #include "passes/pipeline.h"
+#include "runtime/device_registry.h"
 
 namespace kiln::testing {
 
@@ -68,10 +69,13 @@ inline std::shared_ptr<const artifact::LoadedArtifact> load_for_every_target(con
 }
 
 // Every output element within rtol * (1 + |expected|) of the reference interpreter's result on
-// the same inputs; reports the first three wrong elements of each output.
-inline void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const std::vector<ir::Tensor>& inputs,
-                                       const std::vector<ir::Tensor>& actual, double rtol) {
-  Result<std::vector<ir::Tensor>> expected = ir::interpret(artifact.graph, inputs);
+// the same inputs, in the mode that computes as `device` does (faithful for kernels, exact for
+// the reference device); reports the first three wrong elements of each output.
+inline void check_close_to_interpreter(const artifact::LoadedArtifact& artifact, const runtime::hal::DeviceInfo& device,
+                                       const std::vector<ir::Tensor>& inputs, const std::vector<ir::Tensor>& actual,
+                                       double rtol) {
+  Result<std::vector<ir::Tensor>> expected =
+      ir::interpret(artifact.graph, inputs, runtime::matching_interpreter_precision(device));
   REQUIRE(expected.is_ok());
   REQUIRE(actual.size() == expected->size());
   for (size_t o = 0; o < actual.size(); ++o) {

@@ -346,7 +346,7 @@ TEST_CASE("hal conformance: compiled kernels run through sessions and match the 
       std::vector<ir::Tensor> inputs = inputs_for(n, int(n));
       Result<std::vector<ir::Tensor>> out = session->run(inputs);
       REQUIRE_MESSAGE(out.is_ok(), out.status().message());
-      testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
+      testing::check_close_to_interpreter(*artifact, device.info(), inputs, *out, 1e-4);
     }
   });
 }
@@ -363,7 +363,7 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
     for (int run = 0; run < 2; ++run) {  // the second run: resubmitted work reports fresh times
       Result<std::vector<ir::Tensor>> out = session->run(inputs);
       REQUIRE_MESSAGE(out.is_ok(), out.status().message());
-      testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
+      testing::check_close_to_interpreter(*artifact, device.info(), inputs, *out, 1e-4);
       const hal::Profile& profile = session->last_profile();
       if (device.has_device_timers() && !expect.device_clock.empty())
         CHECK(profile.clock == expect.device_clock);
@@ -405,7 +405,7 @@ TEST_CASE("hal conformance: profiling reports per-kernel times with the artifact
     session->set_profiling(false);
     Result<std::vector<ir::Tensor>> out = session->run(inputs);
     REQUIRE(out.is_ok());
-    testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
+    testing::check_close_to_interpreter(*artifact, device.info(), inputs, *out, 1e-4);
     CHECK(session->last_profile().kernels.empty());
   });
 }
@@ -451,7 +451,7 @@ TEST_CASE("hal conformance: sessions in several threads give the single-threaded
         std::vector<ir::Tensor> inputs = inputs_for(n, 3);
         Result<std::vector<ir::Tensor>> out = session->run(inputs);
         REQUIRE(out.is_ok());
-        testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-4);
+        testing::check_close_to_interpreter(*artifact, device.info(), inputs, *out, 1e-4);
         expected.push_back(std::move(out).value());
       }
     }

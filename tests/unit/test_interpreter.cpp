@@ -82,8 +82,9 @@ std::vector<int64_t> ints(const Tensor& t) {
 }
 
 // Runs a graph with one output and returns it.
-Tensor run1(const GraphMaker& m, const std::vector<Tensor>& inputs) {
-  Result<std::vector<Tensor>> out = interpret(m.graph, inputs);
+Tensor run1(const GraphMaker& m, const std::vector<Tensor>& inputs,
+            InterpreterPrecision precision = InterpreterPrecision::kExact) {
+  Result<std::vector<Tensor>> out = interpret(m.graph, inputs, precision);
   INFO((out.is_ok() ? std::string() : out.status().to_string()));
   REQUIRE(out.is_ok());
   REQUIRE(out->size() == 1);
@@ -414,4 +415,152 @@ TEST_CASE("interpreter: evaluate_node folds a constant expression") {
   Result<Tensor> y = evaluate_node(m.graph, m.graph.node(s), operands, SymbolBindings{});
   REQUIRE(y.is_ok());
   CHECK(doubles(*y) == std::vector<double>{1, 2});
+}
+
+// ---- InterpreterPrecision: exact (double) vs device-faithful (f32 intermediates) ------------
+
+namespace {
+
+// The one output of `m` in each mode.
+struct BothModes {
+  std::vector<double> exact, faithful;
+};
+BothModes run_both(const GraphMaker& m, const std::vector<Tensor>& inputs) {
+  return {doubles(run1(m, inputs, InterpreterPrecision::kExact)),
+          doubles(run1(m, inputs, InterpreterPrecision::kDeviceFaithful))};
+}
+
+// y = op(x) with attributes, in both modes.
+BothModes unary_both(OpKind kind, const Tensor& x, Attrs attrs) {
+  GraphMaker m;
+  m.output(m.op(kind, {m.input("x", x.dtype(), shape_of(x.shape()))}, std::move(attrs)));
+  return run_both(m, {x});
+}
+
+BothModes binary_both(OpKind kind, const Tensor& a, const Tensor& b) {
+  GraphMaker m;
+  NodeId x = m.input("a", a.dtype(), shape_of(a.shape()));
+  NodeId y = m.input("b", b.dtype(), shape_of(b.shape()));
+  m.output(m.op(kind, {x, y}));
+  return run_both(m, {a, b});
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+TEST_CASE("interpreter precision: names round-trip; anything else is not a mode") {
+  for (InterpreterPrecision p : {InterpreterPrecision::kExact, InterpreterPrecision::kDeviceFaithful})
+    CHECK(parse_interpreter_precision(interpreter_precision_name(p)) == p);
+  CHECK(interpreter_precision_name(InterpreterPrecision::kDeviceFaithful) == "faithful");
+  CHECK_FALSE(parse_interpreter_precision("double").has_value());
+}
+
+TEST_CASE("interpreter precision: layer_norm's sum of squares overflows f32 only in the faithful mode") {
+  // |x| ~ 1e20: (x - mean)^2 ~ 1e40 > FLT_MAX. In double the row normalizes to about +-1.35 and
+  // +-0.41; in f32 the variance is inf, 1 / sqrt(inf) is 0 and every element is its bias, as a
+  // device computes it.
+  GraphMaker m;
+  NodeId x = m.input("x", DType::kF32, shape_of({1, 4}));
+  NodeId scale = m.constant(make(DType::kF32, {4}, {1, 1, 1, 1}));
+  NodeId bias = m.constant(make(DType::kF32, {4}, {0.5, 0.5, 0.5, 0.5}));
+  m.output(m.op(OpKind::kLayerNorm, {x, scale, bias}, LayerNormAttrs{-1, 1e-5}));
+  BothModes y = run_both(m, {make(DType::kF32, {1, 4}, {1e20, -1e20, 3e19, -3e19})});
+  const double std_dev = std::sqrt((2 * 1e40 + 2 * 9e38) / 4);
+  CHECK(y.exact[0] == doctest::Approx(1e20 / std_dev + 0.5));
+  CHECK(y.exact[3] == doctest::Approx(-3e19 / std_dev + 0.5));
+  CHECK(y.faithful == std::vector<double>{0.5, 0.5, 0.5, 0.5});
+}
+
+TEST_CASE("interpreter precision: sums and dot products overflow f32 mid-way only in the faithful mode") {
+  SUBCASE("reduce_mean: the sum exceeds FLT_MAX, the mean does not") {
+    ReduceAttrs all{.axes = {}, .all_axes = true, .keepdims = false};
+    BothModes y = unary_both(OpKind::kReduceMean, make(DType::kF32, {2}, {3e38, 3e38}), all);
+    CHECK(y.exact[0] == doctest::Approx(3e38));
+    CHECK(y.faithful[0] == kInf);
+  }
+  SUBCASE("matmul: the partial sums exceed FLT_MAX, the result is 0") {
+    Tensor a = make(DType::kF32, {1, 4}, {2e38, 2e38, -2e38, -2e38});
+    Tensor b = make(DType::kF32, {4, 1}, {1, 1, 1, 1});
+    BothModes y = binary_both(OpKind::kMatMul, a, b);
+    CHECK(y.exact[0] == 0.0);
+    CHECK(y.faithful[0] == kInf);  // inf + -2e38 stays inf
+  }
+  SUBCASE("conv2d: the same dot product over the window") {
+    GraphMaker m;
+    NodeId x = m.input("x", DType::kF32, shape_of({1, 1, 2, 2}));
+    NodeId w = m.constant(make(DType::kF32, {1, 1, 2, 2}, {1, 1, 1, 1}));
+    m.output(m.op(OpKind::kConv2d, {x, w}, Conv2dAttrs{}));
+    BothModes y = run_both(m, {make(DType::kF32, {1, 1, 2, 2}, {2e38, 2e38, -2e38, -2e38})});
+    CHECK(y.exact[0] == 0.0);
+    CHECK(y.faithful[0] == kInf);
+  }
+  SUBCASE("avg_pool2d and global_avg_pool2d: the window sum exceeds FLT_MAX") {
+    Tensor x = make(DType::kF32, {1, 1, 1, 2}, {3e38, 3e38});
+    Pool2dAttrs window;
+    window.kernel = {1, 2};
+    window.strides = {1, 2};
+    BothModes avg = unary_both(OpKind::kAvgPool2d, x, window);
+    CHECK(avg.exact[0] == doctest::Approx(3e38));
+    CHECK(avg.faithful[0] == kInf);
+    BothModes global = unary_both(OpKind::kGlobalAvgPool2d, x, NoAttrs{});
+    CHECK(global.exact[0] == doctest::Approx(3e38));
+    CHECK(global.faithful[0] == kInf);
+  }
+}
+
+TEST_CASE("interpreter precision: an attention score past FLT_MAX makes the faithful row NaN") {
+  // q . k0 * scale ~ 1.4e40: in double key 0 takes all the weight (the output is v's row 0); in
+  // f32 the score is inf, exp(inf - inf) is NaN, and so is the row, as the kernel's.
+  GraphMaker m;
+  NodeId q = m.input("q", DType::kF32, shape_of({1, 1, 2}));
+  NodeId k = m.input("k", DType::kF32, shape_of({1, 2, 2}));
+  NodeId v = m.input("v", DType::kF32, shape_of({1, 2, 2}));
+  m.output(m.op(OpKind::kAttention, {q, k, v}, AttentionAttrs{}));
+  BothModes y = run_both(m, {make(DType::kF32, {1, 1, 2}, {1e20, 1e20}),
+                             make(DType::kF32, {1, 2, 2}, {1e20, 1e20, 1, 1}),
+                             make(DType::kF32, {1, 2, 2}, {3, 4, 5, 6})});
+  CHECK(y.exact == std::vector<double>{3, 4});
+  CHECK(std::isnan(y.faithful[0]));
+  CHECK(std::isnan(y.faithful[1]));
+}
+
+TEST_CASE("interpreter precision: f16 and bf16 ops accumulate in f32 in the faithful mode") {
+  ReduceAttrs all{.axes = {}, .all_axes = true, .keepdims = false};
+  SUBCASE("f16: 2^-10 is lost next to 65504 in an f32 sum, kept in double") {
+    // The f32 ulp at 65504 is 2^-8, so 65504 + 2^-10 rounds back to 65504.
+    const double tiny = std::ldexp(1.0, -10);
+    Tensor x = make(DType::kF16, {3}, {65504, tiny, -65504});
+    BothModes sum = unary_both(OpKind::kReduceSum, x, all);
+    CHECK(sum.exact[0] == tiny);
+    CHECK(sum.faithful[0] == 0.0);
+    BothModes dot = binary_both(OpKind::kMatMul, x, make(DType::kF16, {3}, {1, 1, 1}));
+    CHECK(dot.exact[0] == tiny);
+    CHECK(dot.faithful[0] == 0.0);
+  }
+  SUBCASE("bf16: f32's range is bf16's, so a bf16 mean's sum overflows like an f32 one") {
+    const double big = std::ldexp(1.0, 127);
+    BothModes mean = unary_both(OpKind::kReduceMean, make(DType::kBF16, {2}, {big, big}), all);
+    CHECK(mean.exact[0] == big);
+    CHECK(mean.faithful[0] == kInf);
+  }
+}
+
+TEST_CASE("interpreter precision: integer ops and ordinary floats agree across modes") {
+  ReduceAttrs all{.axes = {}, .all_axes = true, .keepdims = false};
+  // Integer sums wrap in int64 in both modes (no float accumulation).
+  Tensor big = make(DType::kI32, {3}, {2147483647, 1, 5});
+  BothModes sum = unary_both(OpKind::kReduceSum, big, all);
+  CHECK(sum.exact == sum.faithful);
+  CHECK(sum.exact[0] == double(int32_t(uint32_t(2147483647u) + 6u)));
+  // Values far from f32's limits: f32 rounding only.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-2, 2);
+  std::vector<double> av(8 * 16), bv(16 * 8);
+  for (auto& e : av) e = dist(rng);
+  for (auto& e : bv) e = dist(rng);
+  BothModes mm = binary_both(OpKind::kMatMul, make(DType::kF32, {8, 16}, av), make(DType::kF32, {16, 8}, bv));
+  for (size_t i = 0; i < mm.exact.size(); ++i) CHECK(mm.faithful[i] == doctest::Approx(mm.exact[i]).epsilon(1e-5));
+  BothModes sm = unary_both(OpKind::kSoftmax, make(DType::kF32, {8, 16}, av), AxisAttrs{-1});
+  for (size_t i = 0; i < sm.exact.size(); ++i) CHECK(sm.faithful[i] == doctest::Approx(sm.exact[i]).epsilon(1e-5));
 }

@@ -240,7 +240,7 @@ TEST_CASE("opencl: hand-written kernels run through a session and match the inte
         Result<std::vector<ir::Tensor>> out = session->run(inputs);
         INFO((out.is_ok() ? std::string() : out.status().message()));
         REQUIRE(out.is_ok());
-        kiln::testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-5);
+        kiln::testing::check_close_to_interpreter(*artifact, session->device().info(), inputs, *out, 1e-5);
       }
     }
   }
@@ -260,7 +260,8 @@ TEST_CASE("opencl: a misaligned arena offset in an aligned plan is a clear error
   std::vector<ir::Tensor> inputs = sample_inputs(5, 0.0);
   Result<std::vector<ir::Tensor>> out = session->run(inputs);
   if (out.is_ok()) {
-    kiln::testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-5);  // the device aligns to 64 or less
+    // The device aligns to 64 or less.
+    kiln::testing::check_close_to_interpreter(*artifact, session->device().info(), inputs, *out, 1e-5);
   } else {
     INFO(out.status().message());
     CHECK(out.status().message().find("CL_DEVICE_MEM_BASE_ADDR_ALIGN") != std::string::npos);
@@ -297,7 +298,7 @@ TEST_CASE("opencl: a second load of the same kernels on the device uses the cach
   for (runtime::Session* session : {first.get(), second.get(), third.get()}) {
     Result<std::vector<ir::Tensor>> out = session->run(inputs);
     REQUIRE(out.is_ok());
-    kiln::testing::check_close_to_interpreter(*artifact, inputs, *out, 1e-5);
+    kiln::testing::check_close_to_interpreter(*artifact, session->device().info(), inputs, *out, 1e-5);
   }
   runtime::DeviceRegistry other;
   auto reference = other.open_device("reference");

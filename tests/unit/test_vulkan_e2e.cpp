@@ -15,6 +15,7 @@
 #include "frontend/parser.h"
 #include "ir/interpreter.h"
 #include "passes/pipeline.h"
+#include "runtime/device_registry.h"
 #include "runtime/drivers/vulkan/vulkan_driver.h"
 #include "runtime/session.h"
 
@@ -88,7 +89,8 @@ TEST_CASE("vulkan: examples compiled for vulkan match the reference interpreter"
     Result<std::unique_ptr<runtime::Session>> session = runtime::Session::create(art, **device);
     REQUIRE_MESSAGE(session.is_ok(), session.status().message());
     std::vector<ir::Tensor> inputs = inputs_for(art->graph, c.sizes);
-    Result<std::vector<ir::Tensor>> expected = ir::interpret(art->graph, inputs);
+    Result<std::vector<ir::Tensor>> expected =
+        ir::interpret(art->graph, inputs, runtime::matching_interpreter_precision((*device)->info()));
     REQUIRE(expected.is_ok());
     for (int run = 0; run < 2; ++run) {  // the second run resubmits the recorded commands
       Result<std::vector<ir::Tensor>> got = (*session)->run(inputs);

@@ -76,15 +76,26 @@ bool compare_outputs(const kiln::runtime::Session& session, const std::vector<ki
   return all_pass;
 }
 
-// --check: the reference interpreter on the same inputs. Returns true when every output passes.
+// The interpreter mode --check compares with: --check-reference's, else the one that computes as
+// the device does (runtime::matching_interpreter_precision: faithful for kernels, exact for the
+// reference device), so the check compares like with like.
+kiln::ir::InterpreterPrecision check_reference_for(const kiln::tools::Options& opts,
+                                                   const kiln::runtime::Session& session) {
+  if (opts.check_reference) return *opts.check_reference;
+  return kiln::runtime::matching_interpreter_precision(session.device().info());
+}
+
+// --check: the reference interpreter on the same inputs, in `precision`; prints which mode and
+// one line per output. Returns true when every output passes.
 kiln::Result<bool> check_outputs(const kiln::artifact::LoadedArtifact& artifact,
                                  const std::vector<kiln::ir::Tensor>& inputs,
-                                 const kiln::runtime::Session& session) {
-  kiln::Result<std::vector<kiln::ir::Tensor>> expected = kiln::ir::interpret(artifact.graph, inputs);
+                                 const kiln::runtime::Session& session, kiln::ir::InterpreterPrecision precision) {
+  kiln::Result<std::vector<kiln::ir::Tensor>> expected = kiln::ir::interpret(artifact.graph, inputs, precision);
   if (!expected.is_ok())
     return Status(ErrorCode::kInternal,
                   "--check: the reference interpreter failed: " + expected.status().message());
-  std::fprintf(g_text, "check against the reference interpreter:\n");
+  std::fprintf(g_text, "check against the reference interpreter (%s):\n",
+               std::string(kiln::ir::interpreter_precision_name(precision)).c_str());
   return compare_outputs(session, *expected);
 }
 
@@ -291,7 +302,7 @@ int run_main(int argc, char** argv) {
 
   bool check_failed = false;
   if (opts.check) {
-    kiln::Result<bool> passed = check_outputs(*artifact, inputs, session);
+    kiln::Result<bool> passed = check_outputs(*artifact, inputs, session, check_reference_for(opts, session));
     if (!passed.is_ok()) return fail(passed.status());
     check_failed = !*passed;
   } else if (opts.check_against) {

@@ -59,6 +59,20 @@ std::optional<int> parse_options(int argc, char** argv, Options& opts) {
           ->type_name("DIR")
           ->check(CLI::Validator([](std::string& d) { return d.empty() ? std::string("needs a directory") : ""; }, ""))
           ->excludes(check);
+  std::string check_reference;
+  CLI::Option* check_reference_option =
+      a.add_option("--check-reference", check_reference,
+                   "with --check, how the reference interpreter computes: `faithful` rounds\n"
+                   "as the device kernels do (f32 intermediates and accumulators, so an f32\n"
+                   "overflow inside an op is inf/nan there too), `exact` computes in double;\n"
+                   "default: faithful, or exact on the reference device")
+          ->type_name("MODE")
+          ->check(CLI::Validator(
+              [](std::string& mode) {
+                return ir::parse_interpreter_precision(mode) ? std::string() : std::string("must be exact or faithful");
+              },
+              ""))
+          ->needs(check);
   CLI::Option* bench =
       a.add_option("--bench", opts.bench,
                    "N timed runs after a warm-up: p50/p90/p99, min, mean and max latency and\n"
@@ -87,11 +101,13 @@ std::optional<int> parse_options(int argc, char** argv, Options& opts) {
                  "of replaying a captured CUDA graph (for comparison)");
   // --info runs nothing: options that only matter for a run are mistakes beside it.
   for (CLI::Option* run_option :
-       {device, input, dim, seed, output_dir, check, check_against, bench, bench_json, profile, profile_trace, cuda_graph})
+       {device, input, dim, seed, output_dir, check, check_against, check_reference_option, bench, bench_json, profile,
+        profile_trace, cuda_graph})
     info->excludes(run_option);
 
   std::optional<int> stop = parse_command_line(a, "kiln-run", argc, argv);
   opts.cuda_graphs = !no_cuda_graph;
+  if (!check_reference.empty()) opts.check_reference = ir::parse_interpreter_precision(check_reference);
   return stop;
 }
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "ir/interpreter.h"
+
 namespace kiln::tools {
 
 struct Options {
@@ -24,6 +26,8 @@ struct Options {
   // --check-against=DIR: compare with DIR/NAME.npy (--check's tolerances) instead of running the
   // reference interpreter on the artifact's own (optimized) graph.
   std::optional<std::string> check_against;
+  // --check-reference=exact|faithful; nullopt: the mode that matches the device (main.cpp).
+  std::optional<ir::InterpreterPrecision> check_reference;
   std::optional<int64_t> bench;            // number of timed runs
   std::optional<std::string> bench_json;   // --bench-json=FILE ("-": stdout)
   bool profile = false;

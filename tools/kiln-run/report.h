@@ -24,7 +24,7 @@ struct Comparison {
   std::string note;  // why it failed when not a value difference (dtype/shape)
 };
 // Compares `got` against the reference `expected` with tolerances per dtype (exact for integers
-// and bool; NaN matches NaN): a float element passes when
+// and bool; NaN matches NaN, an infinity only the same infinity): a float element passes when
 //   |got - ref| <= atol + rtol * max(|ref|, RMS of the reference tensor),
 // NumPy's allclose with the relative term floored at the tensor's scale (see report.cpp).
 Comparison compare(const ir::Tensor& got, const ir::Tensor& expected);
