@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds Kiln and runs every test (unit, golden, diagnostics, interpreter-vs-NumPy, artifact,
-# runtime, examples, fuzz smoke run). Installs missing packages first (idempotent).
+# runtime, examples, fuzz smoke run), then the runtime-side tests again under AddressSanitizer and
+# UndefinedBehaviorSanitizer in a tree of their own (scripts/sanitize.sh asan, in build-asan).
+# Installs missing packages first (idempotent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,3 +19,6 @@ cmake --build "$BUILD_DIR" -j2
 # of the suite recompiles only what changed.
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$(cd "$BUILD_DIR" && pwd)/kiln-cache}"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900
+# The sanitizer step: its own build tree (a subset of the targets, to fit the CI time; the script
+# lists it) and its own report files. KILN_ASAN_BUILD_DIR moves it like KILN_BUILD_DIR.
+bash scripts/sanitize.sh asan "${KILN_ASAN_BUILD_DIR:-build-asan}"
