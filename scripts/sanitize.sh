@@ -1,44 +1,70 @@
 #!/usr/bin/env bash
-# Builds Kiln with sanitizers in a tree of its own and runs the runtime-side tests under them.
+# Builds Kiln with sanitizers in a tree of its own and runs tests under them.
 #
-#   scripts/sanitize.sh asan [BUILD_DIR]   AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
-#   scripts/sanitize.sh tsan [BUILD_DIR]   ThreadSanitizer (build-tsan)
+#   scripts/sanitize.sh asan|tsan [--subset=full|runtime] [--kilnc=PATH] [BUILD_DIR]
 #
-# scripts/test.sh runs the asan step after the ordinary suite; the tsan step is run by hand
-# (docs/contributing.md says why). Both build the same subset, chosen to fit the CI time:
-#   - the runtime (reference, OpenCL, Vulkan and CUDA drivers), the artifact reader, kiln-run,
-#     kilnc (and so the whole compiler, which it links), kiln-concurrency-stress;
-#   - kiln-unit-tests with the runtime side's tests only (KILN_UNIT_TESTS=runtime: artifact,
-#     artifact corruption, runtime, C API, interpreter, npy, HAL conformance);
-# and run these ctest entries (SANITIZED_TESTS below): the unit tests, the HAL conformance suite
-# on every driver, the artifact-damage test, kiln-run's end-to-end tests (runtime), kilnc's
-# diagnostics (errors) and the concurrency stress test.
+#   asan: AddressSanitizer + UndefinedBehaviorSanitizer (default tree build-asan)
+#   tsan: ThreadSanitizer (default tree build-tsan)
 #
-# A sanitizer report fails the step even where a test would accept the tool's failure: every
-# report is written to a file under BUILD_DIR/sanitizer-reports (log_path) and any such file fails
-# it; reports also make the process exit with status 86 (which no Kiln tool uses) instead of
-# continuing. The GPU drivers' own libraries (PoCL, Mesa's lavapipe, the ICD loaders, LLVM
-# inside them) are not instrumented; the only suppressions are for leaks inside them
-# (scripts/sanitize/lsan.supp), never for Kiln code.
+# Subsets (what is built sanitized, and which ctest entries run under it):
+#   full (default): the runtime (reference, OpenCL, Vulkan and CUDA drivers), the artifact reader,
+#     kiln-run, kiln-concurrency-stress, kilnc (and so the whole compiler it links) and
+#     kiln-unit-tests with the runtime side's tests only (KILN_UNIT_TESTS=runtime: artifact,
+#     artifact corruption, runtime, C API, interpreter, npy, HAL conformance); runs the unit
+#     tests, the HAL conformance suite on every driver, artifact-damage, kiln-run's end-to-end
+#     tests (runtime), kilnc's diagnostics (errors), artifact-format1 and concurrency-stress.
+#   runtime: the runtime, the artifact reader, kiln-run and kiln-concurrency-stress only (no
+#     compiler: about a third of full's build); the tests' inputs are compiled by --kilnc, an
+#     ordinary kilnc (KILN_TEST_KILNC); runs artifact-damage, runtime, artifact-format1 and
+#     concurrency-stress. scripts/test.sh runs this subset (the CI time limit); full is run by hand.
+#
+# A sanitizer report fails the step even where a test accepts the tool's failure: every report is
+# written to a file under BUILD_DIR/sanitizer-reports (log_path), and any such file fails it;
+# reports also make the process exit with status 86, which no Kiln tool uses. The GPU drivers'
+# own libraries (PoCL, Mesa's lavapipe, the ICD loaders, the LLVM inside them) are not
+# instrumented; the only suppressions are for leaks inside them (scripts/sanitize/lsan.supp),
+# never for Kiln code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+usage() { echo "usage: $0 asan|tsan [--subset=full|runtime] [--kilnc=PATH] [BUILD_DIR]" >&2; exit 2; }
 KIND=${1:-}
 case "$KIND" in
   asan) SANITIZE="address,undefined" ;;
   tsan) SANITIZE="thread" ;;
-  *) echo "usage: $0 asan|tsan [BUILD_DIR]" >&2; exit 2 ;;
+  *) usage ;;
 esac
-BUILD_DIR=${2:-build-$KIND}
-SANITIZED_TARGETS=(kiln-unit-tests kilnc kiln-run kiln-concurrency-stress)
-SANITIZED_TESTS='^(unit|hal-conformance-.*|artifact-damage|runtime|errors|concurrency-stress.*)$'
+shift
+SUBSET=full
+TEST_KILNC=""
+BUILD_DIR=build-$KIND
+for arg in "$@"; do
+  case "$arg" in
+    --subset=full|--subset=runtime) SUBSET=${arg#--subset=} ;;
+    --kilnc=*) TEST_KILNC=$(realpath "${arg#--kilnc=}") ;;
+    -*) usage ;;
+    *) BUILD_DIR=$arg ;;
+  esac
+done
+if [ "$SUBSET" = full ]; then
+  SANITIZED_TARGETS=(kiln-unit-tests kilnc kiln-run kiln-concurrency-stress)
+  SANITIZED_TESTS='^(unit|hal-conformance-.*|artifact-damage|runtime|errors|artifact-format1-.*|concurrency-stress.*)$'
+  TEST_KILNC=""  # this tree's, sanitized
+else
+  if [ -z "$TEST_KILNC" ] || [ ! -x "$TEST_KILNC" ]; then
+    echo "sanitize.sh: --subset=runtime needs --kilnc=PATH, an ordinary kilnc" >&2
+    exit 2
+  fi
+  SANITIZED_TARGETS=(kiln-run kiln-concurrency-stress)
+  SANITIZED_TESTS='^(artifact-damage|runtime|artifact-format1-.*|concurrency-stress.*)$'
+fi
 
 start=$SECONDS
 # Debug: assertions on; cmake/Sanitize.cmake compiles it at -O1. The fuzzers have their own
 # sanitized build (tests/fuzz) and the Python module cannot load a sanitized library into an
 # uninstrumented interpreter: neither is built here.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE="$SANITIZE" \
-  -DKILN_UNIT_TESTS=runtime -DKILN_BUILD_FUZZERS=OFF >/dev/null
+  -DKILN_UNIT_TESTS=runtime -DKILN_BUILD_FUZZERS=OFF -DKILN_TEST_KILNC="$TEST_KILNC" >/dev/null
 cmake --build "$BUILD_DIR" -j2 --target "${SANITIZED_TARGETS[@]}"
 built=$SECONDS
 
@@ -61,5 +87,5 @@ if [ ${#reports[@]} -gt 0 ]; then
   echo "sanitize.sh: ${#reports[@]} sanitizer report(s) above ($SANITIZE)" >&2
   status=1
 fi
-echo "sanitize.sh $KIND: build $((built - start)) s, tests $((SECONDS - built)) s"
+echo "sanitize.sh $KIND ($SUBSET): build $((built - start)) s, tests $((SECONDS - built)) s"
 exit $status
