@@ -16,7 +16,6 @@
 //   4. errors: every thread provokes an error and must read its own message (per-thread slot).
 // Every result must be byte-identical to the single-threaded run on the same device. Exit 0 and
 // "concurrency stress: PASS" when all checks pass; 1 with the failures listed otherwise.
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
