@@ -64,7 +64,7 @@ start=$SECONDS
 # sanitized build (tests/fuzz) and the Python module cannot load a sanitized library into an
 # uninstrumented interpreter: neither is built here.
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE="$SANITIZE" \
-  -DKILN_UNIT_TESTS=runtime -DKILN_BUILD_FUZZERS=OFF -DKILN_TEST_KILNC="$TEST_KILNC" >/dev/null
+  -DKILN_UNIT_TESTS=runtime -DKILN_BUILD_FUZZERS=OFF -DKILN_TEST_KILNC="$TEST_KILNC" -DKILN_DAMAGE_FLIPS=150 >/dev/null
 cmake --build "$BUILD_DIR" -j2 --target "${SANITIZED_TARGETS[@]}"
 built=$SECONDS
 
