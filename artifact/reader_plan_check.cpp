@@ -25,17 +25,6 @@ ir::SizeExpr bytes_of(const ir::Node& node) {
   return ir::SizeExpr::of_shape(node.type.shape, int64_t(ir::dtype_size(node.type.dtype)));
 }
 
-const char* storage_name(ir::Storage storage) {
-  switch (storage) {
-    case ir::Storage::kArena: return "arena";
-    case ir::Storage::kInput: return "input";
-    case ir::Storage::kOutput: return "output";
-    case ir::Storage::kConstant: return "constant";
-    case ir::Storage::kAlias: return "alias";
-  }
-  return "unknown";
-}
-
 class PlanCheck {
  public:
   PlanCheck(const ir::Graph& graph, const ir::ExecutionPlan& plan) : graph_(graph), plan_(plan) {}
@@ -68,7 +57,8 @@ class PlanCheck {
   Status check_roles() {
     for (const ir::BufferAssignment& b : plan_.buffers) {
       const ir::Node& node = graph_.node(b.value);
-      const std::string where = "plan buffer of " + value_label(graph_, b.value) + " (" + storage_name(b.storage) + ")";
+      const std::string where =
+          "plan buffer of " + value_label(graph_, b.value) + " (" + std::string(ir::storage_name(b.storage)) + ")";
       if (!(b.size == bytes_of(node)))
         return bad(where + " has " + b.size.to_string() + " bytes, but the value needs " +
                    bytes_of(node).to_string());
@@ -108,7 +98,7 @@ class PlanCheck {
         const ir::Storage s = found->second->storage;
         if (s != ir::Storage::kArena && s != ir::Storage::kOutput)
           return bad("kernel '" + kernel.name + "' writes " + value_label(graph_, out) + ", stored as " +
-                     storage_name(s));
+                     std::string(ir::storage_name(s)));
       }
     }
     for (ir::NodeId out : outputs_)

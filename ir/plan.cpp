@@ -7,6 +7,17 @@
 #include <algorithm>
 
 namespace kiln::ir {
+
+std::string_view storage_name(Storage storage) {
+  switch (storage) {
+    case Storage::kArena: return "arena";
+    case Storage::kInput: return "input";
+    case Storage::kOutput: return "output";
+    case Storage::kConstant: return "constant";
+    case Storage::kAlias: return "alias";
+  }
+  return "unknown";
+}
 namespace {
 
 // Rounds k up to a multiple of alignment (toward +infinity, also for negative k).

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
@@ -70,6 +71,9 @@ enum class Storage : uint8_t {
   kConstant,  // stored in the artifact
   kAlias,     // a view of another buffer (reshape of a contiguous value): alias_of + same offset
 };
+
+// "arena", "input", "output", "constant", "alias" (plan dumps, diagnostics).
+std::string_view storage_name(Storage storage);
 
 inline constexpr uint32_t kNoSlot = ~uint32_t(0);
 

@@ -16,20 +16,6 @@
 #include "passes/pipeline.h"
 
 namespace kiln::passes {
-namespace {
-
-std::string_view storage_name(ir::Storage storage) {
-  switch (storage) {
-    case ir::Storage::kArena: return "arena";
-    case ir::Storage::kInput: return "input";
-    case ir::Storage::kOutput: return "output";
-    case ir::Storage::kConstant: return "constant";
-    case ir::Storage::kAlias: return "alias";
-  }
-  return "?";
-}
-
-}  // namespace
 
 std::string print_plan(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
   std::unordered_map<ir::NodeId, const ir::BufferAssignment*> buffer_of;
@@ -40,7 +26,7 @@ std::string print_plan(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
     if (it == buffer_of.end()) return name_of(id) + "@?";
     const ir::BufferAssignment& b = *it->second;
     if (b.storage == ir::Storage::kArena) return name_of(id) + "@arena+" + plan.arena_offset_string(b);
-    return name_of(id) + "@" + std::string(storage_name(b.storage));
+    return name_of(id) + "@" + std::string(ir::storage_name(b.storage));
   };
 
   std::string out;
@@ -66,7 +52,7 @@ std::string print_plan(const ir::Graph& graph, const ir::ExecutionPlan& plan) {
     out += ")\n";
   }
   for (const ir::BufferAssignment& b : plan.buffers) {
-    out += "buffer " + name_of(b.value) + " " + std::string(storage_name(b.storage));
+    out += "buffer " + name_of(b.value) + " " + std::string(ir::storage_name(b.storage));
     if (b.storage == ir::Storage::kAlias && b.alias_of != ir::kNoNode) {
       out += " of=" + name_of(b.alias_of);
       auto it = buffer_of.find(b.alias_of);

@@ -129,6 +129,31 @@ def check_case(case, targets, devices, kilnc, kiln_run, work):
     return results
 
 
+def select_devices(kilnc, kiln_run, drivers_option):
+    """The devices to run on: one per driver of `drivers_option` (a comma list, "" = every driver)
+    whose device is present and whose target kilnc has. A driver that KILN_REQUIRE_DRIVERS names
+    and that has no device (or target) is a failure, printed here. Returns (devices, targets of
+    kilnc, failures, drivers skipped); exits on an unknown driver name."""
+    required = [d.strip() for d in os.environ.get("KILN_REQUIRE_DRIVERS", "").split(",") if d.strip()]
+    drivers = [d.strip() for d in drivers_option.split(",") if d.strip()] or list(DRIVERS)
+    unknown = [d for d in drivers if d not in DRIVERS]
+    if unknown:
+        sys.exit("unknown driver(s) %s (known: %s)" % (", ".join(unknown), ", ".join(DRIVERS)))
+    targets = [t for t in build_targets(kilnc) if t in DRIVERS]
+    found = list_devices(kiln_run)
+    devices, failed, skipped = [], 0, []
+    for driver in drivers:
+        if driver in found and driver in targets:
+            devices.append(found[driver])
+        elif driver in required:
+            why = "no %s device" % driver if driver not in found else "kilnc lacks the %s target" % driver
+            print("FAIL %s: required by KILN_REQUIRE_DRIVERS, but %s" % (driver, why))
+            failed += 1
+        else:
+            skipped.append(driver)
+    return devices, targets, failed, skipped
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kilnc", required=True)
@@ -142,24 +167,8 @@ def main():
     args = ap.parse_args()
     os.makedirs(os.path.join(args.work, "artifacts"), exist_ok=True)
 
-    required = [d.strip() for d in os.environ.get("KILN_REQUIRE_DRIVERS", "").split(",") if d.strip()]
+    devices, targets, failed, skipped = select_devices(args.kilnc, args.kiln_run, args.drivers)
     drivers = [d.strip() for d in args.drivers.split(",") if d.strip()] or list(DRIVERS)
-    unknown = [d for d in drivers if d not in DRIVERS]
-    if unknown:
-        sys.exit("run_backends.py: unknown driver(s) %s (known: %s)" % (", ".join(unknown), ", ".join(DRIVERS)))
-    required = [d for d in required if d in drivers]
-    targets = [t for t in build_targets(args.kilnc) if t in DRIVERS]
-    found = list_devices(args.kiln_run)
-    devices, failed, skipped = [], 0, []
-    for driver in drivers:
-        if driver in found and driver in targets:
-            devices.append(found[driver])
-        elif driver in required:
-            why = "no %s device" % driver if driver not in found else "kilnc lacks the %s target" % driver
-            print("FAIL %s: required by KILN_REQUIRE_DRIVERS, but %s" % (driver, why))
-            failed += 1
-        else:
-            skipped.append(driver)
     everything = args.all or os.environ.get("KILN_BACKENDS_ALL", "") == "1"
     cases = interp_cases(args.work, everything) + pattern_cases()
     if args.filter:

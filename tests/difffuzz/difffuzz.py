@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "backends"))
 sys.path.insert(0, HERE)
 import graphgen  # noqa: E402
-from run_backends import DRIVERS, build_targets, list_devices, run  # noqa: E402
+from run_backends import DRIVERS, run, select_devices  # noqa: E402
 
 NPY_DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_,
               "i8": np.int8, "u8": np.uint8}
@@ -393,24 +393,9 @@ def main():
     if args.count is None and args.time_budget is None and not args.replay and not args.regressions:
         ap.error("give --count, --time-budget, --replay or --regressions")
 
-    required = [d.strip() for d in os.environ.get("KILN_REQUIRE_DRIVERS", "").split(",") if d.strip()]
-    targets = [t for t in build_targets(args.kilnc) if t in DRIVERS]
-    found = list_devices(args.kiln_run)
-    devices, failed = [], 0
-    drivers = [d.strip() for d in args.drivers.split(",") if d.strip()] or list(DRIVERS)
-    unknown = [d for d in drivers if d not in DRIVERS]
-    if unknown:
-        ap.error("unknown driver(s) %s (known: %s)" % (", ".join(unknown), ", ".join(DRIVERS)))
-    required = [d for d in required if d in drivers]
-    for driver in drivers:
-        if driver in found and driver in targets:
-            devices.append(found[driver])
-        elif driver in required:
-            why = "no %s device" % driver if driver not in found else "kilnc lacks the %s target" % driver
-            print("FAIL %s: required by KILN_REQUIRE_DRIVERS, but %s" % (driver, why))
-            failed += 1
-        else:
-            print("skipped driver %s (no device or target; set KILN_REQUIRE_DRIVERS to make this fail)" % driver)
+    devices, targets, failed, skipped = select_devices(args.kilnc, args.kiln_run, args.drivers)
+    for driver in skipped:
+        print("skipped driver %s (no device or target; set KILN_REQUIRE_DRIVERS to make this fail)" % driver)
     usable = [t for t in targets if any(d.startswith(t + ":") for d in devices)]
     harness = Harness(args.kilnc, args.kiln_run, devices, usable)
     table = graphgen.list_ops(args.kilnc)
