@@ -8,6 +8,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <array>
 #include <cstddef>
@@ -63,8 +64,13 @@ Result<ir::TensorType> read_type(const fb::TensorType* type, const std::string& 
   return ir::TensorType{*dtype, std::move(shape)};
 }
 
+// The FlatBuffers verifier checks a vector's length field for 4-byte alignment but not its 8-byte
+// elements, so a crafted file can place a [long] at an address that is not a multiple of 8:
+// read the elements bytewise (a plain load would be undefined behaviour; fuzz_artifact found it).
 std::vector<int64_t> longs(const Vector<int64_t>* v) {
-  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>();
+  std::vector<int64_t> out(v ? v->size() : 0);
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(int64_t));
+  return out;
 }
 
 template <size_t N>
@@ -73,7 +79,7 @@ Result<std::array<int64_t, N>> fixed_longs(const Vector<int64_t>* v, const std::
   if (!v || v->size() != N)
     return bad(where + ": attribute '" + field + "' must have " + std::to_string(N) + " values");
   std::array<int64_t, N> out{};
-  for (size_t i = 0; i < N; ++i) out[i] = v->Get(flatbuffers::uoffset_t(i));
+  std::memcpy(out.data(), v->Data(), N * sizeof(int64_t));  // unaligned-safe, as longs()
   return out;
 }
 

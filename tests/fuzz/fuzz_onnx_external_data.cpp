@@ -23,19 +23,23 @@
 
 namespace {
 
-// The model's directory, made once per process and removed at exit.
-const std::string& base_dir() {
-  static const std::string dir = [] {
-    char path[] = "/tmp/kiln-fuzz-onnx-XXXXXX";
-    kiln::fuzz::require(mkdtemp(path) != nullptr);
-    std::string made = path;
+// The model's directory, made once per process and removed at exit. A plain array, not a
+// std::string: the exit handler runs after the destructors of statics constructed later than
+// its registration, which would include the string's.
+char g_dir[] = "/tmp/kiln-fuzz-onnx-XXXXXX";
+
+std::string base_dir() {
+  static const bool made = [] {
+    kiln::fuzz::require(mkdtemp(g_dir) != nullptr);
     std::atexit([] {
-      std::remove((base_dir() + "/weights.bin").c_str());
-      rmdir(base_dir().c_str());
+      const std::string weights = std::string(g_dir) + "/weights.bin";
+      std::remove(weights.c_str());
+      rmdir(g_dir);
     });
-    return made;
+    return true;
   }();
-  return dir;
+  (void)made;
+  return g_dir;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #     runs FUZZER for a bounded time on a fresh corpus in WORK_DIR/corpus: copies of the SEEDS
 #     (globs relative to KILN_ROOT, comma-separated: a ';' would split the ctest command) and the
 #     artifacts KILNC compiles from the KILNC_SEEDS. A failing input is left in WORK_DIR.
+cmake_policy(SET CMP0007 NEW)  # lists keep empty elements (the variants below)
 if(MODE STREQUAL "build")
   find_program(CLANGXX NAMES clang++ clang++-14)
   if(NOT CLANGXX)
