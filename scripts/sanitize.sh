@@ -24,7 +24,8 @@
 # own libraries (PoCL, Mesa's lavapipe, the ICD loaders, the LLVM inside them) are not
 # instrumented. Leak detection is off: Debian 12's Vulkan stack leaks 128 bytes in every process
 # that opens lavapipe (Debian's own vulkaninfo shows it under LeakSanitizer), from a library
-# unloaded by exit, so no suppression can name it. Nothing is suppressed.
+# unloaded by exit, so no suppression can name it. Nothing of Kiln is suppressed; TSan suppresses
+# one race inside lavapipe (scripts/sanitizers/tsan.supp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: $0 asan|tsan [--subset=full|runtime] [--kilnc=PATH] [BUILD_DIR]" >&2; exit 2; }
@@ -74,7 +75,8 @@ mkdir -p "$REPORTS"
 COMMON="exitcode=86:log_path=$REPORTS/report:print_stacktrace=1"
 export ASAN_OPTIONS="$COMMON:detect_leaks=0:check_initialization_order=1:strict_init_order=1"
 export UBSAN_OPTIONS="$COMMON:halt_on_error=1"
-export TSAN_OPTIONS="$COMMON:second_deadlock_stack=1"
+# Races inside third-party drivers only (scripts/sanitizers/tsan.supp says which and why).
+export TSAN_OPTIONS="$COMMON:second_deadlock_stack=1:suppressions=$(pwd)/scripts/sanitizers/tsan.supp"
 # kilnc's compile cache: the caller's (scripts/test.sh shares the ordinary tree's), else this tree's.
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$(cd "$BUILD_DIR" && pwd)/kiln-cache}"
 status=0
