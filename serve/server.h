@@ -31,8 +31,7 @@ class InferenceServer {
   bool ready() const;
 
   // Routes a request to its model version; `done` is called once (see InferCallback). Lookup
-  // failures (unknown model or version, not ready, shutting down) are reported through `done`
-  // and counted in the metrics.
+  // failures (unknown model or version, not ready, shutting down) are reported through `done`.
   void infer(InferRequest request, InferCallback done);
   // infer() for frontends that answer on the calling thread: waits for the result.
   Result<InferResponse> infer_and_wait(InferRequest request);
@@ -49,7 +48,8 @@ class InferenceServer {
 };
 
 // The status code a frontend answers with for an ErrorCode: HTTP's, and gRPC's (grpc::StatusCode
-// values, kept as int so that this header needs no gRPC).
+// values, kept as int so that this header needs no gRPC). The caller's mistakes (including an
+// artifact the server cannot use: corrupt, untrusted, unsupported) are 400 / INVALID_ARGUMENT.
 int http_status_for(ErrorCode code);
 int grpc_status_for(ErrorCode code);
 
