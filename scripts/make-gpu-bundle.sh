@@ -13,7 +13,8 @@
 #   gpu-bundle/onnx_node_tests[_latest].txz  the ONNX backend node tests of onnx 1.12 and of the
 #                     newest onnx (kiln-onnx-conformance on cuda:0)
 #   gpu-bundle/python/  the Python package kiln, built for Python 3.12 (the GPU machine's), and
-#   gpu-bundle/pylib/   pytest to run python/tests there (PYTHONPATH=gpu-bundle/python:gpu-bundle/pylib)
+#   gpu-bundle/pylib/   pytest to run python/tests there, and tritonclient (gRPC) for bench/serve_load.py
+#                       (PYTHONPATH=gpu-bundle/python:gpu-bundle/pylib)
 #   gpu-bundle/debs/  Debian's libvulkan1, libglvnd0, libglx0, libegl1 (the GPU machine has no
 #                     Vulkan loader, and NVIDIA's Vulkan ICD needs libglvnd)
 #
@@ -36,7 +37,7 @@ LIMIT_BYTES=$((60 * 1024 * 1024))  # the device tool carries 64 MiB with the wor
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags
 TARGETS=(kilnc kiln-run kiln-bench kiln-embed kiln-cuda-graph-check kiln-unit-tests)
-for optional in kiln-onnx-conformance; do
+for optional in kiln-onnx-conformance kiln-serve; do
   if grep -q "$optional" "$BUILD_DIR/build.ninja" 2>/dev/null; then TARGETS+=("$optional"); fi
 done
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
@@ -44,7 +45,8 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 # The Python package, built for the GPU machine's Python (3.12 there: KILN_BUNDLE_PYTHON names an
 # interpreter of that version here, default python3.12 on PATH or pyenv's), when nanobind is in
 # the test virtualenv: gpu-bundle/python/kiln, its extension with RPATH $ORIGIN/../../lib; and
-# pytest with its dependencies (pure Python wheels) in gpu-bundle/pylib.
+# pytest with its dependencies (pure Python wheels) and tritonclient's gRPC client (grpcio, protobuf and
+# rapidjson are binary wheels for 3.12) in gpu-bundle/pylib.
 PY_BUILD_DIR="$BUILD_DIR-python"
 # (sys.executable: a pyenv shim is not the interpreter CMake must see.)
 BUNDLE_PYTHON=${KILN_BUNDLE_PYTHON:-$(for candidate in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3; do
@@ -71,8 +73,10 @@ if [ -n "$PY_BUILD_DIR" ]; then
   done
   VENV_PYTHON="$PWD/.venv/bin/python"
   (cd "$BUNDLE/pylib" &&
-   "$VENV_PYTHON" -m pip download -q --only-binary=:all: --python-version 3.12 --no-deps -d wheels \
-     pytest==8.3.4 pluggy==1.5.0 iniconfig==2.0.0 packaging==24.2 &&
+   "$VENV_PYTHON" -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --no-deps -d wheels \
+     pytest==8.3.4 pluggy==1.5.0 iniconfig==2.0.0 packaging==24.2 \
+     tritonclient==2.73.0 grpcio==1.85.3 protobuf==6.33.6 python-rapidjson==1.25 certifi==2022.9.24 \
+     typing_extensions==4.16.0 urllib3==2.8.0 &&
    for w in wheels/*.whl; do "$VENV_PYTHON" -m zipfile -e "$w" .; done && rm -rf wheels) ||
     echo "make-gpu-bundle: warning: could not fetch pytest for the bundle" >&2
 fi

@@ -1,5 +1,6 @@
 #include "serve/grpc_frontend.h"
 
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -156,6 +157,12 @@ Result<Tensor> to_tensor(const inference::ModelInferRequest& request, int index)
   return tensor;
 }
 
+// gRPC's own messages (a port in use, say) go to the server's log as JSON lines too.
+void log_from_grpc(gpr_log_func_args* args) {
+  LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR ? LogLevel::kError : LogLevel::kVerbose;
+  log(level, args->message, {{"source", "grpc"}, {"file", args->file}, {"line", args->line}});
+}
+
 Result<InferRequest> to_infer_request(const inference::ModelInferRequest& request) {
   if (!request.raw_input_contents().empty() && request.raw_input_contents_size() != request.inputs_size()) {
     return invalid_argument("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
@@ -166,6 +173,7 @@ Result<InferRequest> to_infer_request(const inference::ModelInferRequest& reques
   out.model_name = request.model_name();
   out.model_version = request.model_version();
   out.id = request.id();
+  out.protocol = "grpc";
   for (int i = 0; i < request.inputs_size(); ++i) {
     KILN_ASSIGN_OR_RETURN(Tensor tensor, to_tensor(request, i));
     out.inputs.push_back(std::move(tensor));
@@ -212,7 +220,14 @@ grpc::Status guarded(std::string_view rpc, Body&& body) {
   }
 }
 
-class Service final : public inference::GRPCInferenceService::Service {
+// ModelInfer is a "streamed unary" method: its handler reads the request itself, so that a message
+// which does not parse reaches it (INVALID_ARGUMENT, counted as a protocol error) instead of being
+// refused by gRPC with INTERNAL. The other methods are plain synchronous ones.
+using ServiceBase = inference::GRPCInferenceService::WithStreamedUnaryMethod_ModelInfer<
+    inference::GRPCInferenceService::Service>;
+using InferStreamer = grpc::ServerUnaryStreamer<inference::ModelInferRequest, inference::ModelInferResponse>;
+
+class Service final : public ServiceBase {
  public:
   explicit Service(InferenceServer& server) : server_(server) {}
 
@@ -276,18 +291,18 @@ class Service final : public inference::GRPCInferenceService::Service {
     });
   }
 
-  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
-                          inference::ModelInferResponse* response) override {
+  grpc::Status StreamedModelInfer(grpc::ServerContext* context, InferStreamer* stream) override {
     return guarded("ModelInfer", [&] {
-      Result<InferRequest> infer_request = to_infer_request(*request);
-      if (!infer_request) {
+      inference::ModelInferRequest request;
+      if (!stream->Read(&request)) {
+        if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
         server_.metrics().protocol_error("grpc");
-        return to_grpc(infer_request.status());
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the message is no valid ModelInferRequest");
       }
-      Result<InferResponse> result = server_.infer_and_wait(std::move(infer_request).value());
-      if (!result) return to_grpc(result.status());
-      fill_infer_response(std::move(result).value(), *response);
-      return grpc::Status::OK;
+      inference::ModelInferResponse response;
+      grpc::Status status = infer(request, response);
+      if (status.ok()) stream->Write(response);  // fails only when the client is gone
+      return status;
     });
   }
 
@@ -333,6 +348,18 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
 
  private:
+  grpc::Status infer(const inference::ModelInferRequest& request, inference::ModelInferResponse& response) {
+    Result<InferRequest> infer_request = to_infer_request(request);
+    if (!infer_request) {
+      server_.metrics().protocol_error("grpc");
+      return to_grpc(infer_request.status());
+    }
+    Result<InferResponse> result = server_.infer_and_wait(std::move(infer_request).value());
+    if (!result) return to_grpc(result.status());
+    fill_infer_response(std::move(result).value(), response);
+    return grpc::Status::OK;
+  }
+
   InferenceServer& server_;
 };
 
@@ -355,10 +382,13 @@ struct GrpcFrontend::Impl {
 
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(InferenceServer& server,
                                                           const GrpcOptions& options) {
+  gpr_set_log_function(log_from_grpc);
   auto impl = std::make_unique<Impl>(server);
   const std::string address = listen_address(options.address, options.port);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  // gRPC sets SO_REUSEPORT by default: a second server on a taken port would share it silently.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(options.max_request_bytes, INT_MAX)));
   builder.SetMaxSendMessageSize(-1);  // unlimited: a response is as large as the model makes it
   grpc::ResourceQuota quota("kiln-serve-grpc");

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <charconv>
@@ -136,7 +137,8 @@ Result<DataType> parse_datatype(const json& object, const std::string& where) {
 
 // Triton's parameters that this server does not implement: refused rather than ignored, since
 // ignoring them would answer something other than what was asked.
-Status refuse_unsupported(const json& parameters, std::initializer_list<const char*> keys, const std::string& where) {
+Status refuse_unsupported(const json& parameters, std::initializer_list<const char*> keys,
+                          const std::string& where) {
   for (const char* key : keys)
     if (parameters.contains(key)) return unsupported(where + ": parameter \"" + key + "\" is not supported");
   return Status::ok();
@@ -203,8 +205,11 @@ bool append_element(const json& value, DataType type, std::string& out) {
     case DataType::kFp32: {
       if (!value.is_number()) return false;
       float f = float(value.get<double>());
-      if (type == DataType::kFp32) append_bytes(out, f);
-      else append_bytes(out, type == DataType::kFp16 ? f32_to_f16(f) : f32_to_bf16(f));
+      if (type == DataType::kFp32) {
+        append_bytes(out, f);
+      } else {
+        append_bytes(out, type == DataType::kFp16 ? f32_to_f16(f) : f32_to_bf16(f));
+      }
       return true;
     }
   }
@@ -256,15 +261,15 @@ struct InferBody {
 
 // The binary tensor extension: Inference-Header-Content-Length says how many of the body's bytes
 // are JSON; the rest are the inputs' raw bytes.
-Result<InferBody> split_infer_body(const httplib::Request& req) {
-  std::string_view body = req.body;
+Result<InferBody> split_infer_body(const httplib::Request& req, std::string_view body) {
   size_t json_length = body.size();
   if (req.has_header(kHeaderLength)) {
     std::string text = req.get_header_value(kHeaderLength);
     auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), json_length);
     if (error != std::errc() || end != text.data() + text.size() || json_length > body.size())
-      return invalid_argument(std::string(kHeaderLength) + " is \"" + text + "\"; it must be a byte count of at most " +
-                              std::to_string(body.size()) + " (the body's size)");
+      return invalid_argument(std::string(kHeaderLength) + " is \"" + text +
+                              "\"; it must be a byte count of at most " + std::to_string(body.size()) +
+                              " (the body's size)");
   }
   KILN_ASSIGN_OR_RETURN(json header, parse_object(body.substr(0, json_length), false));
   return InferBody{std::move(header), body.substr(json_length)};
@@ -272,7 +277,8 @@ Result<InferBody> split_infer_body(const httplib::Request& req) {
 
 // One input: its bytes come from "data" or, with parameters.binary_data_size, from the binary
 // part of the body at `binary_offset` (advanced past them).
-Result<Tensor> parse_input(const json& input, size_t position, std::string_view binary, size_t& binary_offset) {
+Result<Tensor> parse_input(const json& input, size_t position, std::string_view binary,
+                           size_t& binary_offset) {
   std::string where = "inputs[" + std::to_string(position) + "]";
   if (!input.is_object()) return invalid_argument(where + " must be an object");
   Tensor tensor;
@@ -288,7 +294,8 @@ Result<Tensor> parse_input(const json& input, size_t position, std::string_view 
   if (!count || uint64_t(*count) > std::numeric_limits<size_t>::max() / element_size)
     return invalid_argument(where + ": shape " + shape_string(tensor.shape) + " is too large");
   size_t expected = size_t(*count) * element_size;
-  std::string shape_text = "its shape " + shape_string(tensor.shape) + " of " + std::string(datatype_name(tensor.datatype));
+  std::string shape_text =
+      "its shape " + shape_string(tensor.shape) + " of " + std::string(datatype_name(tensor.datatype));
 
   const json* data = find_field(input, "data");
   if (const json* size_field = find_field(parameters, "binary_data_size")) {
@@ -296,12 +303,12 @@ Result<Tensor> parse_input(const json& input, size_t position, std::string_view 
     if (!size) return invalid_argument(where + ": \"binary_data_size\" must be a non-negative integer");
     if (data) return invalid_argument(where + " has both \"data\" and \"binary_data_size\"");
     if (*size != expected)
-      return invalid_argument(where + " has " + std::to_string(*size) + " bytes of binary data, " + shape_text +
-                              " needs " + std::to_string(expected));
+      return invalid_argument(where + " has " + std::to_string(*size) + " bytes of binary data, " +
+                              shape_text + " needs " + std::to_string(expected));
     if (*size > binary.size() - binary_offset)
       return invalid_argument(where + ": binary_data_size " + std::to_string(*size) +
-                              " runs past the end of the body's binary data (" + std::to_string(binary.size()) +
-                              " bytes)");
+                              " runs past the end of the body's binary data (" +
+                              std::to_string(binary.size()) + " bytes)");
     tensor.data.assign(binary.substr(binary_offset, *size));
     binary_offset += *size;
     return tensor;
@@ -311,8 +318,8 @@ Result<Tensor> parse_input(const json& input, size_t position, std::string_view 
   int depth = std::max<int>(1, int(tensor.shape.size()));
   KILN_RETURN_IF_ERROR(append_data(*data, tensor.datatype, depth, where, tensor.data));
   if (tensor.data.size() != expected)
-    return invalid_argument(where + " has " + std::to_string(tensor.data.size() / element_size) + " data elements, " +
-                            shape_text + " needs " + std::to_string(*count));
+    return invalid_argument(where + " has " + std::to_string(tensor.data.size() / element_size) +
+                            " data elements, " + shape_text + " needs " + std::to_string(*count));
   return tensor;
 }
 
@@ -347,8 +354,9 @@ Status parse_outputs(const json& header, InferRequest& request, ResponseForm& fo
   return Status::ok();
 }
 
-Status parse_infer_request(const httplib::Request& req, InferRequest& request, ResponseForm& form) {
-  KILN_ASSIGN_OR_RETURN(InferBody body, split_infer_body(req));
+Status parse_infer_request(const httplib::Request& req, std::string_view text, InferRequest& request,
+                           ResponseForm& form) {
+  KILN_ASSIGN_OR_RETURN(InferBody body, split_infer_body(req, text));
   const json& header = body.header;
   if (const json* id = find_field(header, "id")) {
     if (!id->is_string()) return invalid_argument("\"id\" must be a string");
@@ -365,7 +373,8 @@ Status parse_infer_request(const httplib::Request& req, InferRequest& request, R
     request.inputs.push_back(std::move(tensor));
   }
   if (binary_offset != body.binary.size())
-    return invalid_argument(std::to_string(body.binary.size()) + " bytes of binary data follow the JSON header, " +
+    return invalid_argument(std::to_string(body.binary.size()) +
+                            " bytes of binary data follow the JSON header, " +
                             "but the inputs' binary_data_size add up to " + std::to_string(binary_offset));
   return parse_outputs(header, request, form);
 }
@@ -378,7 +387,8 @@ void reply_inference(httplib::Response& res, const InferResponse& response, cons
   std::string binary;
   bool any_binary = false;
   for (const Tensor& tensor : response.outputs) {
-    json output = {{"name", tensor.name}, {"datatype", datatype_name(tensor.datatype)}, {"shape", tensor.shape}};
+    json output = {
+        {"name", tensor.name}, {"datatype", datatype_name(tensor.datatype)}, {"shape", tensor.shape}};
     if (form.is_binary(tensor.name)) {
       output["parameters"] = {{"binary_data_size", tensor.data.size()}};
       binary += tensor.data;
@@ -476,26 +486,31 @@ void model_config(InferenceServer& server, const httplib::Request& req, httplib:
   options.always_print_primitive_fields = true;
   std::string text;
   auto printed = google::protobuf::util::MessageToJsonString(config, &text, options);
-  if (!printed.ok()) return reply_error(res, 500, "cannot print the model configuration: " + printed.ToString());
+  if (!printed.ok())
+    return reply_error(res, 500, "cannot print the model configuration: " + printed.ToString());
   json body = json::parse(text);
   int64_fields_to_numbers(body, *config.GetDescriptor());
   reply_json(res, 200, body);
 }
 
-void infer(InferenceServer& server, const httplib::Request& req, httplib::Response& res) {
+void infer(InferenceServer& server, const httplib::Request& req, std::string_view body,
+           httplib::Response& res) {
   InferRequest request;
   request.model_name = model_name(req);
   request.model_version = model_version(req);
+  request.protocol = "http";
   ResponseForm form;
-  if (Status parsed = parse_infer_request(req, request, form); !parsed) return refuse(server.metrics(), res, parsed);
+  if (Status parsed = parse_infer_request(req, body, request, form); !parsed)
+    return refuse(server.metrics(), res, parsed);
   Result<InferResponse> response = server.infer_and_wait(std::move(request));
   if (!response) return reply_status(res, response.status());
   reply_inference(res, *response, form);
 }
 
 // Rows omit an empty version, state or reason, as Triton's do.
-void repository_index(InferenceServer& server, const httplib::Request& req, httplib::Response& res) {
-  Result<json> body = parse_object(req.body, true);
+void repository_index(InferenceServer& server, const httplib::Request&, std::string_view text,
+                      httplib::Response& res) {
+  Result<json> body = parse_object(text, true);
   if (!body) return refuse(server.metrics(), res, body.status());
   Result<bool> ready_only = optional_bool(*body, "ready", false, "the request");
   if (!ready_only) return refuse(server.metrics(), res, ready_only.status());
@@ -516,20 +531,23 @@ Status check_load_parameters(const json& body) {
   KILN_ASSIGN_OR_RETURN(json parameters, optional_object(body, "parameters", "the request"));
   for (const auto& [key, value] : parameters.items()) {
     if (key == "config" || key.rfind("file:", 0) == 0)
-      return unsupported("load parameter \"" + key + "\" is not supported: kiln-serve loads the repository's files");
+      return unsupported("load parameter \"" + key +
+                         "\" is not supported: kiln-serve loads the repository's files");
   }
   return Status::ok();
 }
 
-void repository_load(InferenceServer& server, const httplib::Request& req, httplib::Response& res, bool load) {
-  Result<json> body = parse_object(req.body, true);
+void repository_load(InferenceServer& server, const httplib::Request& req, std::string_view text,
+                     httplib::Response& res, bool load) {
+  Result<json> body = parse_object(text, true);
   if (!body) return refuse(server.metrics(), res, body.status());
   if (load) {
     if (Status checked = check_load_parameters(*body); !checked) {
       return refuse(server.metrics(), res, Status(ErrorCode::kInvalidArgument, checked.message()));
     }
   }
-  Status done = load ? server.repository().load(model_name(req)) : server.repository().unload(model_name(req));
+  Status done =
+      load ? server.repository().load(model_name(req)) : server.repository().unload(model_name(req));
   if (!done) return reply_status(res, done);
   res.status = 200;
 }
@@ -537,18 +555,22 @@ void repository_load(InferenceServer& server, const httplib::Request& req, httpl
 // ---------------------------------------------------------------------------------------------
 // Routing
 
+// An endpoint with the request's body (POST bodies are read by post_reading_body, not httplib).
+using Endpoint = std::function<void(const httplib::Request&, std::string_view body, httplib::Response&)>;
+
 struct Route {
   std::string method;   // "GET" or "POST"
   std::string pattern;  // a regex over the whole path; groups 1 and 2 are the model and version
-  Handler handler;
+  Endpoint endpoint;
 };
 
-// Runs a handler so that nothing escapes it: httplib would answer a bare 500 without a JSON body.
+// Runs an endpoint so that nothing escapes it: httplib would answer a bare 500 without a JSON body.
 // JSON type errors not caught by the explicit checks are the client's; anything else is ours.
-Handler guarded(Metrics& metrics, Handler handler) {
-  return [&metrics, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+Endpoint guarded(Metrics& metrics, Endpoint endpoint) {
+  return [&metrics, endpoint = std::move(endpoint)](const httplib::Request& req, std::string_view body,
+                                                    httplib::Response& res) {
     try {
-      handler(req, res);
+      endpoint(req, body, res);
     } catch (const json::exception& e) {
       refuse(metrics, res, invalid_argument(std::string("malformed request: ") + e.what()));
     } catch (const std::exception& e) {
@@ -559,34 +581,68 @@ Handler guarded(Metrics& metrics, Handler handler) {
   };
 }
 
+// POST endpoints read their bodies themselves: httplib, given a POST with neither Content-Length
+// nor chunked encoding, waits out its read timeout and answers 400, where a POST without a body
+// (curl -X POST .../v2/repository/index) is valid. Over the size limit, httplib sets 413.
+httplib::Server::HandlerWithContentReader post_reading_body(Endpoint endpoint) {
+  return [endpoint = std::move(endpoint)](const httplib::Request& req, httplib::Response& res,
+                                          const httplib::ContentReader& reader) {
+    std::string body;
+    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+      bool read = reader([&body](const char* data, size_t size) {
+        body.append(data, size);
+        return true;
+      });
+      if (!read) {
+        if (res.status < 400) res.status = 400;
+        return;
+      }
+    }
+    endpoint(req, body, res);
+  };
+}
+
 std::vector<Route> http_routes(InferenceServer& server) {
-  using Endpoint = void (*)(InferenceServer&, const httplib::Request&, httplib::Response&);
-  auto bind = [&server](Endpoint endpoint) -> Handler {
-    return [&server, endpoint](const httplib::Request& req, httplib::Response& res) { endpoint(server, req, res); };
+  using Get = void (*)(InferenceServer&, const httplib::Request&, httplib::Response&);
+  using Post = void (*)(InferenceServer&, const httplib::Request&, std::string_view, httplib::Response&);
+  auto get = [&server](Get endpoint) -> Endpoint {
+    return [&server, endpoint](const httplib::Request& req, std::string_view, httplib::Response& res) {
+      endpoint(server, req, res);
+    };
+  };
+  auto post = [&server](Post endpoint) -> Endpoint {
+    return [&server, endpoint](const httplib::Request& req, std::string_view body, httplib::Response& res) {
+      endpoint(server, req, body, res);
+    };
   };
   const std::string model = "/v2/models/([^/]+)(?:/versions/([0-9]+))?";
   const std::string repository_model = "/v2/repository/models/([^/]+)";
   return {
-      {"GET", "/v2",
-       [](const httplib::Request&, httplib::Response& res) {
+      {"GET", "/v2", get([](InferenceServer&, const httplib::Request&, httplib::Response& res) {
          reply_json(res, 200,
                     {{"name", InferenceServer::name()},
                      {"version", InferenceServer::version()},
                      {"extensions", InferenceServer::extensions()}});
-       }},
+       })},
       {"GET", "/v2/health/live",
-       [&server](const httplib::Request&, httplib::Response& res) { res.status = server.live() ? 200 : 503; }},
+       get([](InferenceServer& server, const httplib::Request&, httplib::Response& res) {
+         res.status = server.live() ? 200 : 503;
+       })},
       {"GET", "/v2/health/ready",
-       [&server](const httplib::Request&, httplib::Response& res) { res.status = server.ready() ? 200 : 503; }},
-      {"GET", model, bind(model_metadata)},
-      {"GET", model + "/ready", bind(model_ready)},
-      {"GET", model + "/config", bind(model_config)},
-      {"POST", model + "/infer", bind(infer)},
-      {"POST", "/v2/repository/index", bind(repository_index)},
+       get([](InferenceServer& server, const httplib::Request&, httplib::Response& res) {
+         res.status = server.ready() ? 200 : 503;
+       })},
+      {"GET", model, get(model_metadata)},
+      {"GET", model + "/ready", get(model_ready)},
+      {"GET", model + "/config", get(model_config)},
+      {"POST", model + "/infer", post(infer)},
+      {"POST", "/v2/repository/index", post(repository_index)},
       {"POST", repository_model + "/load",
-       [&server](const httplib::Request& req, httplib::Response& res) { repository_load(server, req, res, true); }},
+       post([](InferenceServer& server, const httplib::Request& req, std::string_view body,
+               httplib::Response& res) { repository_load(server, req, body, res, true); })},
       {"POST", repository_model + "/unload",
-       [&server](const httplib::Request& req, httplib::Response& res) { repository_load(server, req, res, false); }},
+       post([](InferenceServer& server, const httplib::Request& req, std::string_view body,
+               httplib::Response& res) { repository_load(server, req, body, res, false); })},
   };
 }
 
@@ -595,12 +651,18 @@ std::vector<Route> http_routes(InferenceServer& server) {
 void add_routes(httplib::Server& http, const std::vector<Route>& routes, Metrics& metrics) {
   std::vector<std::pair<std::regex, std::string>> known;  // pattern, method
   for (const Route& route : routes) {
-    Handler handler = guarded(metrics, route.handler);
-    if (route.method == "GET") http.Get(route.pattern, handler);
-    else http.Post(route.pattern, handler);
+    Endpoint endpoint = guarded(metrics, route.endpoint);
+    if (route.method == "GET") {
+      http.Get(route.pattern, [endpoint](const httplib::Request& req, httplib::Response& res) {
+        endpoint(req, req.body, res);
+      });
+    } else {
+      http.Post(route.pattern, post_reading_body(endpoint));
+    }
     known.emplace_back(std::regex(route.pattern), route.method);
   }
-  Handler unrouted = [&metrics, known = std::move(known)](const httplib::Request& req, httplib::Response& res) {
+  Handler unrouted = [&metrics, known = std::move(known)](const httplib::Request& req,
+                                                          httplib::Response& res) {
     metrics.protocol_error("http");
     for (const auto& [pattern, method] : known) {
       if (!std::regex_match(req.path, pattern)) continue;
@@ -617,11 +679,13 @@ void add_routes(httplib::Server& http, const std::vector<Route>& routes, Metrics
 // httplib's own refusals (413 body over the limit, 400 unreadable HTTP, 414 URI too long) come
 // with an empty body; give them the JSON error every other answer has.
 httplib::Server::HandlerResponse describe_refusal(Metrics& metrics, size_t max_request_bytes,
-                                                   const httplib::Request& req, httplib::Response& res) {
+                                                  const httplib::Request& req, httplib::Response& res) {
   if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
   std::string message;
   switch (res.status) {
-    case 413: message = "the request body is over the limit of " + std::to_string(max_request_bytes) + " bytes"; break;
+    case 413:
+      message = "the request body is over the limit of " + std::to_string(max_request_bytes) + " bytes";
+      break;
     case 414: message = "the request URI is too long"; break;
     case 400: message = "malformed HTTP request"; break;
     default: return httplib::Server::HandlerResponse::Unhandled;
@@ -644,15 +708,28 @@ struct Listener {
   // Binds (port 0: any free port), then serves on `thread`. Returns once the server runs, so that
   // a stop() right after start() cannot miss it (httplib's stop() ignores a server not yet running).
   Status start(const std::string& address, int wanted_port, const char* protocol) {
-    port = wanted_port == 0 ? http.bind_to_any_port(address) : (http.bind_to_port(address, wanted_port) ? wanted_port : -1);
+    // httplib's default socket options add SO_REUSEPORT, with which a second server would bind the
+    // same port and quietly share its connections; SO_REUSEADDR alone still allows a quick restart.
+    http.set_socket_options([](socket_t sock) {
+      int on = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    });
+    port = wanted_port;
+    if (wanted_port == 0) port = http.bind_to_any_port(address);
+    else if (!http.bind_to_port(address, wanted_port)) port = -1;
     if (port < 0)
-      return Status(ErrorCode::kUnavailable, std::string("cannot listen for ") + protocol + " on " + address + ":" +
-                                                 std::to_string(wanted_port));
+      return Status(ErrorCode::kUnavailable, std::string("cannot listen for ") + protocol + " on " + address +
+                                                 ":" + std::to_string(wanted_port));
     thread = std::thread([this] {
       http.listen_after_bind();
       finished = true;
     });
     while (!http.is_running() && !finished) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (finished) {
+      thread.join();
+      return Status(ErrorCode::kUnavailable, std::string("the ") + protocol + " server on " + address + ":" +
+                                                 std::to_string(port) + " stopped as it started");
+    }
     log_info("listening", {{"protocol", protocol}, {"address", address}, {"port", port}});
     return Status::ok();
   }
@@ -675,11 +752,16 @@ struct HttpFrontend::Impl {
   Listener listener;
 };
 
-Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(InferenceServer& server, const HttpOptions& options) {
+Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(InferenceServer& server,
+                                                          const HttpOptions& options) {
   auto impl = std::make_unique<Impl>();
   httplib::Server& http = impl->listener.http;
   // Each connection keeps a thread while open (keep-alive): `threads` clients are served at once.
-  http.new_task_queue = [threads = size_t(std::max(1, options.threads))] { return new httplib::ThreadPool(threads); };
+  http.new_task_queue = [threads = size_t(std::max(1, options.threads))] {
+    return new httplib::ThreadPool(threads);
+  };
+  // An idle connection is closed after 5 s: stop() waits for them, and tritonclient's connection
+  // pool drops a connection that the server closed before reusing it.
   http.set_keep_alive_max_count(10000);
   http.set_keep_alive_timeout(5);
   http.set_tcp_nodelay(true);  // small answers would otherwise wait on the client's delayed ACK

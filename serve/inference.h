@@ -48,6 +48,7 @@ struct InferRequest {
   std::string id;             // echoed in the response
   std::vector<Tensor> inputs;
   std::vector<std::string> outputs;  // the outputs wanted; empty = all of them
+  std::string protocol;              // "http" or "grpc": labels the metrics of refused requests
 };
 
 struct InferResponse {

@@ -18,11 +18,13 @@ bool InferenceServer::ready() const { return !shutting_down_ && repository_.all_
 
 void InferenceServer::infer(InferRequest request, InferCallback done) {
   if (shutting_down_) {
+    metrics_.protocol_error(request.protocol);
     done(Status(ErrorCode::kUnavailable, "the server is shutting down"));
     return;
   }
   auto model = repository_.find(request.model_name, request.model_version);
   if (!model.is_ok()) {
+    metrics_.protocol_error(request.protocol);
     done(std::move(model).status());
     return;
   }

@@ -31,7 +31,8 @@ class InferenceServer {
   bool ready() const;
 
   // Routes a request to its model version; `done` is called once (see InferCallback). Lookup
-  // failures (unknown model or version, not ready, shutting down) are reported through `done`.
+  // failures (unknown model or version, not ready, shutting down) are reported through `done`
+  // and counted as protocol errors of request.protocol.
   void infer(InferRequest request, InferCallback done);
   // infer() for frontends that answer on the calling thread: waits for the result.
   Result<InferResponse> infer_and_wait(InferRequest request);
