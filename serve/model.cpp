@@ -147,7 +147,10 @@ Status Model::State::validate(const InferRequest& request, Pending& pending) con
   }
   for (size_t i = 0; i < input_infos.size(); ++i)
     if (!ordered[i]) return invalid_argument("input '" + input_infos[i].name + "' is missing");
-  for (const std::string& wanted : request.outputs) {
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    const std::string& wanted = request.outputs[i];
+    if (std::find(request.outputs.begin(), request.outputs.begin() + i, wanted) != request.outputs.begin() + i)
+      return invalid_argument("output '" + wanted + "' is asked for twice");
     bool known = std::any_of(output_infos.begin(), output_infos.end(),
                              [&](const rt::TensorInfo& info) { return info.name == wanted; });
     if (!known) {
@@ -485,7 +488,7 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& name, int64_t vers
   config.set_backend("kiln");
 
   auto artifact = rt::Artifact::load_file(artifact_path.string(), options.trusted_keys);
-  if (!artifact.ok()) return from_runtime(artifact.status(), artifact_path.string());
+  if (!artifact.ok()) return from_runtime(artifact.status(), "version " + state->version_string);
   state->artifact = std::move(artifact.value());
   state->input_infos = state->artifact.inputs();
   state->output_infos = state->artifact.outputs();
