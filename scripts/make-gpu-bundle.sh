@@ -37,7 +37,7 @@ LIMIT_BYTES=$((60 * 1024 * 1024))  # the device tool carries 64 MiB with the wor
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags
 TARGETS=(kilnc kiln-run kiln-bench kiln-embed kiln-cuda-graph-check kiln-unit-tests)
-for optional in kiln-onnx-conformance kiln-serve; do
+for optional in kiln-onnx-conformance kiln-serve kiln-serve-load; do
   if grep -q "$optional" "$BUILD_DIR/build.ninja" 2>/dev/null; then TARGETS+=("$optional"); fi
 done
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
