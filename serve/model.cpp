@@ -51,12 +51,26 @@ struct Pending {
   std::string group_key;  // requests merge only with equal keys: the inputs' other dimensions
 };
 
-// One instance: a session on a device, used only by its worker thread.
+// One instance: sessions on one device, used only by its worker thread. With dynamic batching
+// it keeps one session per padded batch size (see batch_rows_bucket), created at the first batch
+// of that size: a session whose shapes never change keeps its buffers and, on CUDA, replays its
+// captured graph, where one session running every batch size would reallocate and re-plan at
+// each change.
 struct Instance {
   std::string device;
-  rt::Session session;
+  rt::Session session;                             // requests run alone (and the first bucket)
+  std::map<int64_t, rt::Session> bucket_sessions;  // by padded rows, beside `session`
+  int64_t session_rows = 0;                        // the padded rows `session` runs, 0: none yet
   std::thread worker;
 };
+
+// The padded size of a merged batch of `rows`: the next power of two, at most max_batch_size,
+// so that an instance sees at most log2(max_batch_size) + 2 batch sizes.
+int64_t batch_rows_bucket(int64_t rows, int64_t max_batch_size) {
+  int64_t bucket = 1;
+  while (bucket < rows) bucket *= 2;
+  return std::min(bucket, max_batch_size);
+}
 
 }  // namespace
 
@@ -233,7 +247,7 @@ void Model::State::worker_loop(Instance& instance) {
 
 namespace {
 
-// The bytes of `count` rows of a tensor whose rows (first dimension) are `row_bytes` each.
+// The bytes of one row (one index of the first dimension) of a tensor of `shape`.
 size_t row_bytes_of(const std::vector<int64_t>& shape, DataType type) {
   size_t bytes = datatype_size(type);
   for (size_t d = 1; d < shape.size(); ++d) bytes *= static_cast<size_t>(shape[d]);
@@ -242,8 +256,10 @@ size_t row_bytes_of(const std::vector<int64_t>& shape, DataType type) {
 
 }  // namespace
 
-// Runs a batch on the instance's session: one request as it is, several concatenated along the
-// batch dimension; then splits the outputs back by rows.
+// Runs a batch: one request alone as it is; with dynamic batching, the requests concatenated
+// along the batch dimension and padded up to batch_rows_bucket's size with copies of the last
+// row (rows are independent: that is what merging assumes), on that size's session. Then splits
+// the outputs back by rows.
 void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
   const Clock::time_point started = Clock::now();
   auto fail_all = [&](const Status& status) {
@@ -251,6 +267,22 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
   };
   int64_t total_rows = 0;
   for (const Pending& p : batch) total_rows += p.rows;
+  const int64_t padded_rows = dynamic_batching ? batch_rows_bucket(total_rows, max_batch_size) : total_rows;
+  rt::Session* session = &instance.session;
+  if (dynamic_batching && instance.session_rows != padded_rows) {
+    if (instance.session_rows == 0) {
+      instance.session_rows = padded_rows;
+    } else {
+      auto it = instance.bucket_sessions.find(padded_rows);
+      if (it == instance.bucket_sessions.end()) {
+        auto created = rt::Session::create(artifact, instance.device);
+        if (!created.ok()) return fail_all(from_runtime(created.status(), "a session for " +
+                                                                          std::to_string(padded_rows) + " rows"));
+        it = instance.bucket_sessions.emplace(padded_rows, std::move(created.value())).first;
+      }
+      session = &it->second;
+    }
+  }
   std::string merged;  // reused per input
   for (size_t i = 0; i < input_infos.size(); ++i) {
     const rt::TensorInfo& info = input_infos[i];
@@ -260,18 +292,21 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
     };
     const Tensor& first = find_input(batch[0]);
     rt::Status set;
-    if (batch.size() == 1) {
-      set = instance.session.set_input(info.name, info.dtype, first.shape, first.data.data(), first.data.size());
+    if (batch.size() == 1 && padded_rows == total_rows) {
+      set = session->set_input(info.name, info.dtype, first.shape, first.data.data(), first.data.size());
     } else {
       std::vector<int64_t> shape = first.shape;
-      shape[0] = total_rows;
+      shape[0] = padded_rows;
       merged.clear();
       for (const Pending& p : batch) merged += find_input(p).data;
-      set = instance.session.set_input(info.name, info.dtype, shape, merged.data(), merged.size());
+      const size_t row_bytes = row_bytes_of(first.shape, datatype_from_kiln(info.dtype));
+      const std::string last_row = merged.substr(merged.size() - row_bytes);
+      for (int64_t r = total_rows; r < padded_rows; ++r) merged += last_row;
+      set = session->set_input(info.name, info.dtype, shape, merged.data(), merged.size());
     }
     if (!set.ok()) return fail_all(from_runtime(set, "input '" + info.name + "'"));
   }
-  rt::Status ran = instance.session.run();
+  rt::Status ran = session->run();
   const double compute_seconds = seconds_between(started, Clock::now());
   metrics->batch_executed(name, version_string, instance.device, max_batch_size > 0 ? total_rows : 1, compute_seconds);
   if (!ran.ok()) {
@@ -288,15 +323,15 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
   };
   std::vector<OutputView> views;
   for (const rt::TensorInfo& info : output_infos) {
-    auto shape = instance.session.output_shape(info.name);
+    auto shape = session->output_shape(info.name);
     const void* data = nullptr;
     size_t bytes = 0;
-    rt::Status got(kiln_session_get_output(instance.session.get(), info.name.c_str(), &data, &bytes));
+    rt::Status got(kiln_session_get_output(session->get(), info.name.c_str(), &data, &bytes));
     if (!shape.ok() || !got.ok())
       return fail_all(from_runtime(shape.ok() ? got : shape.status(), "output '" + info.name + "'"));
-    if (max_batch_size > 0 && (shape.value().empty() || shape.value()[0] != total_rows))
+    if (max_batch_size > 0 && (shape.value().empty() || shape.value()[0] != padded_rows))
       return fail_all(internal_error("output '" + info.name + "' has shape " + shape_string(shape.value()) +
-                                     ", not the batch's " + std::to_string(total_rows) + " rows"));
+                                     ", not the batch's " + std::to_string(padded_rows) + " rows"));
     views.push_back({&info, shape.value(), static_cast<const char*>(data), bytes});
   }
   int64_t row = 0;

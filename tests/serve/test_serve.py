@@ -707,6 +707,25 @@ def test_dynamic_batching_merges(server, repo, ref):
         after.select("kiln_inference_exec_total", model="enc_batched")
 
 
+def test_dynamic_batching_pads_to_a_bucket(server, ref):
+    """Three one-row requests to enc_batched wait out the delay (preferred 4 never comes), then run
+    as one batch of 3 rows padded to the 4-row bucket (model.cpp: batch_rows_bucket): each still
+    gets exactly its own row."""
+    rows, want = ref.enc["x"], ref.out["enc"]["y"]
+    before = server.metrics()
+    protocols = ["grpc", "http-binary", "grpc"]
+    results = _concurrently([lambda i=i, p=p: infer(server, p, "enc_batched", {"x": rows[i:i + 1]})
+                             for i, p in enumerate(protocols)])
+    for i, (p, r) in enumerate(zip(protocols, results)):
+        assert not isinstance(r, Exception), f"request {i} ({p}) failed: {r}"
+        assert r.as_numpy("y").shape == (1, 8, 16), r.as_numpy("y").shape
+        check_close(r.as_numpy("y"), want[i:i + 1], f"enc_batched, padded batch, request {i} ({p})")
+    after = server.metrics()
+    d = lambda name: after.value(name, model="enc_batched") - before.value(name, model="enc_batched")
+    assert d("kiln_inference_exec_total") == 1 and d("kiln_inference_batch_size_sum") == 3, \
+        f"{d('kiln_inference_exec_total')} batches of {d('kiln_inference_batch_size_sum')} rows, expected 1 of 3"
+
+
 def test_dynamic_batching_needs_agreeing_shapes(server, ref):
     """lm_batched: requests merge only where the sequence length agrees; every request gets its
     own answer either way."""
