@@ -2,6 +2,8 @@
 
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,7 +29,7 @@ namespace {
 using InputTensor = inference::ModelInferRequest::InferInputTensor;
 using TensorMetadata = inference::ModelMetadataResponse::TensorMetadata;
 
-// Handlers run on gRPC's threads with up to this many at once; each may block in infer_and_wait.
+// The synchronous handlers (everything but ModelInfer) run on gRPC's threads, at most this many.
 constexpr int kMaxThreads = 256;
 // How long stop() lets the calls in flight finish before cancelling them.
 constexpr auto kShutdownGrace = std::chrono::seconds(5);
@@ -220,12 +222,14 @@ grpc::Status guarded(std::string_view rpc, Body&& body) {
   }
 }
 
-// ModelInfer is a "streamed unary" method: its handler reads the request itself, so that a message
-// which does not parse reaches it (INVALID_ARGUMENT, counted as a protocol error) instead of being
-// refused by gRPC with INTERNAL. The other methods are plain synchronous ones.
-using ServiceBase = inference::GRPCInferenceService::WithStreamedUnaryMethod_ModelInfer<
+// ModelInfer is a raw callback method: gRPC hands over the request's bytes and a reactor, the
+// request is queued at its model, and the model's worker finishes the call when the batch has
+// run, so no thread waits per call in flight (a synchronous handler would hold one thread for each
+// of them). Parsing the bytes here, not in gRPC, lets a message that does not parse answer
+// INVALID_ARGUMENT (counted as a protocol error) rather than INTERNAL. The other methods are
+// plain synchronous ones: they answer at once.
+using ServiceBase = inference::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
     inference::GRPCInferenceService::Service>;
-using InferStreamer = grpc::ServerUnaryStreamer<inference::ModelInferRequest, inference::ModelInferResponse>;
 
 class Service final : public ServiceBase {
  public:
@@ -291,19 +295,37 @@ class Service final : public ServiceBase {
     });
   }
 
-  grpc::Status StreamedModelInfer(grpc::ServerContext* context, InferStreamer* stream) override {
-    return guarded("ModelInfer", [&] {
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+                                       grpc::ByteBuffer* response_bytes) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    grpc::Status refused = guarded("ModelInfer", [&] {
       inference::ModelInferRequest request;
-      if (!stream->Read(&request)) {
-        if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+      grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request_bytes));
+      if (!request.ParseFromZeroCopyStream(&reader)) {
         server_.metrics().protocol_error("grpc");
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the message is no valid ModelInferRequest");
       }
-      inference::ModelInferResponse response;
-      grpc::Status status = infer(request, response);
-      if (status.ok()) stream->Write(response);  // fails only when the client is gone
-      return status;
+      Result<InferRequest> infer_request = to_infer_request(request);
+      if (!infer_request) {
+        server_.metrics().protocol_error("grpc");
+        return to_grpc(infer_request.status());
+      }
+      // Called once, on a model worker's thread (or on this one when refused before queueing).
+      server_.infer(std::move(infer_request).value(), [reactor, response_bytes](Result<InferResponse> result) {
+        grpc::Status status = guarded("ModelInfer", [&] {
+          if (!result) return to_grpc(result.status());
+          inference::ModelInferResponse response;
+          fill_infer_response(std::move(result).value(), response);
+          bool own_buffer = false;
+          return grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(
+              response, response_bytes, &own_buffer);
+        });
+        reactor->Finish(status);
+      });
+      return grpc::Status::OK;
     });
+    if (!refused.ok()) reactor->Finish(refused);
+    return reactor;
   }
 
   grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest* request,
@@ -348,18 +370,6 @@ class Service final : public ServiceBase {
   }
 
  private:
-  grpc::Status infer(const inference::ModelInferRequest& request, inference::ModelInferResponse& response) {
-    Result<InferRequest> infer_request = to_infer_request(request);
-    if (!infer_request) {
-      server_.metrics().protocol_error("grpc");
-      return to_grpc(infer_request.status());
-    }
-    Result<InferResponse> result = server_.infer_and_wait(std::move(infer_request).value());
-    if (!result) return to_grpc(result.status());
-    fill_infer_response(std::move(result).value(), response);
-    return grpc::Status::OK;
-  }
-
   InferenceServer& server_;
 };
 
