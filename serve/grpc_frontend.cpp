@@ -8,13 +8,17 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -222,6 +226,53 @@ grpc::Status guarded(std::string_view rpc, Body&& body) {
   }
 }
 
+// Finishes inference calls off the models' worker threads: serializing a response and handing
+// it to gRPC costs more than a small model's share of a batch per request, so a worker that did it
+// for each request of its batch would keep its instance idle meanwhile (measured on the H100: a
+// batch cycle of 1.3 ms for 0.15 ms of execution).
+// Thread-safety: post() from any thread; the destructor runs what was posted, then joins.
+class Finisher {
+ public:
+  explicit Finisher(unsigned threads) {
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~Finisher() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
 // ModelInfer is a raw callback method: gRPC hands over the request's bytes and a reactor, the
 // request is queued at its model, and the model's worker finishes the call when the batch has
 // run, so no thread waits per call in flight (a synchronous handler would hold one thread for each
@@ -310,17 +361,20 @@ class Service final : public ServiceBase {
         server_.metrics().protocol_error("grpc");
         return to_grpc(infer_request.status());
       }
-      // Called once, on a model worker's thread (or on this one when refused before queueing).
-      server_.infer(std::move(infer_request).value(), [reactor, response_bytes](Result<InferResponse> result) {
-        grpc::Status status = guarded("ModelInfer", [&] {
-          if (!result) return to_grpc(result.status());
-          inference::ModelInferResponse response;
-          fill_infer_response(std::move(result).value(), response);
-          bool own_buffer = false;
-          return grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(
-              response, response_bytes, &own_buffer);
+      // Called once, on a model worker's thread (or on this one when refused before queueing):
+      // the call is finished on the finisher's threads.
+      server_.infer(std::move(infer_request).value(), [this, reactor, response_bytes](Result<InferResponse> result) {
+        finisher_.post([reactor, response_bytes, result = std::move(result)]() mutable {
+          grpc::Status status = guarded("ModelInfer", [&] {
+            if (!result) return to_grpc(result.status());
+            inference::ModelInferResponse response;
+            fill_infer_response(std::move(result).value(), response);
+            bool own_buffer = false;
+            return grpc::GenericSerialize<grpc::ProtoBufferWriter, inference::ModelInferResponse>(
+                response, response_bytes, &own_buffer);
+          });
+          reactor->Finish(status);
         });
-        reactor->Finish(status);
       });
       return grpc::Status::OK;
     });
@@ -371,6 +425,7 @@ class Service final : public ServiceBase {
 
  private:
   InferenceServer& server_;
+  Finisher finisher_{std::clamp(std::thread::hardware_concurrency() / 4, 2u, 8u)};
 };
 
 // "host:port" as gRPC parses it: an IPv6 address goes in brackets.
