@@ -44,17 +44,6 @@ grpc::Status to_grpc(const Status& status) {
 
 std::string in_quotes(std::string_view text) { return "'" + std::string(text) + "'"; }
 
-// "BOOL, UINT8, ..., FP32": the datatypes a request may use.
-std::string datatype_names() {
-  std::string names;
-  for (auto type : {DataType::kBool, DataType::kUint8, DataType::kInt8, DataType::kInt32, DataType::kInt64,
-                    DataType::kFp16, DataType::kBf16, DataType::kFp32}) {
-    if (!names.empty()) names += ", ";
-    names += datatype_name(type);
-  }
-  return names;
-}
-
 // The values of a typed contents field as the tensor's bytes: each converted to T, refused when it
 // does not fit (300 for a UINT8 tensor).
 template <class T, class Values>

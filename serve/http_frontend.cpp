@@ -35,8 +35,6 @@ using Handler = httplib::Server::Handler;
 constexpr const char* kJsonType = "application/json";
 constexpr const char* kBinaryType = "application/octet-stream";
 constexpr const char* kHeaderLength = "Inference-Header-Content-Length";
-constexpr DataType kAllTypes[] = {DataType::kBool,  DataType::kUint8, DataType::kInt8, DataType::kInt32,
-                                  DataType::kInt64, DataType::kFp16,  DataType::kBf16, DataType::kFp32};
 
 // ---------------------------------------------------------------------------------------------
 // Answers
@@ -130,9 +128,8 @@ Result<std::vector<int64_t>> parse_shape(const json& object, const std::string& 
 Result<DataType> parse_datatype(const json& object, const std::string& where) {
   KILN_ASSIGN_OR_RETURN(std::string name, required_string(object, "datatype", where));
   if (std::optional<DataType> type = datatype_from_name(name)) return *type;
-  std::string known;
-  for (DataType type : kAllTypes) known += (known.empty() ? "" : ", ") + std::string(datatype_name(type));
-  return invalid_argument(where + ": datatype \"" + name + "\" is not supported (Kiln has " + known + ")");
+  return invalid_argument(where + ": datatype \"" + name + "\" is not supported (Kiln has " + datatype_names() +
+                          ")");
 }
 
 // Triton's parameters that this server does not implement: refused rather than ignored, since

@@ -40,6 +40,12 @@ std::optional<DataType> datatype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string datatype_names() {
+  std::string names;
+  for (const TypeRow& r : kTypes) names += (names.empty() ? "" : ", ") + std::string(r.name);
+  return names;
+}
+
 DataType datatype_from_kiln(kiln_dtype dtype) {
   for (const TypeRow& r : kTypes)
     if (r.kiln == dtype) return r.type;

@@ -23,6 +23,8 @@ enum class DataType : uint8_t { kBool, kUint8, kInt8, kInt32, kInt64, kFp16, kBf
 std::string_view datatype_name(DataType type);
 // The protocol name ("FP32") to a type; nullopt for names Kiln has no type for ("FP64", "BYTES").
 std::optional<DataType> datatype_from_name(std::string_view name);
+// "BOOL, UINT8, ..., FP32": every type a request may use, for messages.
+std::string datatype_names();
 // "TYPE_FP32", as Triton's model configuration spells it (inference::DataType's names).
 std::string_view datatype_config_name(DataType type);
 size_t datatype_size(DataType type);
