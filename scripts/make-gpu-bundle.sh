@@ -45,8 +45,9 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
 # The Python package, built for the GPU machine's Python (3.12 there: KILN_BUNDLE_PYTHON names an
 # interpreter of that version here, default python3.12 on PATH or pyenv's), when nanobind is in
 # the test virtualenv: gpu-bundle/python/kiln, its extension with RPATH $ORIGIN/../../lib; and
-# pytest with its dependencies (pure Python wheels) and tritonclient's gRPC client (grpcio, protobuf and
-# rapidjson are binary wheels for 3.12) in gpu-bundle/pylib.
+# pytest with its dependencies (pure Python wheels) and tritonclient's HTTP and gRPC clients for
+# bench/serve_load.py (grpcio, protobuf, rapidjson, gevent and its kin are binary wheels for 3.12)
+# in gpu-bundle/pylib.
 PY_BUILD_DIR="$BUILD_DIR-python"
 # (sys.executable: a pyenv shim is not the interpreter CMake must see.)
 BUNDLE_PYTHON=${KILN_BUNDLE_PYTHON:-$(for candidate in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3; do
@@ -76,7 +77,8 @@ if [ -n "$PY_BUILD_DIR" ]; then
    "$VENV_PYTHON" -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --no-deps -d wheels \
      pytest==8.3.4 pluggy==1.5.0 iniconfig==2.0.0 packaging==24.2 \
      tritonclient==2.73.0 grpcio==1.85.3 protobuf==6.33.6 python-rapidjson==1.25 certifi==2022.9.24 \
-     typing_extensions==4.16.0 urllib3==2.8.0 &&
+     typing_extensions==4.16.0 urllib3==2.8.0 \
+     gevent==26.9.0 geventhttpclient==2.6.1 greenlet==3.5.6 zope.event==6.2 zope.interface==8.7 brotli==1.2.1 &&
    for w in wheels/*.whl; do "$VENV_PYTHON" -m zipfile -e "$w" .; done && rm -rf wheels) ||
     echo "make-gpu-bundle: warning: could not fetch pytest for the bundle" >&2
 fi
