@@ -162,7 +162,9 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
   const uint8_t* model_data = parts.model.data();
   const size_t model_size = parts.model.size();
   flatbuffers::Verifier verifier(model_data, model_size, verifier_options(model_size));
-  if (!flatbuffers::BufferHasIdentifier(model_data, fb::ModelIdentifier()) || !fb::VerifyModelBuffer(verifier))
+  // (The identifier sits at bytes 4-7: a shorter model part has none, and must not be read past.)
+  if (model_size < 8 || !flatbuffers::BufferHasIdentifier(model_data, fb::ModelIdentifier()) ||
+      !fb::VerifyModelBuffer(verifier))
     return corrupt("corrupt Kiln artifact: the FlatBuffers verifier rejected the file "
                    "(truncated or damaged)");
   const fb::Model* model = fb::GetModel(model_data);

@@ -36,7 +36,9 @@ struct ArtifactParts {
 
 bool verify_model(const std::vector<uint8_t>& model) {
   flatbuffers::Verifier verifier(model.data(), model.size());
-  return flatbuffers::BufferHasIdentifier(model.data(), fb::ModelIdentifier()) && fb::VerifyModelBuffer(verifier);
+  // The identifier sits at bytes 4-7: a shorter buffer has none (and must not be read past).
+  return model.size() >= 8 && flatbuffers::BufferHasIdentifier(model.data(), fb::ModelIdentifier()) &&
+         fb::VerifyModelBuffer(verifier);
 }
 
 std::optional<ArtifactParts> split(std::span<const uint8_t> file) {
