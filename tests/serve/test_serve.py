@@ -1402,3 +1402,32 @@ def test_trusted_key(tools, repo, work, ref):
     finally:
         rc = s.stop()
     assert rc == 0, f"exit status {rc} after SIGTERM:\n{s.log()}"
+
+
+def test_text_log_format(tools, repo, work):
+    """--log-format=text: plain lines (no JSON), the port still logged; the server serves and
+    exits 0 on SIGTERM."""
+    root = work / "repo-text-log"
+    root.mkdir()
+    repo.add(root, "enc", "enc")
+    s = Server(tools["kiln-serve"], root, ["--log-format=text", "--allow-grpc=false", "--allow-metrics=false"],
+               work / "server-text-log.log")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        port = None
+        while port is None and time.monotonic() < deadline and s.proc.poll() is None:
+            match = re.search(r"info: listening protocol=http address=127\.0\.0\.1 port=(\d+)", s.log())
+            port = int(match.group(1)) if match else None
+            time.sleep(0.05)
+        assert port, f"no text 'listening' line:\n{s.log()}"
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/v2/health/ready")
+        assert conn.getresponse().status == 200
+        conn.close()
+        s.proc.send_signal(signal.SIGTERM)
+        rc = s.proc.wait(timeout=60)
+    finally:
+        s.stop()
+    assert rc == 0, f"exit status {rc}:\n{s.log()}"
+    assert s.lines and not s.json_logs(), f"JSON lines with --log-format=text:\n{s.log()}"
+    assert any("shut down" in line for line in s.lines), s.log()
