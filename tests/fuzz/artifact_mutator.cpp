@@ -289,7 +289,10 @@ std::vector<uint8_t> assemble(const ArtifactParts& parts, Rng& rng, bool perturb
 
 size_t mutate_artifact(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
   Rng rng(seed);
-  std::optional<ArtifactParts> parts = split(std::span<const uint8_t>(data, size));
+  // libFuzzer's buffer need not be 8-byte aligned, and the FlatBuffers verifier checks alignment
+  // relative to the buffer's start only: the header's 64-bit fields are read from an aligned copy.
+  const std::vector<uint8_t> original(data, data + size);
+  std::optional<ArtifactParts> parts = split(original);
   if (!parts || rng() % 8 == 0) return LLVMFuzzerMutate(data, size, max_size);
   parts->model = with_defaults_present(parts->model);
   bool perturb_header = false;
