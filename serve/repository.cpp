@@ -59,8 +59,9 @@ Result<inference::ModelConfig> read_config(const fs::path& folder) {
   return config;
 }
 
-// The version folders (positive integers) holding the model file, ascending.
-std::vector<int64_t> version_folders(const fs::path& folder, const std::string& file_name) {
+// The version folders (positive integers), ascending. A folder without the model file fails when
+// that version loads, with the runtime's error naming the path.
+std::vector<int64_t> version_folders(const fs::path& folder) {
   std::vector<int64_t> out;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec)) {
@@ -93,6 +94,20 @@ Result<std::vector<int64_t>> selected_versions(const inference::ModelConfig& con
   return present;
 }
 
+// The model folders under the root (not hidden), sorted: the one listing that startup and the
+// index share.
+Result<std::vector<std::string>> model_folders(const fs::path& root) {
+  std::error_code ec;
+  fs::directory_iterator it(root, ec);
+  if (ec) return not_found("cannot read the model repository " + root.string() + ": " + ec.message());
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : it)
+    if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.')
+      names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
 
 ModelRepository::ModelRepository(RepositoryOptions options, Metrics& metrics)
@@ -105,13 +120,7 @@ Status ModelRepository::load_startup_models() {
   bool all = options_.control_mode == ModelControlMode::kNone ||
              std::count(options_.startup_models.begin(), options_.startup_models.end(), "*") > 0;
   if (all) {
-    std::error_code ec;
-    fs::directory_iterator it(options_.root, ec);
-    if (ec) return not_found("cannot read the model repository " + options_.root.string() + ": " + ec.message());
-    for (const fs::directory_entry& entry : it)
-      if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.')
-        names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
+    KILN_ASSIGN_OR_RETURN(names, model_folders(options_.root));
   } else {
     names = options_.startup_models;
   }
@@ -157,7 +166,7 @@ Status ModelRepository::load_locked_model(const std::string& name) {
       config->default_model_filename().empty() ? "model.kiln" : config->default_model_filename();
   if (file_name.find('/') != std::string::npos || file_name == "..")
     return fail(0, invalid_argument("default_model_filename '" + file_name + "' is not a file name"));
-  std::vector<int64_t> present = version_folders(folder, file_name);
+  std::vector<int64_t> present = version_folders(folder);
   if (present.empty()) return fail(0, not_found("no version folder (a positive integer) in " + folder.string()));
   auto versions = selected_versions(config.value(), present);
   if (!versions.is_ok()) return fail(0, versions.status());
@@ -213,12 +222,9 @@ Status ModelRepository::unload(const std::string& name) {
 }
 
 std::vector<RepositoryIndexEntry> ModelRepository::index(bool ready_only) const {
-  std::vector<std::string> folders;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(options_.root, ec))
-    if (entry.is_directory(ec) && entry.path().filename().string()[0] != '.')
-      folders.push_back(entry.path().filename().string());
-  std::sort(folders.begin(), folders.end());
+  // An unreadable root lists no folders (startup already reported it).
+  Result<std::vector<std::string>> listed = model_folders(options_.root);
+  const std::vector<std::string> folders = listed.is_ok() ? std::move(listed).value() : std::vector<std::string>{};
   std::vector<RepositoryIndexEntry> out;
   std::lock_guard lock(mutex_);
   for (const std::string& name : folders) {
