@@ -22,7 +22,9 @@ bool is_kernel_format(const std::string& format) {
          is_cubin_format(format);
 }
 
-bool is_module_format(const std::string& format) { return format == "ptx" || is_cubin_format(format); }
+bool is_module_format(const std::string& format) {
+  return format == "ptx" || is_cubin_format(format) || format == kCpuModuleFormat;
+}
 
 namespace {
 

@@ -14,9 +14,15 @@ namespace kiln::artifact {
 inline constexpr std::string_view kCudaTarget = "cuda";
 inline constexpr std::string_view kVulkanTarget = "vulkan";
 inline constexpr std::string_view kOpenClTarget = "opencl";
+inline constexpr std::string_view kCpuTarget = "cpu";
 
 // Every known target, in the order kilnc lists and compiles them.
-inline constexpr std::array<std::string_view, 3> kTargetNames = {kCudaTarget, kVulkanTarget, kOpenClTarget};
+inline constexpr std::array<std::string_view, 4> kTargetNames = {kCudaTarget, kVulkanTarget, kOpenClTarget,
+                                                                 kCpuTarget};
+
+// The cpu target's module format: an ELF shared object for x86-64 Linux, loaded by the cpu
+// driver with dlopen (codegen/cpu/, runtime/drivers/cpu/).
+inline constexpr std::string_view kCpuModuleFormat = "so:x86_64";
 
 // The most elements a tensor (and a kernel's index space) may have on the vulkan target: GLSL
 // kernels index with 32-bit signed integers (the other targets with 64 bits). The target refuses

@@ -8,7 +8,7 @@
   bert_encoder.onnx  a BERT-base-like encoder without embeddings: 6 post-norm layers, d=768,
                      12 heads, FFN 3072, GELU written with Erf; input x: float[1, 128, 768]
 
-All float32, batch 1, static shapes, opset 17, IR version 8, laid out as PyTorch's exporter lays
+All float32, batch 1 (--batch N for another), static shapes, opset 17, IR version 8, laid out as PyTorch's exporter lays
 out an export without Conv+BatchNormalization fusion: convolutions without bias followed by
 BatchNormalization, Linear layers as Gemm (transB=1) after Flatten, or as MatMul with an
 [in, out] weight plus Add on 3-D activations; node and initializer names follow the modules.
@@ -18,7 +18,7 @@ initializes them), linear layers normal / sqrt(fan_in), BERT's matrices normal *
 statistics random but valid (variance in [0.5, 1.5)).
 
 Usage: /usr/bin/python3 bench/make_compile_models.py OUT_DIR [--models resnet18,resnet50,mobilenetv2,bert_encoder]
-       [--ort-python PY] [--no-ort-check]
+       [--ort-python PY] [--no-ort-check] [--batch N]
 
 Needs NumPy and the `onnx` package (Debian's python3-onnx). Each written model is checked with
 onnx.checker (full_check=False). When onnxruntime is importable here, or in PY (default: the
@@ -37,6 +37,8 @@ import time
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+BATCH = 1  # every model's batch size (--batch)
 
 OPSET = 17
 IR_VERSION = 8
@@ -161,8 +163,8 @@ def make_resnet(block, layers, name):
             x = b.relu(b.add(y, identity, p), p + ".relu_2")
             inplanes = planes * expansion
     b.classifier(x, "fc", 512 * expansion, 1000)
-    return b.model(name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 224, 224])],
-                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])]), b.bytes
+    return b.model(name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 3, 224, 224])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 1000])]), b.bytes
 
 
 def make_resnet18():
@@ -200,18 +202,19 @@ def make_mobilenetv2():
             cin, idx = c, idx + 1
     x = conv_bn(x, f"features.{idx}", cin, 1280, 1, 1)
     b.classifier(x, "classifier.1", 1280, 1000)  # classifier.0 is Dropout: nothing in eval
-    return b.model("mobilenetv2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 224, 224])],
-                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])]), b.bytes
+    return b.model("mobilenetv2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 3, 224, 224])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 1000])]), b.bytes
 
 
 # ---- BERT encoder ---------------------------------------------------------------------------
 
-BERT = dict(layers=6, d=768, heads=12, ffn=3072, seq=128, batch=1)
+BERT = dict(layers=6, d=768, heads=12, ffn=3072, seq=128)
 
 
 def make_bert_encoder():
     b = Builder(0)
-    L, D, H, F, T, B = (BERT[k] for k in ("layers", "d", "heads", "ffn", "seq", "batch"))
+    L, D, H, F, T = (BERT[k] for k in ("layers", "d", "heads", "ffn", "seq"))
+    B = BATCH
     hd = D // H
     split = b.const("shape_split_heads", [B, T, H, hd], np.int64)
     merge = b.const("shape_merge_heads", [B, T, D], np.int64)
@@ -258,10 +261,12 @@ MODELS = {
     "mobilenetv2": make_mobilenetv2,
     "bert_encoder": make_bert_encoder,
 }
-INPUT_SHAPES = {"resnet18": [1, 3, 224, 224], "resnet50": [1, 3, 224, 224], "mobilenetv2": [1, 3, 224, 224],
-                "bert_encoder": [1, 128, 768]}
-OUTPUT_SHAPES = {"resnet18": [1, 1000], "resnet50": [1, 1000], "mobilenetv2": [1, 1000],
-                 "bert_encoder": [1, 128, 768]}
+def input_shape(name):
+    return [BATCH, 128, 768] if name == "bert_encoder" else [BATCH, 3, 224, 224]
+
+
+def output_shape(name):
+    return [BATCH, 128, 768] if name == "bert_encoder" else [BATCH, 1000]
 
 
 def save(model, path, weight_bytes):
@@ -318,7 +323,10 @@ def main():
     ap.add_argument("--ort-python", default=os.path.join(ROOT, ".venv", "bin", "python"),
                     help="a Python with onnxruntime for the run check, when this one has none")
     ap.add_argument("--no-ort-check", action="store_true", help="skip the onnxruntime run check")
+    ap.add_argument("--batch", type=int, default=1, help="the models' (static) batch size (default 1)")
     args = ap.parse_args()
+    global BATCH
+    BATCH = args.batch
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in MODELS]
     if unknown:
@@ -333,7 +341,7 @@ def main():
         print("%s  %.1f MB weights, %d nodes, %d initializers (%.1f s)" % (
             path, weight_bytes / 1e6, len(model.graph.node), len(model.graph.initializer),
             time.perf_counter() - t), flush=True)
-        written.append([os.path.abspath(path), INPUT_SHAPES[name], OUTPUT_SHAPES[name]])
+        written.append([os.path.abspath(path), input_shape(name), output_shape(name)])
         del model
     if not args.no_ort_check and not ort_check(written, args.ort_python):
         sys.exit("onnxruntime could not run a model (see above)")

@@ -25,7 +25,15 @@ void Emitter::line(const std::string& text) {
   body_ += '\n';
 }
 
+std::string Emitter::units_loop(const std::string& var, const std::string& total, uint32_t group_size) const {
+  if (cpu()) return "for (IDX " + var + " = begin; " + var + " < end; ++" + var + ")";
+  if (group_size == 0) return "for (IDX " + var + " = gid; " + var + " < " + total + "; " + var + " += ngroups)";
+  const std::string wg = "TO_IDX(" + std::to_string(group_size) + ")";
+  return "for (IDX " + var + " = gid * " + wg + " + lid; " + var + " < " + total + "; " + var + " += ngroups * " + wg + ")";
+}
+
 std::string Emitter::barrier() const {
+  if (cpu()) return "";  // one thread per work-group
   if (cuda()) return "__syncthreads();";
   return glsl() ? "memoryBarrierShared(); barrier();" : "barrier(CLK_LOCAL_MEM_FENCE);";
 }
@@ -33,7 +41,7 @@ std::string Emitter::barrier() const {
 std::string Emitter::shared_array(const std::string& type, const std::string& base, uint32_t size) {
   std::string name = fresh(base);
   const std::string decl = type + " " + name + "[" + std::to_string(size) + "];\n";
-  shared_decls_ += glsl() ? "shared " + decl : (cuda() ? "  __shared__ " : "  __local ") + decl;
+  shared_decls_ += glsl() ? "shared " + decl : (cuda() ? "  __shared__ " : cpu() ? "  " : "  __local ") + decl;
   return name;
 }
 
@@ -120,7 +128,9 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
   const std::string at = b + "[" + offset + "]";
   switch (m_.buffers[size_t(buffer)].dtype) {
     case DType::kF32: case DType::kI32: case DType::kI64: return at;
-    case DType::kF16: return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
+    case DType::kF16:
+      if (cpu()) return "k_h2f(" + at + ")";
+      return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
     case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
     case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
   }
@@ -135,10 +145,11 @@ void Emitter::store(int buffer, const std::string& offset, const std::string& v)
   switch (m_.buffers[size_t(buffer)].dtype) {
     case DType::kF32: case DType::kI32: case DType::kI64: line(at + " = " + v + ";"); return;
     case DType::kF16:
+      if (cpu()) return line(at + " = k_f2h(" + v + ");");
       line(glsl() ? at + " = float16_t(" + v + ");" : "vstore_half_rte(" + v + ", (size_t)(" + offset + "), " + b + ");");
       return;
     case DType::kBF16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + "k_f2bf(" + v + "));"); return;
-    case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : "(char)(") + v + ");"); return;
+    case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : cpu() ? "(signed char)(" : "(char)(") + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + v + ");"); return;
   }
 }
@@ -199,6 +210,7 @@ std::string Emitter::expand(std::string_view form, const std::vector<std::string
 
 std::string_view Emitter::float_form(const ir::Node& n) const {
   const ir::CExpr& e = ir::op_info(n.op).expr;
+  // The CPU dialect spells C math as OpenCL C does (float overloads, c_family_prelude.cpp).
   const std::string_view override_form = cuda() ? e.cuda_float_form : glsl() ? e.glsl_float_form : e.opencl_float_form;
   if (!override_form.empty()) return override_form;
   return e.float_form_for ? e.float_form_for(n.attrs) : e.float_form;
@@ -341,6 +353,18 @@ std::string glsl_storage_type(DType d) {
   return "float";
 }
 
+std::string cpu_storage_type(DType d) {
+  switch (d) {
+    case DType::kF32: return "float";
+    case DType::kF16: case DType::kBF16: return "ushort";
+    case DType::kI64: return "long long";
+    case DType::kI32: return "int";
+    case DType::kI8: return "signed char";
+    case DType::kU8: case DType::kBool: return "uchar";
+  }
+  return "float";
+}
+
 std::string opencl_storage_type(DType d) {
   switch (d) {
     case DType::kF32: return "float";
@@ -363,14 +387,18 @@ Result<RenderedKernel> Emitter::render() {
     uses_i64_ = uses_i64_ || m_.node(n).type.dtype == DType::kI64;
     for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || m_.node(in).type.dtype == DType::kI64;
   }
-  line("IDX lid = TO_IDX(" + std::string(glsl() ? "gl_LocalInvocationID.x" : cuda() ? "threadIdx.x" : "get_local_id(0)") + ");");
-  line("IDX gid = TO_IDX(" + std::string(glsl() ? "gl_WorkGroupID.x" : cuda() ? "blockIdx.x" : "get_group_id(0)") + ");");
-  line("IDX ngroups = TO_IDX(" + std::string(glsl() ? "gl_NumWorkGroups.x" : cuda() ? "gridDim.x" : "get_num_groups(0)") + ");");
+  if (cpu()) {
+    line("IDX lid = TO_IDX(0);");  // a work-group of one
+  } else {
+    line("IDX lid = TO_IDX(" + std::string(glsl() ? "gl_LocalInvocationID.x" : cuda() ? "threadIdx.x" : "get_local_id(0)") + ");");
+    line("IDX gid = TO_IDX(" + std::string(glsl() ? "gl_WorkGroupID.x" : cuda() ? "blockIdx.x" : "get_group_id(0)") + ");");
+    line("IDX ngroups = TO_IDX(" + std::string(glsl() ? "gl_NumWorkGroups.x" : cuda() ? "gridDim.x" : "get_num_groups(0)") + ");");
+  }
   if (cuda()) emit_cuda();
   else switch (m_.kind) {
     case KernelTemplate::kPointwise: emit_pointwise(); break;
     case KernelTemplate::kRowReduce: emit_rows(); break;
-    case KernelTemplate::kMatMul: emit_matmul(); break;
+    case KernelTemplate::kMatMul: cpu() ? emit_cpu_matmul() : emit_matmul(); break;
     case KernelTemplate::kAttention: emit_attention(m_.dispatch.workgroup_size); break;
   }
   if (!error_.is_ok()) return error_;
@@ -428,6 +456,19 @@ Result<RenderedKernel> Emitter::render() {
     for (size_t i = 0; i < m_.symbols.size(); ++i)
       src += "  int " + sanitize_identifier(m_.symbols[i]) + " = int(pc.p" + std::to_string(i) + ");\n";
     src += body_ + "}\n";
+  } else if (cpu()) {
+    // Buffers are restrict for the reason given for CUDA below. The function is the module's
+    // only exported symbol for this kernel (-fvisibility=hidden hides the helpers).
+    src = header + prelude(d_, true) + "extern \"C\" __attribute__((visibility(\"default\"))) void " + m_.entry_point +
+          "(void* const* kb, const long long* ks, long long begin, long long end) {\n";
+    for (size_t b = 0; b < m_.buffers.size(); ++b) {
+      const std::string type = std::string(m_.buffers[b].written ? "" : "const ") + cpu_storage_type(m_.buffers[b].dtype);
+      src += "  " + type + (m_.in_place ? "* b" : "* __restrict b") + std::to_string(b) + " = (" + type + "*)kb[" +
+             std::to_string(b) + "];\n";
+    }
+    for (size_t i = 0; i < m_.symbols.size(); ++i)
+      src += "  long long " + sanitize_identifier(m_.symbols[i]) + " = ks[" + std::to_string(i) + "];\n";
+    src += shared_decls_ + body_ + "}\n";
   } else if (cuda()) {
     // No prelude here: the CUDA target puts cuda_program_prelude() once atop the program.
     // Every buffer is __restrict__: the plan never lets a kernel's output overlap another of
@@ -471,6 +512,13 @@ Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect
     KernelModel cuda_model = model;
     cuda_model.dispatch = cuda_dispatch(model);
     cfam::Emitter emitter(cuda_model, dialect);
+    return emitter.render();
+  }
+  if (dialect == Dialect::kCpu) {
+    // One thread runs each work unit: the templates' work-groups have one thread.
+    KernelModel cpu_model = model;
+    cpu_model.dispatch.workgroup_size = 1;
+    cfam::Emitter emitter(cpu_model, dialect);
     return emitter.render();
   }
   cfam::Emitter emitter(model, dialect);

@@ -19,7 +19,11 @@
 
 namespace kiln::codegen {
 
-enum class Dialect : uint8_t { kOpenCL, kGlsl, kCuda };
+// kCpu: C++ for the host (the cpu target, codegen/cpu/): each kernel is one function over a range
+// of its work units, `extern "C" void entry(void* const* buffers, const long long* symbols,
+// long long begin, long long end)` (the cpu driver's calling convention, artifact.h), and its
+// templates run one work unit per loop iteration instead of one per thread.
+enum class Dialect : uint8_t { kOpenCL, kGlsl, kCuda, kCpu };
 
 struct RenderedKernel {
   std::string source;

@@ -66,11 +66,10 @@ std::string Emitter::attention_mask(const AttentionOperands& o, const std::vecto
 void Emitter::emit_attention(uint32_t group_size) {
   const std::optional<AttentionOperands> o = attention_operands();
   if (!o) return;
-  const std::string wg = "TO_IDX(" + std::to_string(group_size) + ")";
   const std::string d = std::to_string(o->d), dv = std::to_string(o->dv);
   line("IDX Sq = " + o->sq + ", Sk = " + o->sk + ";");
   line("IDX rows = " + product(o->shape.batch) + " * Sq;");
-  open("for (IDX r = gid * " + wg + " + lid; r < rows; r += ngroups * " + wg + ")");
+  open(units_loop("r", "rows", group_size));
   line("IDX i = r % Sq, bidx = r / Sq;");
   const std::vector<std::string> bc = decompose("bidx", o->shape.batch);
   const ir::NodeId qn = o->anchor->inputs[0], kn = o->anchor->inputs[1], vn = o->anchor->inputs[2];

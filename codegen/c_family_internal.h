@@ -80,6 +80,11 @@ class Emitter {
   // ---- shared by the template files ----
   bool glsl() const { return d_ == Dialect::kGlsl; }
   bool cuda() const { return d_ == Dialect::kCuda; }
+  bool cpu() const { return d_ == Dialect::kCpu; }
+  // The loop header over this thread's work units [0, total): on GPUs a grid-stride loop over
+  // the threads of work-groups of `group_size` (0: one unit per work-group), on the CPU the
+  // function's [begin, end) range.
+  std::string units_loop(const std::string& var, const std::string& total, uint32_t group_size) const;
   void line(const std::string& text);
   void open(const std::string& head) { line(head + " {"); ++indent_; }
   void close() { --indent_; line("}"); }
@@ -147,7 +152,7 @@ class Emitter {
   void emit_pointwise();
   // The pointwise loop over linear output indices [start, total), `step` apart: the whole
   // pointwise template, and on CUDA also the scalar tail of the vectorized one.
-  void emit_pointwise_loop(const std::string& start, const std::string& step);
+  void emit_pointwise_loop(const std::string& start, const std::string& step, const std::string& bound = "total");
   void emit_rows();
   // What both matmul templates (emit_matmul, emit_cuda_matmul) read off the anchor: its operands'
   // buffers, the numeric kind, M, K and N as IDX text (1 for a vector operand's missing dim),
@@ -165,6 +170,7 @@ class Emitter {
   // `acc += x * y;` in the kind's arithmetic (wrapping integer helpers for integers).
   std::string multiply_add(Num kind, const std::string& acc, const std::string& x, const std::string& y) const;
   void emit_matmul();
+  void emit_cpu_matmul();  // CPU: register-blocked rows of the output, vectorized over columns
   // What both attention templates (emit_attention, emit_cuda_flash_attention) read off the
   // anchor: the buffers (mask -1 when absent), the logical sizes as IDX text, the batch shape,
   // and offsets of a row's first element in q, k, v, the output (at batch coordinates bc and

@@ -15,11 +15,12 @@ using ir::OpKind;
 void Emitter::emit_pointwise() {
   const std::string wg = "TO_IDX(" + std::to_string(m_.dispatch.workgroup_size) + ")";
   line("IDX total = " + product(m_.space) + ";");
-  emit_pointwise_loop("gid * " + wg + " + lid", "ngroups * " + wg);
+  if (cpu()) emit_pointwise_loop("begin", "TO_IDX(1)", "end");
+  else emit_pointwise_loop("gid * " + wg + " + lid", "ngroups * " + wg);
 }
 
-void Emitter::emit_pointwise_loop(const std::string& start, const std::string& step) {
-  open("for (IDX lin = " + start + "; lin < total; lin += " + step + ")");
+void Emitter::emit_pointwise_loop(const std::string& start, const std::string& step, const std::string& bound) {
+  open("for (IDX lin = " + start + "; lin < " + bound + "; lin += " + step + ")");
   Point p;
   p.space = m_.space;
   p.coords = decompose("lin", m_.space);

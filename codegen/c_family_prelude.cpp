@@ -160,6 +160,81 @@ __forceinline__ long long k_f2l(float x) { return __float2ll_rz(x); }
 __forceinline__ float k_fmax(float a, float b) { return fmaxf(a, b); }  // one FMNMX; NaN-ignoring
 )";
 
+// C++ for the host CPU (the cpu target compiles it with clang, without system headers: the math
+// functions are clang builtins, which lower to instructions or libm calls). OpenCL C's overloaded
+// float math (exp, sqrt, ...) is spelled the same here through float overloads, so the operator
+// table's forms serve this dialect unchanged. f16 is 16-bit storage converted in software
+// (round to nearest even); float -> int conversions saturate toward zero with NaN -> 0, like
+// OpenCL's convert_*_sat_rtz; signed arithmetic wraps through unsigned.
+constexpr const char* kCpuMacros = R"(typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+typedef unsigned long long ulong_t;
+#define IDX long long
+#define I64 long long
+#define TO_F(x) ((float)(x))
+#define TO_I(x) ((int)(x))
+#define TO_L(x) ((long long)(x))
+#define TO_IDX(x) ((long long)(x))
+#define F2U(x) __builtin_bit_cast(uint, (float)(x))
+#define U2F(x) __builtin_bit_cast(float, (uint)(x))
+#define K_MATH1(name) inline float name(float x) { return __builtin_##name##f(x); }
+K_MATH1(exp) K_MATH1(log) K_MATH1(sqrt) K_MATH1(sin) K_MATH1(cos) K_MATH1(atan) K_MATH1(floor)
+K_MATH1(ceil) K_MATH1(trunc) K_MATH1(fabs) K_MATH1(tanh) K_MATH1(erf) K_MATH1(rint) K_MATH1(nearbyint)
+inline float pow(float a, float b) { return __builtin_powf(a, b); }
+inline float fmod(float a, float b) { return __builtin_fmodf(a, b); }
+inline float fmin(float a, float b) { return __builtin_fminf(a, b); }
+inline float fmax(float a, float b) { return __builtin_fmaxf(a, b); }
+inline bool isnan(float x) { return __builtin_isnan(x); }
+inline bool isinf(float x) { return __builtin_isinf(x); }
+#define k_erf erf
+#define k_tanh tanh
+#define k_powf pow
+#define k_fmodf fmod
+#define k_round rint
+#define k_fabs fabs
+inline float k_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+inline long long clamp(long long x, long long lo, long long hi) { return x < lo ? lo : (x > hi ? hi : x); }
+inline float k_h2f(ushort h) {
+  uint sign = (uint)(h & 0x8000u) << 16, e = (h >> 10) & 31u, man = h & 1023u;
+  if (e == 31u) return U2F(sign | 0x7f800000u | (man << 13));
+  if (e == 0u) {
+    float f = (float)man * 5.9604644775390625e-8f;  // 2^-24
+    return sign ? -f : f;
+  }
+  return U2F(sign | ((e + 112u) << 23) | (man << 13));
+}
+inline ushort k_f2h(float f) {
+  uint u = F2U(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (ushort)(sign | 0x7e00u);
+  if (a >= 0x477ff000u) return (ushort)(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {  // below 2^-14: subnormal; rint applies round-to-nearest-even
+    float m = U2F(a) * 16777216.0f;  // in units of 2^-24
+    return (ushort)(sign | (uint)__builtin_rintf(m));
+  }
+  uint r = a + 0xfffu + ((a >> 13) & 1u);
+  return (ushort)(sign | ((r - 0x38000000u) >> 13));
+}
+inline int k_add_i(int a, int b) { return (int)((uint)a + (uint)b); }
+inline int k_sub_i(int a, int b) { return (int)((uint)a - (uint)b); }
+inline int k_mul_i(int a, int b) { return (int)((uint)a * (uint)b); }
+inline int k_neg_i(int a) { return (int)(0u - (uint)a); }
+inline int k_wrap_i8(int a) { return (int)(signed char)a; }
+inline int k_f2i(float x) { return isnan(x) ? 0 : (x >= 2147483648.0f ? 2147483647 : (x <= -2147483648.0f ? -2147483647 - 1 : (int)x)); }
+inline int k_f2c(float x) { return isnan(x) ? 0 : (int)fmin(fmax(trunc(x), -128.0f), 127.0f); }
+inline int k_f2uc(float x) { return isnan(x) ? 0 : (int)fmin(fmax(trunc(x), 0.0f), 255.0f); }
+inline long long k_add_l(long long a, long long b) { return (long long)((ulong_t)a + (ulong_t)b); }
+inline long long k_sub_l(long long a, long long b) { return (long long)((ulong_t)a - (ulong_t)b); }
+inline long long k_mul_l(long long a, long long b) { return (long long)((ulong_t)a * (ulong_t)b); }
+inline long long k_neg_l(long long a) { return (long long)(0ull - (ulong_t)a); }
+inline long long k_f2l(float x) {
+  if (isnan(x)) return 0;
+  if (x >= 9.2233720368547758e18f) return 9223372036854775807ll;
+  if (x <= -9.2233720368547758e18f) return -9223372036854775807ll - 1ll;
+  return (long long)x;
+}
+)";
+
 // IEEE maxNum (a NaN operand is ignored), written out for GLSL, whose max() leaves NaN
 // undefined, and for OpenCL C; CUDA's own definition above is fmaxf, one instruction.
 constexpr const char* kPortableFmax =
@@ -232,6 +307,11 @@ std::string prelude(Dialect dialect, bool with_i64) {
   if (dialect == Dialect::kCuda) {
     // One prelude per CUDA program (all kernels of a graph): always with the i64 helpers.
     return std::string(kCudaMacros) + kCommon + kCommonI64;
+  }
+  if (dialect == Dialect::kCpu) {
+    // Every kernel is its own translation unit, linked with the others into one shared object:
+    // the helpers are internal to it (an unnamed namespace), and always carry the i64 ones.
+    return std::string("namespace {\n") + kCpuMacros + kPortableFmax + kCommon + kCommonI64 + "}  // namespace\n";
   }
   std::string text = dialect == Dialect::kGlsl ? kGlslMacros : kOpenClMacros;
   if (with_i64) text += dialect == Dialect::kGlsl ? kGlslI64 : kOpenClI64;

@@ -66,7 +66,10 @@ void Emitter::emit_rows() {
 
   line("IDX rows = " + product(row_shape) + ";");
   line("IDX K = " + product(red_shape) + ";");
-  open("for (IDX row = gid; row < rows; row += ngroups)");
+  open(units_loop("row", "rows", /*group_size=*/0));
+  // CPU: one thread walks the row; letting its sums reassociate is what lets LLVM vectorize them
+  // (several partial sums, as a GPU work-group's tree has).
+  if (cpu()) line("#pragma clang fp reassociate(on)");
   const std::vector<std::string> row_coords = decompose("row", row_shape);
 
   // One pass over the row: `per_element(p, x)` runs at each element the thread owns.
@@ -251,6 +254,53 @@ void Emitter::emit_matmul() {
   if (!o->b_vector) p.coords.push_back("col");
   finish_anchor(p, ctype(kind), convert("acc", kind, o->anchor->type.dtype));
   close();
+  close();
+}
+
+// CPU: the work units are output rows (batch entries x M). A function call takes its rows in
+// blocks of up to kCpuRows rows of one batch entry and the columns in strips of kCpuCols; each
+// block x strip accumulates in a local array (kept in L1, the inner loop vectorized over
+// columns), so B is read once per block of rows instead of once per row. Vendor GEMMs replace it
+// where the artifact's GemmCall allows (runtime/drivers/cpu/).
+void Emitter::emit_cpu_matmul() {
+  const std::optional<MatmulOperands> o = matmul_operands();
+  if (!o) return;
+  constexpr int kCpuRows = 4, kCpuCols = 64;
+  const std::string R = std::to_string(kCpuRows), C = std::to_string(kCpuCols);
+  const Num kind = o->kind;
+  line("IDX M = " + o->m + ", K = " + o->k + ", N = " + o->n + ";");
+  open("for (IDX unit = begin; unit < end;)");
+  line("IDX bidx = unit / M, first_row = unit % M;");
+  line("IDX nr = M - first_row < end - unit ? M - first_row : end - unit;");
+  line("if (nr > " + R + ") nr = " + R + ";");
+  std::vector<std::string> bc = decompose("bidx", o->batch);
+  line("IDX a_base = " + broadcast_offset(o->a_batch, bc) + " * M * K;");
+  line("IDX b_base = " + broadcast_offset(o->b_batch, bc) + " * K * N;");
+  open("for (IDX first_col = TO_IDX(0); first_col < N; first_col += " + C + ")");
+  line("IDX nj = N - first_col < " + C + " ? N - first_col : " + C + ";");
+  line(ctype(kind) + " acc[" + R + "][" + C + "];");
+  line("for (int i = 0; i < " + R + "; ++i) for (int j = 0; j < " + C + "; ++j) acc[i][j] = " + lit(kind, "0") + ";");
+  open("for (IDX k = TO_IDX(0); k < K; ++k)");
+  open("for (IDX i = TO_IDX(0); i < nr; ++i)");
+  line(ctype(kind) + " av = " + load(o->a_buffer, "a_base + (first_row + i) * K + k") + ";");
+  open("for (IDX j = TO_IDX(0); j < nj; ++j)");
+  line(multiply_add(kind, "acc[i][j]", "av", load(o->b_buffer, "b_base + k * N + first_col + j")));
+  close();
+  close();
+  close();
+  open("for (IDX i = TO_IDX(0); i < nr; ++i)");
+  open("for (IDX j = TO_IDX(0); j < nj; ++j)");
+  line("IDX row = first_row + i, col = first_col + j;");
+  Point p;
+  p.space = m_.space;
+  p.coords = bc;
+  if (!o->a_vector) p.coords.push_back("row");
+  if (!o->b_vector) p.coords.push_back("col");
+  finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, o->anchor->type.dtype));
+  close();
+  close();
+  close();
+  line("unit += nr;");
   close();
 }
 

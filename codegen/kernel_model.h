@@ -59,7 +59,7 @@ struct KernelModel {
   std::vector<bool> reduced_axes;    // kRowReduce: which axes of `space` one row spans
   artifact::KernelDispatch dispatch;
   // The first buffer is the written one's memory, read then overwritten element by element (a
-  // GEMM epilogue kernel, codegen/cuda/gemm_call.h): the buffers are not declared restrict.
+  // GEMM epilogue kernel, codegen/gemm_call.h): the buffers are not declared restrict.
   bool in_place = false;
 
   // Position of `value` among the buffers, or -1 when the kernel computes it in registers.

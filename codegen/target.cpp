@@ -15,6 +15,10 @@
 #ifdef KILN_HAVE_VULKAN_CODEGEN
 #include "codegen/vulkan/vulkan_target.h"
 #endif
+#ifdef KILN_HAVE_CPU_CODEGEN
+#include "codegen/cpu/cpu_target.h"
+#include "codegen/cpu/cpu_toolchain.h"
+#endif
 
 namespace kiln::codegen {
 
@@ -241,6 +245,9 @@ std::vector<std::string> available_targets() {
 #ifndef KILN_HAVE_VULKAN_CODEGEN
     if (name == artifact::kVulkanTarget) continue;
 #endif
+#ifndef KILN_HAVE_CPU_CODEGEN
+    if (name == artifact::kCpuTarget) continue;
+#endif
     out.emplace_back(name);
   }
   return out;
@@ -254,7 +261,22 @@ Result<std::unique_ptr<Target>> create_target(std::string_view name) {
 #ifdef KILN_HAVE_VULKAN_CODEGEN
   if (name == artifact::kVulkanTarget) return make_vulkan_target();
 #endif
+#ifdef KILN_HAVE_CPU_CODEGEN
+  if (name == artifact::kCpuTarget) return make_cpu_target();
+#endif
   return unsupported("code-generation target '" + std::string(name) + "' is not available in this build");
+}
+
+Status check_cpu_name(std::string_view cpu) {
+#ifdef KILN_HAVE_CPU_CODEGEN
+  if (cpu == "native" || is_known_cpu(cpu)) return Status::ok();
+  return invalid_argument("unknown CPU '" + std::string(cpu) +
+                          "' for --cpu (expected an LLVM x86 CPU name such as x86-64-v2, x86-64-v3, skylake-avx512 "
+                          "or znver3, or native)");
+#else
+  (void)cpu;
+  return Status::ok();
+#endif
 }
 
 std::string unavailable_targets_note() {
@@ -269,6 +291,10 @@ std::string unavailable_targets_note() {
 #ifndef KILN_HAVE_VULKAN_CODEGEN
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kVulkanTarget) +
           " (shaderc or SPIRV-Tools not found)";
+#endif
+#ifndef KILN_HAVE_CPU_CODEGEN
+  note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) +
+          " (clang, lld and LLVM 14 development packages not found at build time)";
 #endif
   return note;
 }

@@ -62,6 +62,11 @@ Result<std::vector<std::string>> select_targets(const CompileOptions& options) {
     return invalid_argument("--gpu-arch needs the cuda target, which is not selected");
   if (options.allow_tf32 && !contains(targets, cuda))
     return invalid_argument("--allow-tf32 needs the cuda target, which is not selected");
+  if (!options.cpu.empty()) {
+    if (!contains(targets, std::string(artifact::kCpuTarget)))
+      return invalid_argument("--cpu needs the cpu target, which is not selected");
+    KILN_RETURN_IF_ERROR(codegen::check_cpu_name(options.cpu));
+  }
   return targets;
 }
 
@@ -85,6 +90,7 @@ codegen::TargetOptions target_options(const CompileOptions& options) {
   target.opt_level = options.opt_level;
   target.gpu_archs = options.gpu_archs;
   target.allow_tf32 = options.allow_tf32;
+  target.cpu = options.cpu;
   return target;
 }
 

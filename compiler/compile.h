@@ -37,6 +37,7 @@ struct CompileOptions {
   std::optional<bool> fuse_attention;  // unset: every float pattern; 16-bit only when targeting cuda
   std::vector<std::string> gpu_archs;  // cuda cubin architectures; empty: the target's default
   bool allow_tf32 = false;
+  std::string cpu;        // the cpu target's CPU (--cpu); empty: x86-64-v3
   int jobs = 0;           // compile threads; 0: every core
   bool use_cache = true;  // the persistent compile cache (codegen/compile_cache.h)
 };

@@ -7,7 +7,7 @@
 // [1,C,1,1], or one element), the conv feeds nothing but the add or mul, and the result keeps
 // the add's or mul's type. Nodes are visited in order, so conv -> add(b) -> mul(a) -> add(b')
 // ends as one conv with new weights and bias, whose epilogue then starts at what follows (relu, a
-// residual add): the shape vendor libraries fuse (codegen/cuda/conv_call.h), and one kernel
+// residual add): the shape vendor libraries fuse (codegen/conv_call.h), and one kernel
 // fewer of arithmetic on every target.
 //
 // The folded weights and bias are new constants (the originals stay for other users; dce drops

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "runtime/drivers/cpu/cpu_driver.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/drivers/opencl/opencl_driver.h"
 #include "runtime/drivers/reference/reference_driver.h"
@@ -15,6 +16,7 @@ DeviceRegistry::DeviceRegistry() {
   add_driver(opencl::create_opencl_driver());
   add_driver(vulkan::create_vulkan_driver());
   add_driver(cuda::create_cuda_driver());
+  add_driver(cpu::create_cpu_driver());
 }
 
 void DeviceRegistry::add_driver(std::unique_ptr<hal::Driver> driver) {

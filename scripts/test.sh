@@ -10,7 +10,7 @@ bash scripts/setup.sh
 # used: KILN_REQUIRE_DRIVERS makes a missing Vulkan or OpenCL device an error instead of a skip.
 # Developers without them (CI unset) still run every test that their machine supports.
 if [[ "${CI:-}" == "true" && -z "${KILN_REQUIRE_DRIVERS:-}" ]]; then
-  export KILN_REQUIRE_DRIVERS=vulkan,opencl
+  export KILN_REQUIRE_DRIVERS=vulkan,opencl,cpu
 fi
 BUILD_DIR=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -27,8 +27,8 @@
 #include "artifact/targets.h"
 #include "codegen/c_family.h"
 #include "codegen/cuda/cuda_toolchain.h"
-#include "codegen/cuda/conv_call.h"
-#include "codegen/cuda/gemm_call.h"
+#include "codegen/conv_call.h"
+#include "codegen/gemm_call.h"
 #include "codegen/kernel_model.h"
 
 namespace kiln::codegen {

@@ -11,6 +11,8 @@
 // Options the drivers have:
 //   cuda.graphs = on | off   capture and replay CUDA graphs in the device's streams (default on,
 //                            or off when the environment variable KILN_CUDA_GRAPHS is "0")
+//   cpu.threads = N          threads a cpu-driver launch runs on, the caller's included, 0 to 1024
+//                            (0 or unset: one per hardware thread)
 //
 // Thread-safety: a plain value.
 #pragma once

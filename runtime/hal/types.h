@@ -24,8 +24,9 @@ struct DeviceInfo {
   DeviceType type = DeviceType::kCpu;
   std::string description;  // human-readable name, e.g. "Kiln reference interpreter"
   // Higher is faster; the device registry picks the highest as the default device. Drivers
-  // use: CUDA GPU 400, discrete Vulkan/OpenCL GPU 300, integrated GPU 200, CPU 100,
-  // reference 0.
+  // use: CUDA GPU 400, discrete Vulkan/OpenCL GPU 300 (an OpenCL accelerator 250), integrated
+  // GPU 200, the cpu driver's native kernels 150, the GPU APIs' CPU implementations (PoCL,
+  // lavapipe) 100, reference 0.
   int priority = 0;
 };
 

@@ -29,7 +29,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
-DRIVERS = ("cuda", "opencl", "vulkan")
+DRIVERS = ("cuda", "opencl", "vulkan", "cpu")
 
 
 def run(cmd, timeout=120):
@@ -44,7 +44,7 @@ def list_devices(kiln_run):
     _, out = run([kiln_run, "--list-devices"])
     devices = {}
     for line in out.splitlines():
-        m = re.match(r"\s*((cuda|opencl|vulkan):\d+)\b", line)
+        m = re.match(r"\s*((cuda|opencl|vulkan|cpu):\d+)\b", line)
         if m and m.group(2) not in devices:
             devices[m.group(2)] = m.group(1)
     return devices

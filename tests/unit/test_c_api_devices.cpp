@@ -196,9 +196,9 @@ TEST_CASE("c_api devices: application-owned memory is used in place where the dr
     REQUIRE(kiln_session_create(artifact, id.c_str(), &session) == KILN_OK);
     kiln_buffer* wrapped = nullptr;
     CHECK(kiln_buffer_wrap_native(session, nullptr, 16, &wrapped) == KILN_INVALID_ARGUMENT);
-    if (id == "reference") {
-      // The reference device's memory is host memory: a host pointer is its native handle, used
-      // in place as an input.
+    if (id == "reference" || id.rfind("cpu:", 0) == 0) {
+      // The reference and cpu devices' memory is host memory: a host pointer is their native
+      // handle, used in place as an input.
       std::vector<float> host = x;
       REQUIRE(kiln_buffer_wrap_native(session, host.data(), x_bytes, &wrapped) == KILN_OK);
       const Outputs copied = run_probe(session);

@@ -4,6 +4,7 @@
 // drivers that only list devices, so it runs the same on every machine.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -84,6 +85,19 @@ TEST_CASE("c_api registry: devices are ordered CUDA GPU, discrete GPU, integrate
   CHECK(fake_ids(registry.list_devices()) ==
         std::vector<std::string>{"fakecuda:0", "fakecl:1", "fakevk:1", "fakecl:0", "fakevk:0", "reference"});
   CHECK(registry.default_device_id() == registry.list_devices().front().id);
+  // The cpu driver's device (on x86-64 Linux) comes after every GPU and before the GPU APIs' CPU
+  // implementations.
+  std::vector<std::string> ids;
+  for (const hal::DeviceInfo& d : registry.list_devices()) ids.push_back(d.id);
+  const auto position = [&](const std::string& id) { return std::find(ids.begin(), ids.end(), id) - ids.begin(); };
+  if (position("cpu:0") < std::ptrdiff_t(ids.size())) {
+    CHECK(position("fakevk:1") < position("cpu:0"));
+    CHECK(position("cpu:0") < position("fakecl:0"));
+    CHECK(*registry.default_device(artifact_with_targets({"cpu", "fakecl"})) == "fakecl:1");
+    CHECK(*registry.default_device(artifact_with_targets({"cpu", "fakevk"})) == "fakevk:1");
+    CHECK(*registry.default_device(artifact_with_targets({"fakecl", "cpu"})) == "fakecl:1");
+    CHECK(*registry.default_device(artifact_with_targets({"cpu"})) == "cpu:0");
+  }
 
   // The default for an artifact is the fastest device whose driver it has kernels for.
   CHECK(*registry.default_device(artifact_with_targets({"fakevk"})) == "fakevk:1");

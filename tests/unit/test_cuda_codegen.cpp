@@ -1,4 +1,4 @@
-// The CUDA side of codegen: the GEMM-call and conv-call matchers (codegen/cuda/gemm_call.h,
+// The CUDA side of codegen: the GEMM-call and conv-call matchers (codegen/gemm_call.h,
 // conv_call.h), the kCuda dialect's
 // templates and dispatch (codegen/cuda/c_family_cuda.cpp), and — when this build has NVRTC — the
 // cuda target producing one PTX module plus a cubin per architecture. Running the kernels needs
@@ -11,8 +11,8 @@
 #include "artifact/reader.h"
 #include "artifact/writer.h"
 #include "codegen/c_family.h"
-#include "codegen/cuda/conv_call.h"
-#include "codegen/cuda/gemm_call.h"
+#include "codegen/conv_call.h"
+#include "codegen/gemm_call.h"
 #include "codegen/kernel_model.h"
 #include "codegen/target.h"
 #include "frontend/parser.h"

@@ -74,6 +74,7 @@ const std::map<std::string, DriverExpectations, std::less<>> kExpectations = {
     {"cuda", {.device_timers = true, .device_clock = "device timer (CUDA events)",
               .oom_bytes = size_t(1) << 50, .oom_message = "CUDA_ERROR_OUT_OF_MEMORY",
               .description_contains = "sm_"}},
+    {"cpu", {.host_visible = true, .oom_message = "cannot allocate", .description_contains = "hardware threads"}},
 };
 #pragma GCC diagnostic pop
 
@@ -206,11 +207,13 @@ TEST_CASE("hal conformance: devices are listed, opened by id, and unknown ids an
     if (!expect.description_contains.empty())
       CHECK(info.description.find(expect.description_contains) != std::string::npos);
     // Priorities: CUDA GPU 400, discrete GPU 300 (an OpenCL accelerator 250), integrated GPU
-    // 200, CPU implementations 100, the reference interpreter 0.
+    // 200, the cpu driver's native kernels 150, the GPU APIs' CPU implementations 100, the
+    // reference interpreter 0.
     const std::vector<hal::DeviceInfo> listed = driver.devices();
     const bool accelerator = info.description.find("(accelerator)") != std::string::npos;
     const int expected_priority = info.driver == "reference"                     ? 0
                                   : info.driver == "cuda"                        ? 400
+                                  : info.driver == "cpu"                         ? 150
                                   : info.type == hal::DeviceType::kCpu           ? 100
                                   : info.type == hal::DeviceType::kIntegratedGpu ? 200
                                   : accelerator                                  ? 250

@@ -65,6 +65,7 @@ struct Options {
   std::vector<std::pair<std::string, int64_t>> dims;
   std::vector<std::pair<std::string, std::string>> input_files;
   std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::pair<std::string, std::string>> device_options;
   uint64_t seed = 0;
   int64_t warmup_runs = 10;
   double warmup_ms = 200;
@@ -123,6 +124,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
                                       "then goes to stderr)")
       ->type_name("FILE")
       ->check(kiln::tools::output_file_validator());
+  kiln::tools::add_assignment_option(a, "--device-option", o.device_options, "KEY=VALUE",
+                                     "a device option for the session (repeatable), e.g.\n"
+                                     "cpu.threads=2 or cuda.graphs=off");
   kiln::tools::add_assignment_option(a, "--env", o.env, "NAME=VALUE",
                                      "set an environment variable before the runtime starts\n"
                                      "(repeatable): runtime switches such as KILN_CUDA_GRAPHS=0");
@@ -253,9 +257,13 @@ class Bench {
     KILN_RETURN_IF_ERROR(api(kiln_artifact_load_file(opt_.artifact.c_str(), &current_.artifact), "loading " + opt_.artifact));
     t.artifact = ms(Clock::now() - load_start);
     const Clock::time_point session_start = Clock::now();
-    KILN_RETURN_IF_ERROR(
-        api(kiln_session_create(current_.artifact, opt_.device.empty() ? nullptr : opt_.device.c_str(), &current_.session),
-            "creating a session on " + (opt_.device.empty() ? std::string("the default device") : opt_.device)));
+    std::vector<kiln_device_option> options;
+    for (const auto& [key, value] : opt_.device_options) options.push_back({key.c_str(), value.c_str()});
+    KILN_RETURN_IF_ERROR(api(kiln_session_create_with_options(current_.artifact,
+                                                             opt_.device.empty() ? nullptr : opt_.device.c_str(),
+                                                             options.data(), options.size(), &current_.session),
+                             "creating a session on " +
+                                 (opt_.device.empty() ? std::string("the default device") : opt_.device)));
     t.session = ms(Clock::now() - session_start);
     const char* id = nullptr;
     KILN_RETURN_IF_ERROR(api(kiln_session_device_id(current_.session, &id), "kiln_session_device_id"));

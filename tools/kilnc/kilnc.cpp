@@ -165,6 +165,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   app.add_option("--target", targets);
   app.add_option("--gpu-arch", gpu_archs);
   app.add_flag("--allow-tf32", opts.compile.allow_tf32);
+  app.add_option("--cpu", opts.compile.cpu);
   std::string sign, new_signing_key;
   app.add_option("--sign", sign);
   app.add_option("--new-signing-key", new_signing_key);

@@ -2,7 +2,6 @@
 // stream that runs the reference interpreter synchronously at submission.
 #include "runtime/drivers/reference/reference_driver.h"
 
-#include <cstring>
 #include <functional>
 #include <new>
 #include <string>
@@ -10,61 +9,10 @@
 #include "ir/interpreter.h"
 #include "runtime/drivers/reference/reference_executor.h"
 #include "runtime/hal/driver_catalog.h"
+#include "runtime/hal/host_buffer.h"
 
 namespace kiln::runtime::reference {
 namespace {
-
-// Host memory, 64-byte aligned like ir::Tensor storage. Not thread-safe for writes.
-class HostBuffer final : public hal::Buffer {
- public:
-  static Result<std::unique_ptr<hal::Buffer>> create(size_t bytes) {
-    std::byte* data = nullptr;
-    if (bytes > 0) {
-      data = static_cast<std::byte*>(::operator new(bytes, std::align_val_t(64), std::nothrow));
-      if (!data)
-        return Status(ErrorCode::kOutOfMemory,
-                      "reference device: cannot allocate " + std::to_string(bytes) + " bytes");
-    }
-    return std::unique_ptr<hal::Buffer>(new HostBuffer(data, bytes, /*owned=*/true, nullptr));
-  }
-  // Application memory, used in place; `on_release` (may be empty) runs at destruction.
-  static std::unique_ptr<hal::Buffer> borrow(std::byte* data, size_t bytes, std::function<void()> on_release) {
-    return std::unique_ptr<hal::Buffer>(new HostBuffer(data, bytes, /*owned=*/false, std::move(on_release)));
-  }
-  ~HostBuffer() override {
-    if (owned_ && data_) ::operator delete(data_, std::align_val_t(64));
-    if (on_release_) on_release_();
-  }
-
-  size_t size() const override { return size_; }
-  std::byte* host_data() override { return data_; }
-  Status write(size_t offset, std::span<const std::byte> data) override {
-    KILN_RETURN_IF_ERROR(check_range(offset, data.size()));
-    if (!data.empty()) std::memcpy(data_ + offset, data.data(), data.size());
-    return Status::ok();
-  }
-  Status read(size_t offset, std::span<std::byte> out) const override {
-    KILN_RETURN_IF_ERROR(check_range(offset, out.size()));
-    if (!out.empty()) std::memcpy(out.data(), data_ + offset, out.size());
-    return Status::ok();
-  }
-
- private:
-  HostBuffer(std::byte* data, size_t size, bool owned, std::function<void()> on_release)
-      : data_(data), size_(size), owned_(owned), on_release_(std::move(on_release)) {}
-  Status check_range(size_t offset, size_t count) const {
-    if (offset > size_ || count > size_ - offset)
-      return invalid_argument("buffer access of " + std::to_string(count) + " bytes at offset " +
-                              std::to_string(offset) + " is outside the " + std::to_string(size_) +
-                              "-byte buffer");
-    return Status::ok();
-  }
-
-  std::byte* data_;
-  size_t size_;
-  bool owned_;
-  std::function<void()> on_release_;
-};
 
 // The reference device needs no preparation: the executable is the artifact itself.
 class ReferenceExecutable final : public hal::Executable {
@@ -144,14 +92,14 @@ class ReferenceDevice final : public hal::Device {
   const hal::DeviceInfo& info() const override { return info_; }
   bool has_device_timers() const override { return false; }
   Result<std::unique_ptr<hal::Buffer>> allocate(size_t bytes) override {
-    return HostBuffer::create(bytes);
+    return hal::HostBuffer::allocate("reference device", bytes);
   }
   // Host memory of the application (the reference device's memory is host memory). The
   // interpreter reads tensors at any alignment, so any pointer to `bytes` bytes will do.
   Result<std::unique_ptr<hal::Buffer>> wrap_native(void* native, size_t bytes,
                                                    std::function<void()> on_release) override {
     if (!native) return invalid_argument("reference device: the application's memory pointer is NULL");
-    return HostBuffer::borrow(static_cast<std::byte*>(native), bytes, std::move(on_release));
+    return hal::HostBuffer::borrow(static_cast<std::byte*>(native), bytes, std::move(on_release));
   }
   Result<std::unique_ptr<hal::Executable>> load_executable(
       std::shared_ptr<const artifact::LoadedArtifact> artifact) override {

@@ -234,6 +234,8 @@ typedef struct kiln_device_option {
  * applied when the device is opened. An option is read only by the driver it names (others
  * ignore it), so the same options can be given for any device. Options:
  *   cuda.graphs = on | off   capture and replay CUDA graphs (default: on, see CUDA above)
+ *   cpu.threads = N          threads the cpu device runs a kernel on, 0 to 1024 (default 0: one
+ *                            per hardware thread)
  * Sessions with the same device id and options share one opened device; other options open
  * the device again. KILN_INVALID_ARGUMENT for an option naming no driver, one its driver does
  * not have, or a value it cannot take. */
@@ -242,9 +244,9 @@ kiln_status kiln_session_create_with_options(kiln_artifact* artifact, const char
                                              kiln_session** out);
 /* Device memory supplied by the application for a session's buffers (see kiln_session_options).
  * allocate: `bytes` (at least 1) of memory on the session's device; writes its native handle to
- * *native (CUDA: a CUdeviceptr cast to void*; the reference device: a host pointer) and returns
- * 0, or returns non-zero when it cannot (the Kiln call that needed it then fails with
- * KILN_OUT_OF_MEMORY). deallocate: gives back what allocate returned, with the same size.
+ * *native (CUDA: a CUdeviceptr cast to void*; the reference and cpu devices: a host pointer)
+ * and returns 0, or returns non-zero when it cannot (the Kiln call that needed it then fails
+ * with KILN_OUT_OF_MEMORY). deallocate: gives back what allocate returned, with the same size.
  * Both are called from the thread of the Kiln call that allocates or frees (kiln_session_run,
  * kiln_buffer_create, kiln_session_destroy, ...), possibly from several threads at once. */
 typedef struct kiln_allocator {

@@ -4,9 +4,9 @@
 // is an add of a per-channel bias (at most one bias in all, counting the conv's own input), an
 // add of a residual shaped as the output (at most one), or a final relu; one written buffer, the
 // chain's last value.
-#include "codegen/cuda/conv_call.h"
+#include "codegen/conv_call.h"
 
-#include "codegen/cuda/library_epilogue.h"
+#include "codegen/library_epilogue.h"
 
 namespace kiln::codegen {
 namespace {

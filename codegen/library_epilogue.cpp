@@ -1,5 +1,5 @@
 // library_epilogue_kernel: see library_epilogue.h.
-#include "codegen/cuda/library_epilogue.h"
+#include "codegen/library_epilogue.h"
 
 #include <set>
 

@@ -13,7 +13,7 @@
 #include <optional>
 
 #include "artifact/artifact.h"
-#include "codegen/cuda/library_epilogue.h"
+#include "codegen/library_epilogue.h"
 #include "codegen/kernel_model.h"
 
 namespace kiln::codegen {

@@ -4,11 +4,11 @@
 // an epilogue that is exactly [* or / a one-element constant] then [+ bias[n]] and [+ residual
 // shaped as the output] in either order, then [relu | gelu(tanh)], a chain in which each node
 // consumes the previous one; one written buffer, the chain's last value.
-#include "codegen/cuda/gemm_call.h"
+#include "codegen/gemm_call.h"
 
 #include <cmath>
 
-#include "codegen/cuda/library_epilogue.h"
+#include "codegen/library_epilogue.h"
 
 namespace kiln::codegen {
 namespace {

@@ -1,0 +1,148 @@
+// The cpu target. render gives each kernel as one C++ translation unit (Dialect::kCpu): the
+// shared helpers, then `extern "C" void <entry>(void* const* buffers, const long long* symbols,
+// long long begin, long long end)`, which runs work units [begin, end) of the kernel (elements,
+// rows, output rows or query rows: cpu_dispatch below). compile turns every distinct kernel into
+// an object file with clang on the CompileContext's threads (each one unit of the persistent
+// cache), then links them in kernel order with lld into one shared object, the "so:x86_64"
+// ModuleBinary with id 0. Each KernelBinary has format "module", an empty blob, that module,
+// its entry point and a dispatch whose workgroup_size is 1 and whose items_per_group is the
+// fewest units worth a thread of the runtime's pool. -S writes each kernel's <name>.cpp.
+//
+// The code is built for TargetOptions::cpu (an LLVM CPU name; "native" is resolved here to the
+// compiling machine's CPU, so the artifact records what it was really built for).
+#include "codegen/cpu/cpu_target.h"
+
+#include <algorithm>
+
+#include "artifact/targets.h"
+#include "codegen/c_family.h"
+#include "codegen/cpu/cpu_toolchain.h"
+#include "codegen/conv_call.h"
+#include "codegen/gemm_call.h"
+#include "codegen/library_epilogue.h"
+
+namespace kiln::codegen {
+namespace {
+
+// Elements a pointwise task should at least cover; rows a row task should at least cover,
+// counted in elements of its rows.
+constexpr int64_t kPointwiseGrain = 4096;
+constexpr int64_t kRowGrainElements = 4096;
+constexpr uint32_t kMatMulGrainRows = 4;
+
+artifact::KernelDispatch cpu_dispatch(const KernelModel& m) {
+  artifact::KernelDispatch d;
+  d.workgroup_size = 1;
+  d.items_per_group = 1;
+  switch (m.kind) {
+    case KernelTemplate::kPointwise:
+      d.work_items = m.dispatch.work_items;
+      d.items_per_group = kPointwiseGrain;
+      break;
+    case KernelTemplate::kRowReduce: {
+      d.work_items = m.dispatch.work_items;
+      int64_t row = 1;
+      bool static_row = true;
+      for (size_t i = 0; i < m.space.size(); ++i)
+        if (m.reduced_axes[i]) {
+          if (m.space[i].is_static()) row *= m.space[i].size();
+          else static_row = false;
+        }
+      if (static_row && row > 0) d.items_per_group = uint32_t(std::max<int64_t>(1, kRowGrainElements / row));
+      break;
+    }
+    case KernelTemplate::kMatMul: {
+      // Output rows: every dimension of the output but the columns (a vector b has none).
+      const ir::Node& anchor = m.node(m.anchor);
+      const bool b_vector = m.node(anchor.inputs[1]).type.shape.size() == 1;
+      ir::Shape rows = m.space;
+      if (!b_vector && !rows.empty()) rows.pop_back();
+      d.work_items = ir::SizeExpr::of_shape(rows, 1);
+      d.items_per_group = kMatMulGrainRows;
+      break;
+    }
+    case KernelTemplate::kAttention:
+      d.work_items = m.dispatch.work_items;  // query rows
+      break;
+  }
+  return d;
+}
+
+// The in-place epilogue after the kernel's library call, if it has one.
+std::unique_ptr<LibraryEpilogueKernel> library_epilogue(const KernelModel& model) {
+  std::unique_ptr<LibraryEpilogueKernel> epilogue = gemm_epilogue_kernel(model);
+  return epilogue ? std::move(epilogue) : conv_epilogue_kernel(model);
+}
+
+std::string resolved_cpu(const TargetOptions& options) {
+  if (options.cpu.empty()) return std::string(kDefaultCpu);
+  return options.cpu == "native" ? host_cpu_name() : options.cpu;
+}
+
+class CpuTarget final : public Target {
+ public:
+  std::string_view name() const override { return artifact::kCpuTarget; }
+  std::string_view source_suffix() const override { return ".cpp"; }
+
+  Result<std::vector<KernelSource>> render(const KernelModel& model, const TargetOptions& options) const override {
+    KILN_ASSIGN_OR_RETURN(RenderedKernel rendered, render_c_family(model, Dialect::kCpu));
+    // A kernel that oneDNN runs only in part: its in-place epilogue lives beside it.
+    if (std::unique_ptr<LibraryEpilogueKernel> epilogue = library_epilogue(model)) {
+      KILN_ASSIGN_OR_RETURN(RenderedKernel rest, render_c_family(epilogue->model, Dialect::kCpu));
+      rendered.source += "\n" + rest.source.substr(rest.source.find("extern \"C\""));  // one prelude per unit
+    }
+    std::vector<KernelSource> out;
+    out.push_back({"", std::move(rendered.source), cpu_required_flags(resolved_cpu(options))});
+    return out;
+  }
+
+  Result<DeviceCode> compile(const ir::Graph&, const std::vector<KernelVariants>& kernels,
+                             const TargetOptions& options, CompileContext& context) const override {
+    DeviceCode out;
+    out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the module's
+    if (options.sources_only) return out;                                 // -S: the .cpp files only
+    CpuCodeOptions code;
+    code.cpu = resolved_cpu(options);
+    code.opt_level = options.opt_level >= 3 ? 3 : options.opt_level;
+    std::vector<std::vector<uint8_t>> objects(kernels.size());
+    KILN_RETURN_IF_ERROR(context.parallel_for("cpu clang", kernels.size(), [&](size_t k) -> Status {
+      CacheKey key = unit_key(identity_);
+      key.add("cpu", code.cpu).add("opt", std::to_string(code.opt_level)).add("source", kernels[k].variants.front().text);
+      KILN_ASSIGN_OR_RETURN(objects[k], context.cached(key, [&]() { return compile_object(kernels[k].variants.front().text, code); }));
+      return Status::ok();
+    }));
+    CacheKey key = unit_key(identity_);
+    key.add("link", std::to_string(objects.size()));
+    for (const std::vector<uint8_t>& object : objects)
+      key.add("object", std::string_view(reinterpret_cast<const char*>(object.data()), object.size()));
+    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> module, context.cached(key, [&]() { return link_shared_object(objects); }));
+    out.modules.push_back({std::string(artifact::kCpuTarget), std::string(artifact::kCpuModuleFormat), std::move(module), 0});
+    return out;
+  }
+
+  void package(const KernelModel& model, CompiledVariant, const TargetOptions&,
+               artifact::KernelBinary& record) const override {
+    record.format = artifact::kModuleFormat;
+    record.module_id = 0;
+    record.entry_point = model.entry_point;
+    record.dispatch = cpu_dispatch(model);
+    // The driver runs f32 GEMMs and convolutions through oneDNN where it loads
+    // (runtime/drivers/cpu/onednn.h), else this kernel's generated code.
+    record.gemm = match_gemm_call(model, /*allow_tf32=*/false);
+    record.conv = match_conv_call(model, /*allow_tf32=*/false);
+    artifact::LibraryEpilogue* rest = record.gemm ? &record.gemm->in_place_epilogue
+                                      : record.conv ? &record.conv->in_place_epilogue : nullptr;
+    if (rest && !rest->empty())
+      if (std::unique_ptr<LibraryEpilogueKernel> epilogue = library_epilogue(model))
+        rest->dispatch = cpu_dispatch(epilogue->model);
+  }
+
+ private:
+  const std::string identity_ = cpu_toolchain_identity();
+};
+
+}  // namespace
+
+std::unique_ptr<Target> make_cpu_target() { return std::make_unique<CpuTarget>(); }
+
+}  // namespace kiln::codegen

@@ -1,0 +1,278 @@
+#include "runtime/drivers/cpu/onednn.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/drivers/vendor_library.h"
+
+namespace kiln::runtime::cpu {
+
+// dnnl.h's functions, by pointer (the header only gives their types: the library is dlopened).
+struct OneDnnApi {
+  std::string library;
+#define KILN_DNNL_FN(name) decltype(&::name) name = nullptr;
+  KILN_DNNL_FN(dnnl_sgemm)
+  KILN_DNNL_FN(dnnl_engine_create)
+  KILN_DNNL_FN(dnnl_stream_create)
+  KILN_DNNL_FN(dnnl_stream_wait)
+  KILN_DNNL_FN(dnnl_stream_destroy)
+  KILN_DNNL_FN(dnnl_memory_desc_init_by_tag)
+  KILN_DNNL_FN(dnnl_memory_desc_get_size)
+  KILN_DNNL_FN(dnnl_memory_create)
+  KILN_DNNL_FN(dnnl_memory_destroy)
+  KILN_DNNL_FN(dnnl_dilated_convolution_forward_desc_init)
+  KILN_DNNL_FN(dnnl_primitive_attr_create)
+  KILN_DNNL_FN(dnnl_primitive_attr_destroy)
+  KILN_DNNL_FN(dnnl_primitive_attr_set_post_ops)
+  KILN_DNNL_FN(dnnl_post_ops_create)
+  KILN_DNNL_FN(dnnl_post_ops_destroy)
+  KILN_DNNL_FN(dnnl_post_ops_append_sum)
+  KILN_DNNL_FN(dnnl_post_ops_append_eltwise)
+  KILN_DNNL_FN(dnnl_primitive_desc_create)
+  KILN_DNNL_FN(dnnl_primitive_desc_destroy)
+  KILN_DNNL_FN(dnnl_primitive_desc_query_md)
+  KILN_DNNL_FN(dnnl_reorder_primitive_desc_create)
+  KILN_DNNL_FN(dnnl_primitive_create)
+  KILN_DNNL_FN(dnnl_primitive_destroy)
+  KILN_DNNL_FN(dnnl_primitive_execute)
+#undef KILN_DNNL_FN
+  dnnl_engine_t engine = nullptr;  // the CPU engine, for the process
+};
+
+Result<const OneDnnApi*> load_onednn() {
+  static std::once_flag once;
+  static OneDnnApi api;
+  static Status status = Status::ok();
+  std::call_once(once, [] {
+    setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);  // before OpenMP starts (see the header)
+    status = load_vendor_api({"libdnnl.so.3", "libdnnl.so.2"}, "oneDNN", "KILN_ONEDNN", api, [](auto load) {
+#define KILN_DNNL_LOAD(name) load(#name, api.name);
+      KILN_DNNL_LOAD(dnnl_sgemm)
+      KILN_DNNL_LOAD(dnnl_engine_create)
+      KILN_DNNL_LOAD(dnnl_stream_create)
+      KILN_DNNL_LOAD(dnnl_stream_wait)
+      KILN_DNNL_LOAD(dnnl_stream_destroy)
+      KILN_DNNL_LOAD(dnnl_memory_desc_init_by_tag)
+      KILN_DNNL_LOAD(dnnl_memory_desc_get_size)
+      KILN_DNNL_LOAD(dnnl_memory_create)
+      KILN_DNNL_LOAD(dnnl_memory_destroy)
+      KILN_DNNL_LOAD(dnnl_dilated_convolution_forward_desc_init)
+      KILN_DNNL_LOAD(dnnl_primitive_attr_create)
+      KILN_DNNL_LOAD(dnnl_primitive_attr_destroy)
+      KILN_DNNL_LOAD(dnnl_primitive_attr_set_post_ops)
+      KILN_DNNL_LOAD(dnnl_post_ops_create)
+      KILN_DNNL_LOAD(dnnl_post_ops_destroy)
+      KILN_DNNL_LOAD(dnnl_post_ops_append_sum)
+      KILN_DNNL_LOAD(dnnl_post_ops_append_eltwise)
+      KILN_DNNL_LOAD(dnnl_primitive_desc_create)
+      KILN_DNNL_LOAD(dnnl_primitive_desc_destroy)
+      KILN_DNNL_LOAD(dnnl_primitive_desc_query_md)
+      KILN_DNNL_LOAD(dnnl_reorder_primitive_desc_create)
+      KILN_DNNL_LOAD(dnnl_primitive_create)
+      KILN_DNNL_LOAD(dnnl_primitive_destroy)
+      KILN_DNNL_LOAD(dnnl_primitive_execute)
+#undef KILN_DNNL_LOAD
+    });
+    if (status.is_ok() && api.dnnl_engine_create(&api.engine, dnnl_cpu, 0) != dnnl_success)
+      status = Status(ErrorCode::kUnavailable, "oneDNN: cannot create its CPU engine");
+  });
+  if (!status.is_ok()) return status;
+  return &api;
+}
+
+bool onednn_runs(const artifact::GemmCall& call) { return call.dtype == ir::DType::kF32; }
+bool onednn_runs(const artifact::ConvCall& call) { return call.dtype == ir::DType::kF32; }
+
+namespace {
+
+Status dnnl_check(dnnl_status_t s, const char* what) {
+  if (s == dnnl_success) return Status::ok();
+  return internal_error(std::string("oneDNN: ") + what + " failed (dnnl_status_t " + std::to_string(int(s)) + ")");
+}
+
+float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+
+// Frees a oneDNN handle when it goes out of scope.
+template <class Handle, class Destroy>
+struct Owned {
+  Handle handle = nullptr;
+  Destroy destroy = nullptr;
+  ~Owned() {
+    if (handle) destroy(handle);
+  }
+};
+
+}  // namespace
+
+Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std::span<void* const> args,
+                       const ir::SymbolBindings& bindings) {
+  KILN_ASSIGN_OR_RETURN(int64_t batch, call.batch.evaluate(bindings));
+  KILN_ASSIGN_OR_RETURN(int64_t m, call.m.evaluate(bindings));
+  KILN_ASSIGN_OR_RETURN(int64_t n, call.n.evaluate(bindings));
+  KILN_ASSIGN_OR_RETURN(int64_t k, call.k.evaluate(bindings));
+  const auto* a = static_cast<const float*>(args[call.a_arg]);
+  const auto* w = static_cast<const float*>(args[call.b_arg]);
+  auto* out = static_cast<float*>(args[call.out_arg]);
+  const auto* bias = call.bias_arg >= 0 ? static_cast<const float*>(args[size_t(call.bias_arg)]) : nullptr;
+  const auto* residual = call.residual_arg >= 0 ? static_cast<const float*>(args[size_t(call.residual_arg)]) : nullptr;
+  if (batch == 0 || m == 0 || n == 0) return Status::ok();
+  for (int64_t b = 0; b < batch; ++b) {
+    float* c = out + b * m * n;
+    // The additions go into C first, and sgemm adds the product to them (beta = 1).
+    float beta = 0.0f;
+    if (residual) {
+      std::memcpy(c, residual + b * m * n, size_t(m * n) * sizeof(float));
+      beta = 1.0f;
+    }
+    if (bias) {
+      for (int64_t i = 0; i < m; ++i) {
+        float* row = c + i * n;
+        if (beta == 0.0f) std::memcpy(row, bias, size_t(n) * sizeof(float));
+        else for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+      }
+      beta = 1.0f;
+    }
+    if (k == 0) {
+      if (beta == 0.0f) std::fill(c, c + m * n, 0.0f);
+      continue;
+    }
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_sgemm('N', 'N', m, n, k, call.alpha, a + (call.a_batched ? b * m * k : 0), k,
+                                                   w + (call.b_batched ? b * k * n : 0), n, beta, c, n),
+                                    "sgemm"));
+  }
+  const int64_t total = batch * m * n;
+  switch (call.epilogue) {
+    case artifact::GemmCall::Epilogue::kNone: break;
+    case artifact::GemmCall::Epilogue::kRelu:
+      for (int64_t i = 0; i < total; ++i) out[i] = std::isnan(out[i]) ? out[i] : std::max(out[i], 0.0f);
+      break;
+    case artifact::GemmCall::Epilogue::kGeluTanh:
+      for (int64_t i = 0; i < total; ++i) out[i] = gelu_tanh(out[i]);
+      break;
+  }
+  return Status::ok();
+}
+
+// ---- Convolution ----------------------------------------------------------------------------
+
+struct OneDnnConvolution::State {
+  const OneDnnApi* api = nullptr;
+  artifact::ConvCall call;
+  dnnl_memory_desc_t src{}, dst{}, bias{}, weights{};  // weights: the primitive's own layout
+  dnnl_primitive_t primitive = nullptr;
+  std::vector<float> reordered_weights;
+  size_t out_bytes = 0;
+
+  ~State() {
+    if (primitive) api->dnnl_primitive_destroy(primitive);
+  }
+};
+
+OneDnnConvolution::OneDnnConvolution(std::unique_ptr<State> state) : state_(std::move(state)) {}
+OneDnnConvolution::~OneDnnConvolution() = default;
+
+Result<std::unique_ptr<OneDnnConvolution>> OneDnnConvolution::create(const OneDnnApi& api,
+                                                                     const artifact::ConvCall& call, int64_t batch,
+                                                                     const void* weights) {
+  auto s = std::make_unique<State>();
+  s->api = &api;
+  s->call = call;
+  const int64_t g = call.groups;
+  const dnnl_format_tag_t act_tag = call.channels_last ? dnnl_nhwc : dnnl_nchw;
+  dnnl_dims_t src_dims = {batch, call.channels, call.height, call.width};
+  dnnl_dims_t dst_dims = {batch, call.out_channels, call.out_height(), call.out_width()};
+  dnnl_dims_t bias_dims = {call.out_channels};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->src, 4, src_dims, dnnl_f32, act_tag), "source layout"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->dst, 4, dst_dims, dnnl_f32, act_tag), "output layout"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->bias, 1, bias_dims, dnnl_f32, dnnl_a), "bias layout"));
+  // The artifact's weights: [OC, C/g, KH, KW] (NHWC: [OC, KH, KW, C/g]); grouped, [g, OC/g, ...].
+  dnnl_memory_desc_t user_weights{}, any_weights{};
+  if (g == 1) {
+    dnnl_dims_t w_dims = {call.out_channels, call.channels, call.kernel_h, call.kernel_w};
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&user_weights, 4, w_dims, dnnl_f32,
+                                                                     call.channels_last ? dnnl_ohwi : dnnl_oihw), "weights layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&any_weights, 4, w_dims, dnnl_f32, dnnl_format_tag_any), "weights layout"));
+  } else {
+    dnnl_dims_t w_dims = {g, call.out_channels / g, call.channels / g, call.kernel_h, call.kernel_w};
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&user_weights, 5, w_dims, dnnl_f32,
+                                                                     call.channels_last ? dnnl_gohwi : dnnl_goihw), "weights layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&any_weights, 5, w_dims, dnnl_f32, dnnl_format_tag_any), "weights layout"));
+  }
+  dnnl_dims_t strides = {call.stride_h, call.stride_w};
+  dnnl_dims_t dilates = {call.dilation_h - 1, call.dilation_w - 1};  // oneDNN counts the gaps
+  dnnl_dims_t padding = {call.pad_h, call.pad_w};
+  dnnl_convolution_desc_t desc;
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_dilated_convolution_forward_desc_init(
+                                      &desc, dnnl_forward_inference, dnnl_convolution_direct, &s->src, &any_weights,
+                                      call.bias_arg >= 0 ? &s->bias : nullptr, &s->dst, strides, dilates, padding, padding),
+                                  "convolution descriptor"));
+
+  // Post-ops: the residual is summed into the output, which holds it before the primitive runs.
+  Owned<dnnl_post_ops_t, decltype(api.dnnl_post_ops_destroy)> post_ops{nullptr, api.dnnl_post_ops_destroy};
+  Owned<dnnl_primitive_attr_t, decltype(api.dnnl_primitive_attr_destroy)> attr{nullptr, api.dnnl_primitive_attr_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_create(&post_ops.handle), "post-ops"));
+  if (call.residual_arg >= 0) KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_sum(post_ops.handle, 1.0f), "sum post-op"));
+  if (call.activation == artifact::ConvCall::Activation::kRelu)
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(&attr.handle), "attributes"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "attributes"));
+  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(&pd.handle, &desc, attr.handle, api.engine, nullptr),
+                                  "convolution primitive descriptor"));
+  s->weights = *api.dnnl_primitive_desc_query_md(pd.handle, dnnl_query_weights_md, 0);
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, pd.handle), "convolution primitive"));
+  s->out_bytes = api.dnnl_memory_desc_get_size(&s->dst);
+
+  // The weights, reordered once into the primitive's layout.
+  s->reordered_weights.resize((api.dnnl_memory_desc_get_size(&s->weights) + sizeof(float) - 1) / sizeof(float));
+  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> reorder_pd{nullptr, api.dnnl_primitive_desc_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&reorder_pd.handle, &user_weights, api.engine,
+                                                                         &s->weights, api.engine, nullptr),
+                                  "weights reorder descriptor"));
+  Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, reorder_pd.handle), "weights reorder"));
+  Owned<dnnl_memory_t, decltype(api.dnnl_memory_destroy)> from{nullptr, api.dnnl_memory_destroy}, to{nullptr, api.dnnl_memory_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&from.handle, &user_weights, api.engine, const_cast<void*>(weights)), "weights memory"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&to.handle, &s->weights, api.engine, s->reordered_weights.data()), "weights memory"));
+  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
+  const dnnl_exec_arg_t reorder_args[] = {{DNNL_ARG_FROM, from.handle}, {DNNL_ARG_TO, to.handle}};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(reorder.handle, stream.handle, 2, reorder_args), "weights reorder"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_wait(stream.handle), "weights reorder"));
+  return std::unique_ptr<OneDnnConvolution>(new OneDnnConvolution(std::move(s)));
+}
+
+Status OneDnnConvolution::run(std::span<void* const> args) const {
+  const State& s = *state_;
+  const OneDnnApi& api = *s.api;
+  const artifact::ConvCall& call = s.call;
+  void* out = args[call.out_arg];
+  if (call.residual_arg >= 0) std::memcpy(out, args[size_t(call.residual_arg)], s.out_bytes);
+  using Memory = Owned<dnnl_memory_t, decltype(api.dnnl_memory_destroy)>;
+  Memory src{nullptr, api.dnnl_memory_destroy}, weights{nullptr, api.dnnl_memory_destroy},
+      bias{nullptr, api.dnnl_memory_destroy}, dst{nullptr, api.dnnl_memory_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&src.handle, &s.src, api.engine, args[call.x_arg]), "source memory"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&weights.handle, &s.weights, api.engine,
+                                                         const_cast<float*>(s.reordered_weights.data())), "weights memory"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&dst.handle, &s.dst, api.engine, out), "output memory"));
+  std::vector<dnnl_exec_arg_t> exec = {{DNNL_ARG_SRC, src.handle}, {DNNL_ARG_WEIGHTS, weights.handle}, {DNNL_ARG_DST, dst.handle}};
+  if (call.bias_arg >= 0) {
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&bias.handle, &s.bias, api.engine, args[size_t(call.bias_arg)]), "bias memory"));
+    exec.push_back({DNNL_ARG_BIAS, bias.handle});
+  }
+  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(s.primitive, stream.handle, int(exec.size()), exec.data()), "convolution"));
+  return dnnl_check(api.dnnl_stream_wait(stream.handle), "convolution");
+}
+
+}  // namespace kiln::runtime::cpu
