@@ -245,7 +245,9 @@ std::vector<std::string> available_targets() {
 #ifndef KILN_HAVE_VULKAN_CODEGEN
     if (name == artifact::kVulkanTarget) continue;
 #endif
-#ifndef KILN_HAVE_CPU_CODEGEN
+#ifdef KILN_HAVE_CPU_CODEGEN
+    if (name == artifact::kCpuTarget && !cpu_toolchain_present()) continue;
+#else
     if (name == artifact::kCpuTarget) continue;
 #endif
     out.emplace_back(name);
@@ -269,7 +271,9 @@ Result<std::unique_ptr<Target>> create_target(std::string_view name) {
 
 Status check_cpu_name(std::string_view cpu) {
 #ifdef KILN_HAVE_CPU_CODEGEN
-  if (cpu == "native" || is_known_cpu(cpu)) return Status::ok();
+  if (cpu == "native") return Status::ok();
+  KILN_ASSIGN_OR_RETURN(bool known, is_known_cpu(cpu));
+  if (known) return Status::ok();
   return invalid_argument("unknown CPU '" + std::string(cpu) +
                           "' for --cpu (expected an LLVM x86 CPU name such as x86-64-v2, x86-64-v3, skylake-avx512 "
                           "or znver3, or native)");
@@ -292,9 +296,13 @@ std::string unavailable_targets_note() {
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kVulkanTarget) +
           " (shaderc or SPIRV-Tools not found)";
 #endif
-#ifndef KILN_HAVE_CPU_CODEGEN
+#ifdef KILN_HAVE_CPU_CODEGEN
+  if (Result<std::string> identity = cpu_toolchain_identity(); !identity.is_ok())
+    note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) + " (" +
+            identity.status().message() + ")";
+#else
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) +
-          " (clang, lld and LLVM 14 development packages not found at build time)";
+          " (clang, ld.lld or the LLVM 14 development packages not found at build time)";
 #endif
   return note;
 }

@@ -13,9 +13,9 @@ PACKAGES=(
   # Ed25519 artifact signatures (artifact/signing.cpp: kilnc --sign, the runtime's trusted keys)
   libsodium-dev
   llvm-14-tools clang libclang-rt-14-dev
-  # The cpu target (codegen/cpu/): clang and lld as libraries, LLVM 14; oneDNN's GEMM for the cpu
-  # driver (loaded with dlopen at run time, runtime/drivers/cpu/onednn_gemm.h)
-  llvm-14-dev libclang-14-dev liblld-14-dev libdnnl-dev
+  # The cpu target (codegen/cpu/): clang as a library and lld, LLVM 14; oneDNN for the cpu
+  # driver's GEMMs and convolutions (loaded with dlopen at run time, runtime/drivers/cpu/onednn.h)
+  llvm-14-dev libclang-14-dev lld-14 libdnnl-dev
   python3 python3-numpy python3-venv python3-dev
   # OpenCL: headers, the ICD loader, and PoCL (OpenCL on the CPU) so tests run without a GPU
   opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo

@@ -74,9 +74,10 @@ std::unique_ptr<LibraryEpilogueKernel> library_epilogue(const KernelModel& model
   return epilogue ? std::move(epilogue) : conv_epilogue_kernel(model);
 }
 
-std::string resolved_cpu(const TargetOptions& options) {
+Result<std::string> resolved_cpu(const TargetOptions& options) {
   if (options.cpu.empty()) return std::string(kDefaultCpu);
-  return options.cpu == "native" ? host_cpu_name() : options.cpu;
+  if (options.cpu == "native") return host_cpu_name();
+  return options.cpu;
 }
 
 class CpuTarget final : public Target {
@@ -92,7 +93,9 @@ class CpuTarget final : public Target {
       rendered.source += "\n" + rest.source.substr(rest.source.find("extern \"C\""));  // one prelude per unit
     }
     std::vector<KernelSource> out;
-    out.push_back({"", std::move(rendered.source), cpu_required_flags(resolved_cpu(options))});
+    KILN_ASSIGN_OR_RETURN(std::string cpu, resolved_cpu(options));
+    KILN_ASSIGN_OR_RETURN(std::vector<std::string> flags, cpu_required_flags(cpu));
+    out.push_back({"", std::move(rendered.source), std::move(flags)});
     return out;
   }
 
@@ -101,17 +104,18 @@ class CpuTarget final : public Target {
     DeviceCode out;
     out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the module's
     if (options.sources_only) return out;                                 // -S: the .cpp files only
+    KILN_ASSIGN_OR_RETURN(const std::string identity, cpu_toolchain_identity());
     CpuCodeOptions code;
-    code.cpu = resolved_cpu(options);
+    KILN_ASSIGN_OR_RETURN(code.cpu, resolved_cpu(options));
     code.opt_level = options.opt_level >= 3 ? 3 : options.opt_level;
     std::vector<std::vector<uint8_t>> objects(kernels.size());
     KILN_RETURN_IF_ERROR(context.parallel_for("cpu clang", kernels.size(), [&](size_t k) -> Status {
-      CacheKey key = unit_key(identity_);
+      CacheKey key = unit_key(identity);
       key.add("cpu", code.cpu).add("opt", std::to_string(code.opt_level)).add("source", kernels[k].variants.front().text);
       KILN_ASSIGN_OR_RETURN(objects[k], context.cached(key, [&]() { return compile_object(kernels[k].variants.front().text, code); }));
       return Status::ok();
     }));
-    CacheKey key = unit_key(identity_);
+    CacheKey key = unit_key(identity);
     key.add("link", std::to_string(objects.size()));
     for (const std::vector<uint8_t>& object : objects)
       key.add("object", std::string_view(reinterpret_cast<const char*>(object.data()), object.size()));
@@ -136,9 +140,6 @@ class CpuTarget final : public Target {
       if (std::unique_ptr<LibraryEpilogueKernel> epilogue = library_epilogue(model))
         rest->dispatch = cpu_dispatch(epilogue->model);
   }
-
- private:
-  const std::string identity_ = cpu_toolchain_identity();
 };
 
 }  // namespace

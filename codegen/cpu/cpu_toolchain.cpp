@@ -1,54 +1,81 @@
-// clang and lld as libraries (cpu_toolchain.h).
+// The cpu target's compilers (cpu_toolchain.h): clang through libkiln_cpu_clang.so
+// (cpu_clang_module.h), opened once with dlopen(RTLD_LOCAL), and lld as a program.
 #include "codegen/cpu/cpu_toolchain.h"
 
-#include <clang/Basic/Diagnostic.h>
-#include <clang/Basic/DiagnosticOptions.h>
-#include <clang/CodeGen/CodeGenAction.h>
-#include <clang/Frontend/CompilerInstance.h>
-#include <clang/Frontend/CompilerInvocation.h>
-#include <clang/Frontend/TextDiagnosticPrinter.h>
-#include <clang/Lex/PreprocessorOptions.h>
-#include <lld/Common/CommonLinkerContext.h>
-#include <lld/Common/Driver.h>
-#include <llvm/ADT/SmallString.h>
-#include <llvm/Config/llvm-config.h>
-#include <llvm/MC/MCSubtargetInfo.h>
-#include <llvm/MC/TargetRegistry.h>
-#include <llvm/Support/Host.h>
-#include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/TargetSelect.h>
-#include <llvm/Support/raw_ostream.h>
-
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
 #include <sstream>
 
+#include "codegen/cpu/cpu_clang_module.h"
+
 namespace kiln::codegen {
 namespace {
 
-// cc1 flags besides the triple, CPU and optimization level. -vectorize-*: the clang driver adds
-// them at -O2 and above, cc1 does not. No -fmath-errno: sqrt and friends become instructions.
-// -ffp-contract=on: a * b + c within one expression may fuse, as on every GPU target.
-constexpr const char* kFixedFlags[] = {
-    "-x", "c++", "-std=c++17", "-fno-rtti", "-mrelocation-model", "pic", "-pic-level", "2",
-    "-fvisibility", "hidden", "-ffp-contract=on", "-vectorize-loops", "-vectorize-slp",
-    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none",
+// The module's functions (cpu_clang_module.h).
+struct ClangModule {
+  decltype(&kiln_cpu_clang_identity) identity = nullptr;
+  decltype(&kiln_cpu_clang_host_cpu) host_cpu = nullptr;
+  decltype(&kiln_cpu_clang_is_known_cpu) is_known_cpu = nullptr;
+  decltype(&kiln_cpu_clang_required_flags) required_flags = nullptr;
+  decltype(&kiln_cpu_clang_compile) compile = nullptr;
 };
 
-void initialize_llvm() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
-  });
+// Where the module is: KILN_CPU_CLANG_MODULE, else beside an installed kilnc
+// (<prefix>/lib/kiln/ for <prefix>/bin/kilnc), else where this build made it.
+std::vector<std::string> module_paths() {
+  std::vector<std::string> paths;
+  if (const char* env = std::getenv("KILN_CPU_CLANG_MODULE"); env && *env) return {env};
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) paths.push_back((exe.parent_path().parent_path() / "lib" / "kiln" / KILN_CPU_CLANG_MODULE_NAME).string());
+  paths.push_back(KILN_CPU_CLANG_MODULE_PATH);
+  return paths;
 }
+
+Result<const ClangModule*> clang_module() {
+  static std::once_flag once;
+  static ClangModule module;
+  static Status status = Status::ok();
+  std::call_once(once, [] {
+    std::string tried;
+    void* handle = nullptr;
+    for (const std::string& path : module_paths()) {
+      if ((handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+      const char* why = dlerror();
+      tried += "\n  " + path + ": " + (why ? why : "dlopen failed");
+    }
+    if (!handle) {
+      status = Status(ErrorCode::kUnavailable,
+                      "cpu target: cannot load Kiln's clang module (set KILN_CPU_CLANG_MODULE to its path):" + tried);
+      return;
+    }
+    auto load = [&](const char* name, auto& entry) {
+      void* symbol = dlsym(handle, name);
+      if (!symbol && status.is_ok()) status = Status(ErrorCode::kUnavailable, std::string("cpu target: the clang module lacks ") + name);
+      entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(symbol);
+    };
+    load("kiln_cpu_clang_identity", module.identity);
+    load("kiln_cpu_clang_host_cpu", module.host_cpu);
+    load("kiln_cpu_clang_is_known_cpu", module.is_known_cpu);
+    load("kiln_cpu_clang_required_flags", module.required_flags);
+    load("kiln_cpu_clang_compile", module.compile);
+  });
+  if (!status.is_ok()) return status;
+  return &module;
+}
+
+void append(void* context, const char* data, size_t size) { static_cast<std::string*>(context)->append(data, size); }
 
 std::string numbered(const std::string& source) {
   std::ostringstream out;
@@ -83,116 +110,94 @@ Status write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   return Status::ok();
 }
 
-}  // namespace
-
-std::string cpu_toolchain_identity() {
-  std::string id = "clang+lld " LLVM_VERSION_STRING;
-  for (const char* f : kFixedFlags) id += std::string(" ") + f;
-  return id;
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-std::string host_cpu_name() { return llvm::sys::getHostCPUName().str(); }
+}  // namespace
 
-std::vector<std::string> cpu_required_flags(const std::string& cpu) {
-  initialize_llvm();
-  std::string error;
-  const std::string triple = "x86_64-pc-linux-gnu";
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target) return {};
-  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, cpu, ""));
-  if (!info) return {};
-  // LLVM feature -> the Linux /proc/cpuinfo flag that announces it.
-  static const std::pair<const char*, const char*> kFlags[] = {
-      {"sse4.1", "sse4_1"}, {"sse4.2", "sse4_2"}, {"popcnt", "popcnt"}, {"avx", "avx"}, {"avx2", "avx2"},
-      {"fma", "fma"}, {"f16c", "f16c"}, {"bmi", "bmi1"}, {"bmi2", "bmi2"}, {"avx512f", "avx512f"},
-      {"avx512bw", "avx512bw"}, {"avx512dq", "avx512dq"}, {"avx512vl", "avx512vl"}, {"avx512cd", "avx512cd"}};
+bool cpu_toolchain_present() { return clang_module().is_ok(); }
+
+Result<std::string> cpu_toolchain_identity() {
+  KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
+  return std::string(m->identity()) + ", " + KILN_LLD_PATH;
+}
+
+Result<std::string> host_cpu_name() {
+  KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
+  std::string name;
+  m->host_cpu(&append, &name);
+  return name;
+}
+
+Result<bool> is_known_cpu(std::string_view cpu) {
+  KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
+  return m->is_known_cpu(std::string(cpu).c_str()) != 0;
+}
+
+Result<std::vector<std::string>> cpu_required_flags(const std::string& cpu) {
+  KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
+  std::string text;
+  m->required_flags(cpu.c_str(), &append, &text);
   std::vector<std::string> flags;
-  for (const auto& [feature, flag] : kFlags)
-    if (info->checkFeatures(std::string("+") + feature)) flags.emplace_back(flag);
+  std::istringstream in(text);
+  for (std::string flag; std::getline(in, flag);) flags.push_back(flag);
   return flags;
 }
 
-bool is_known_cpu(std::string_view cpu) {
-  initialize_llvm();
-  std::string error;
-  const std::string triple = llvm::sys::getDefaultTargetTriple();
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target) return false;
-  std::unique_ptr<llvm::MCSubtargetInfo> info(target->createMCSubtargetInfo(triple, "", ""));
-  return info && info->isCPUStringValid(llvm::StringRef(cpu.data(), cpu.size()));
-}
-
 Result<std::vector<uint8_t>> compile_object(const std::string& source, const CpuCodeOptions& options) {
-  initialize_llvm();
-  const std::string opt = "-O" + std::to_string(options.opt_level);
-  std::vector<const char*> args = {"-triple", options.triple.c_str(), "-target-cpu", options.cpu.c_str(),
-                                   opt.c_str(), "-emit-obj"};
-  for (const char* f : kFixedFlags) args.push_back(f);
-  args.push_back("kiln_kernel.cpp");
-
-  std::string diagnostics;
-  llvm::raw_string_ostream diag_stream(diagnostics);
-  auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
-  auto* printer = new clang::TextDiagnosticPrinter(diag_stream, diag_options.get());
-  clang::CompilerInstance compiler;
-  compiler.createDiagnostics(printer, /*ShouldOwnClient=*/true);
-
-  auto invocation = std::make_shared<clang::CompilerInvocation>();
-  if (!clang::CompilerInvocation::CreateFromArgs(*invocation, args, compiler.getDiagnostics()))
-    return internal_error("cpu target: clang rejected its own flags:\n" + diag_stream.str());
-  // The source never touches the file system.
-  invocation->getPreprocessorOpts().addRemappedFile(
-      "kiln_kernel.cpp", llvm::MemoryBuffer::getMemBufferCopy(source, "kiln_kernel.cpp").release());
-  invocation->getFrontendOpts().OutputFile = "-";
-  compiler.setInvocation(std::move(invocation));
-  llvm::SmallString<0> object;
-  compiler.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
-  clang::EmitObjAction action;
-  const bool ok = compiler.ExecuteAction(action) && !compiler.getDiagnostics().hasErrorOccurred();
-  diag_stream.flush();
-  if (!ok || object.empty())
-    return internal_error("cpu target: clang failed to compile a generated kernel:\n" + diagnostics +
-                          "\n--- source ---\n" + numbered(source));
+  KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
+  std::string object, log;
+  if (m->compile(source.data(), source.size(), options.triple.c_str(), options.cpu.c_str(), options.opt_level, &append,
+                 &object, &append, &log) != 0 ||
+      object.empty())
+    return internal_error("cpu target: clang failed to compile a generated kernel:\n" + log + "\n--- source ---\n" +
+                          numbered(source));
   return std::vector<uint8_t>(object.begin(), object.end());
 }
 
 Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<uint8_t>>& objects) {
   TempDir dir;
   if (!dir.ok()) return internal_error("cpu target: cannot create a temporary folder for the link");
-  std::vector<std::string> inputs;
+  std::vector<std::string> args = {KILN_LLD_PATH, "-shared", "--build-id=none", "-z", "noexecstack", "-z", "relro",
+                                   "--hash-style=gnu", "-O1", "-o", dir.file("kernels.so")};
   for (size_t i = 0; i < objects.size(); ++i) {
-    inputs.push_back(dir.file("k" + std::to_string(i) + ".o"));
-    KILN_RETURN_IF_ERROR(write_file(inputs.back(), objects[i]));
+    args.push_back(dir.file("k" + std::to_string(i) + ".o"));
+    KILN_RETURN_IF_ERROR(write_file(args.back(), objects[i]));
   }
-  const std::string output = dir.file("kernels.so");
   // The kernels call libm (expf, tanhf, ...): the module names libm.so.6 as a dependency, by
   // soname only, so the loader finds the target machine's own. lld reads that soname from the
   // compiling machine's copy.
-  std::vector<const char*> args = {"ld.lld", "-shared", "--build-id=none", "-z", "noexecstack", "-z", "relro",
-                                   "--hash-style=gnu", "-O1", "-o", output.c_str()};
-  for (const std::string& in : inputs) args.push_back(in.c_str());
-  for (const char* dir : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64"}) {
-    args.push_back("-L");
-    args.push_back(dir);
-  }
-  args.push_back("--no-as-needed");
-  args.push_back("-l:libm.so.6");
+  for (const char* lib_dir : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64"})
+    args.insert(args.end(), {"-L", lib_dir});
+  args.insert(args.end(), {"--no-as-needed", "-l:libm.so.6"});
 
-  std::string log;
-  {
-    static std::mutex lld_mutex;  // lld 14 keeps global state during a link
-    std::lock_guard<std::mutex> lock(lld_mutex);
-    llvm::raw_string_ostream out(log), err(log);
-    const bool ok = lld::elf::link(args, out, err, /*exitEarly=*/false, /*disableOutput=*/false);
-    // What lld's own main does after a link: without it the next link in this process reuses
-    // the last one's state (and fails), and exit frees it twice.
-    lld::CommonLinkerContext::destroy();
-    out.flush();
-    err.flush();
-    if (!ok) return internal_error("cpu target: lld failed to link the kernels:\n" + log);
+  // lld runs as its own process: lld 14 as a library keeps global state between links (a second
+  // link in one process fails), and it would bring unversioned copies of LLVM's templates into
+  // the program, where they would stand in for those of another LLVM in the process (PoCL's).
+  const std::string log_path = dir.file("lld.log");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0)
+    return Status(ErrorCode::kUnavailable,
+                  "cpu target: cannot run the linker " + std::string(KILN_LLD_PATH) + ": " + std::strerror(spawned));
+  int wait_status = 0;
+  while (waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
   }
-  std::ifstream in(output, std::ios::binary);
-  std::vector<uint8_t> so((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    const std::vector<uint8_t> log = read_file(log_path);
+    return internal_error("cpu target: lld failed to link the kernels:\n" + std::string(log.begin(), log.end()));
+  }
+  std::vector<uint8_t> so = read_file(dir.file("kernels.so"));
   if (so.empty()) return internal_error("cpu target: lld wrote no shared object");
   return so;
 }
