@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# In CI (CI=true, set by .ci/run and by most CI services) lavapipe and PoCL must be present and
-# used: KILN_REQUIRE_DRIVERS makes a missing Vulkan or OpenCL device an error instead of a skip.
+# In CI (CI=true, set by .ci/run and by most CI services) lavapipe, PoCL and the cpu driver must be present and
+# used: KILN_REQUIRE_DRIVERS makes a missing Vulkan, OpenCL or cpu device an error instead of a skip.
 # Developers without them (CI unset) still run every test that their machine supports.
 if [[ "${CI:-}" == "true" && -z "${KILN_REQUIRE_DRIVERS:-}" ]]; then
   export KILN_REQUIRE_DRIVERS=vulkan,opencl,cpu

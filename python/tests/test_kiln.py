@@ -32,7 +32,7 @@ def test_version_and_devices():
     assert kiln.__version__.count(".") == 2
     devices = kiln.devices()
     assert "reference" in devices
-    assert set(kiln.build_targets()) <= {"cuda", "vulkan", "opencl"}
+    assert set(kiln.build_targets()) <= {"cuda", "vulkan", "opencl", "cpu"}
     info = {d["id"]: d for d in kiln.device_info()}
     assert info["reference"]["driver"] == "reference"
 

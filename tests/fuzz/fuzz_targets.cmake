@@ -53,7 +53,7 @@ kiln_fuzz_objects(kiln_fuzz_runtime
   ${KILN_ROOT}/artifact/reader.cpp ${KILN_ROOT}/artifact/reader_graph.cpp
   ${KILN_ROOT}/artifact/reader_plan_check.cpp ${KILN_ROOT}/artifact/signing.cpp
   ${KILN_ROOT}/runtime/hal/types.cpp ${KILN_ROOT}/runtime/hal/device_options.cpp
-  ${KILN_ROOT}/runtime/hal/memory_hook.cpp ${KILN_ROOT}/runtime/hal/driver_catalog.cpp
+  ${KILN_ROOT}/runtime/hal/memory_hook.cpp ${KILN_ROOT}/runtime/hal/driver_catalog.cpp ${KILN_ROOT}/runtime/hal/host_buffer.cpp
   ${KILN_ROOT}/runtime/drivers/reference/reference_driver.cpp
   ${KILN_ROOT}/runtime/drivers/reference/reference_executor.cpp
   ${KILN_ROOT}/runtime/session.cpp
