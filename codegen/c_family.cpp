@@ -182,8 +182,9 @@ std::string Emitter::value(NodeId v, Point& p) {
     return "0";
   }
   const std::string name = fresh("t");
-  line(ctype(num_of(m_.buffers[size_t(b)].dtype)) + " " + name + " = " +
-       load(b, broadcast_offset(m_.buffers[size_t(b)].shape, p.coords)) + ";");
+  const ir::Shape& shape = m_.buffers[size_t(b)].shape;
+  const std::string offset = !p.linear.empty() && shape == p.space ? p.linear : broadcast_offset(shape, p.coords);
+  line(ctype(num_of(m_.buffers[size_t(b)].dtype)) + " " + name + " = " + load(b, offset) + ";");
   p.vals[v] = name;
   return name;
 }
@@ -334,7 +335,8 @@ void Emitter::store_outputs(Point& p) {
     if (!m_.buffers[b].written) continue;
     auto it = p.vals.find(m_.buffers[b].value);
     if (it == p.vals.end()) continue;
-    store(int(b), row_major_offset(m_.buffers[b].shape, p.coords), it->second);
+    const ir::Shape& shape = m_.buffers[b].shape;
+    store(int(b), !p.linear.empty() && shape == p.space ? p.linear : row_major_offset(shape, p.coords), it->second);
   }
 }
 

@@ -67,6 +67,9 @@ struct Point {
   ir::Shape space;
   std::vector<std::string> coords;
   std::map<ir::NodeId, std::string> vals;
+  // The row-major linear index of coords in space, when the template has it: a buffer shaped as
+  // the whole space is then accessed at it (consecutive, so vectorizers see unit strides).
+  std::string linear;
 };
 
 // The prelude: macros (IDX, TO_F, TO_I, TO_L, F2U, U2F) and k_* helpers for the dialect.

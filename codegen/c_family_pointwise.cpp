@@ -20,9 +20,14 @@ void Emitter::emit_pointwise() {
 }
 
 void Emitter::emit_pointwise_loop(const std::string& start, const std::string& step, const std::string& bound) {
+  // CPU: no iteration reads what another writes (outputs never overlap other buffers, and an
+  // in-place kernel reads each element where it writes it), which LLVM cannot prove for in-place
+  // kernels without restrict.
+  if (cpu()) line("#pragma clang loop vectorize(assume_safety)");
   open("for (IDX lin = " + start + "; lin < " + bound + "; lin += " + step + ")");
   Point p;
   p.space = m_.space;
+  p.linear = "lin";
   p.coords = decompose("lin", m_.space);
   for (NodeId n : m_.kernel->nodes) {
     if (n == m_.anchor) {

@@ -76,7 +76,8 @@ passes::PipelineOptions pipeline_options(const CompileOptions& options, const st
   pipeline.opt_level = options.opt_level;
   pipeline.fuse = options.fuse;
   // cuDNN and the tensor-core kernels want NHWC and fused attention for 16-bit floats; the other
-  // targets' generated kernels are as fast or faster on the plain forms. oneDNN's fast
+  // targets' generated kernels are as fast or faster on the plain forms (on cpu, attention stays
+  // unfused: its matrix products then run as GEMM calls). oneDNN's fast
   // convolutions on the cpu target (direct, 1x1 and depthwise JIT kernels) take NHWC only: in
   // NCHW it falls back to im2col + GEMM, 2-4x slower. The graph is one for every selected target,
   // so with cuda also selected, cuda's choice stands.
@@ -87,6 +88,7 @@ passes::PipelineOptions pipeline_options(const CompileOptions& options, const st
   else if (cpu) pipeline.channels_last = Floats::kAll;
   if (options.fuse_attention) pipeline.fuse_attention = *options.fuse_attention ? Floats::kAll : Floats::kNone;
   else if (cuda) pipeline.fuse_attention = Floats::k16Bit;
+  else if (cpu) pipeline.fuse_attention = Floats::kNone;  // oneDNN's GEMMs beat the one-row-per-thread kernel
   return pipeline;
 }
 

@@ -35,7 +35,7 @@ namespace {
 constexpr const char* kFixedFlags[] = {
     "-x", "c++", "-std=c++17", "-fno-rtti", "-mrelocation-model", "pic", "-pic-level", "2",
     "-fvisibility", "hidden", "-ffp-contract=on", "-vectorize-loops", "-vectorize-slp",
-    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none",
+    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none", "-fveclib=libmvec",
 };
 
 void initialize_llvm() {

@@ -171,7 +171,7 @@ Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<ui
   // compiling machine's copy.
   for (const char* lib_dir : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64"})
     args.insert(args.end(), {"-L", lib_dir});
-  args.insert(args.end(), {"--no-as-needed", "-l:libm.so.6"});
+  args.insert(args.end(), {"--no-as-needed", "-l:libm.so.6", "-l:libmvec.so.1"});
 
   // lld runs as its own process: lld 14 as a library keeps global state between links (a second
   // link in one process fails), and it would bring unversioned copies of LLVM's templates into
