@@ -32,10 +32,12 @@ namespace {
 // cc1 flags besides the triple, CPU and optimization level. -vectorize-*: the clang driver adds
 // them at -O2 and above, cc1 does not. No -fmath-errno: sqrt and friends become instructions.
 // -ffp-contract=on: a * b + c within one expression may fuse, as on every GPU target.
+// -fveclib=libmvec: vectorized loops call glibc's vector expf (the module then needs libmvec).
+// -w: generated code; a loop the vectorizer declines (-Wpass-failed) is not the user's business.
 constexpr const char* kFixedFlags[] = {
     "-x", "c++", "-std=c++17", "-fno-rtti", "-mrelocation-model", "pic", "-pic-level", "2",
     "-fvisibility", "hidden", "-ffp-contract=on", "-vectorize-loops", "-vectorize-slp",
-    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none", "-fveclib=libmvec",
+    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none", "-fveclib=libmvec", "-w", "-Wno-pass-failed",
 };
 
 void initialize_llvm() {
@@ -125,6 +127,8 @@ extern "C" __attribute__((visibility("default"))) int kiln_cpu_clang_compile(con
       llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source, size), "kiln_kernel.cpp").release());
   invocation->getFrontendOpts().OutputFile = "-";
   compiler.setInvocation(std::move(invocation));
+  // clang's summary ("1 warning generated.") goes to stderr unless its verbose stream is moved.
+  compiler.setVerboseOutputStream(std::make_unique<llvm::raw_null_ostream>());
   llvm::SmallString<0> object;
   compiler.setOutputStream(std::make_unique<llvm::raw_svector_ostream>(object));
   clang::EmitObjAction action;
