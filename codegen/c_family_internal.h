@@ -170,6 +170,11 @@ class Emitter {
   };
   // Fails (and returns nullopt) when an operand is not in memory.
   std::optional<MatmulOperands> matmul_operands();
+  // Finishes the output element at (batch_coords..., row, col), with `row` and `col` variables in
+  // scope (a vector operand has no such axis): the accumulator `acc`, of the operands' kind,
+  // becomes the anchor's value, then the epilogue and the stores (every matmul template's end).
+  void finish_matmul_element(const MatmulOperands& o, const std::vector<std::string>& batch_coords,
+                             const std::string& acc);
   // `acc += x * y;` in the kind's arithmetic (wrapping integer helpers for integers).
   std::string multiply_add(Num kind, const std::string& acc, const std::string& x, const std::string& y) const;
   void emit_matmul();

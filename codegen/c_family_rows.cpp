@@ -247,14 +247,19 @@ void Emitter::emit_matmul() {
   line(barrier());
   close();
   open("if (row < M && col < N)");
+  finish_matmul_element(*o, bc, "acc");
+  close();
+  close();
+}
+
+void Emitter::finish_matmul_element(const MatmulOperands& o, const std::vector<std::string>& batch_coords,
+                                    const std::string& acc) {
   Point p;
   p.space = m_.space;
-  p.coords = bc;
-  if (!o->a_vector) p.coords.push_back("row");
-  if (!o->b_vector) p.coords.push_back("col");
-  finish_anchor(p, ctype(kind), convert("acc", kind, o->anchor->type.dtype));
-  close();
-  close();
+  p.coords = batch_coords;
+  if (!o.a_vector) p.coords.push_back("row");
+  if (!o.b_vector) p.coords.push_back("col");
+  finish_anchor(p, ctype(o.kind), convert(acc, o.kind, o.anchor->type.dtype));
 }
 
 // CPU: the work units are output rows (batch entries x M). A function call takes its rows in
@@ -291,12 +296,7 @@ void Emitter::emit_cpu_matmul() {
   open("for (IDX i = TO_IDX(0); i < nr; ++i)");
   open("for (IDX j = TO_IDX(0); j < nj; ++j)");
   line("IDX row = first_row + i, col = first_col + j;");
-  Point p;
-  p.space = m_.space;
-  p.coords = bc;
-  if (!o->a_vector) p.coords.push_back("row");
-  if (!o->b_vector) p.coords.push_back("col");
-  finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, o->anchor->type.dtype));
+  finish_matmul_element(*o, bc, "acc[i][j]");
   close();
   close();
   close();

@@ -923,12 +923,7 @@ void Emitter::emit_cuda_matmul(const CudaConfig& c) {
   open("for (int j = 0; j < " + num(c.tn) + "; ++j)");
   line("IDX row = row0 + TO_IDX(ty + i * " + num(rows_step) + "), col = col0 + TO_IDX(tx + j * " + num(cols_step) + ");");
   open("if (row < M && col < N)");
-  Point p;
-  p.space = m_.space;
-  p.coords = bc;
-  if (!o->a_vector) p.coords.push_back("row");
-  if (!o->b_vector) p.coords.push_back("col");
-  finish_anchor(p, ctype(kind), convert("acc[i][j]", kind, o->anchor->type.dtype));
+  finish_matmul_element(*o, bc, "acc[i][j]");
   close();
   close();
   close();
