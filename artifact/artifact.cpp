@@ -23,7 +23,7 @@ bool is_kernel_format(const std::string& format) {
 }
 
 bool is_module_format(const std::string& format) {
-  return format == "ptx" || is_cubin_format(format) || format == kCpuModuleFormat;
+  return format == "ptx" || is_cubin_format(format) || format == kCpuModuleFormatX86_64 || format == kCpuModuleFormatAarch64;
 }
 
 namespace {

@@ -119,7 +119,9 @@ struct GemmCall {
 // The output's spatial size follows from the fields: (height + 2 pad_h - dilation_h (kernel_h - 1)
 // - 1) / stride_h + 1, and likewise for the width.
 struct ConvCall {
-  enum class Activation : uint8_t { kNone = 0, kRelu = 1 };
+  // kClamp: min(max(x, clamp_min), clamp_max) (MobileNet's relu6), recorded only for targets
+  // whose library fuses it (the cpu target's oneDNN; cuDNN's fused call takes relu only).
+  enum class Activation : uint8_t { kNone = 0, kRelu = 1, kClamp = 2 };
   // Indices into KernelBinary::args (each a kBuffer arg).
   // Shapes in NCHW; with channels_last, x, out and residual are NHWC and w is
   // [out_channels, kernel_h, kernel_w, channels / groups].
@@ -134,6 +136,7 @@ struct ConvCall {
   int64_t out_channels = 0, kernel_h = 0, kernel_w = 0, groups = 1;
   int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   Activation activation = Activation::kNone;
+  float clamp_min = 0.0f, clamp_max = 0.0f;  // kClamp's bounds (a missing one: -inf or +inf)
   bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
   LibraryEpilogue in_place_epilogue;  // what follows the pattern above (relu6, SiLU, ...), if anything
   bool channels_last = false;

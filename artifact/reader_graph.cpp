@@ -546,10 +546,13 @@ Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg
   switch (c.activation()) {
     case fb::ConvActivation::Identity: call.activation = ConvCall::Activation::kNone; break;
     case fb::ConvActivation::Relu: call.activation = ConvCall::Activation::kRelu; break;
+    case fb::ConvActivation::Clamp: call.activation = ConvCall::Activation::kClamp; break;
     default: return bad(where + ": its conv call has an unknown activation code " + std::to_string(int(c.activation())));
   }
   call.allow_tf32 = c.allow_tf32();
   call.channels_last = c.channels_last();
+  call.clamp_min = c.clamp_min();
+  call.clamp_max = c.clamp_max();
   KILN_ASSIGN_OR_RETURN(call.in_place_epilogue,
                         read_library_epilogue(c.epilogue_args(), c.epilogue_dispatch(), where + " conv call"));
   Status ok = check_conv_call(call, args);

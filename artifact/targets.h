@@ -20,9 +20,16 @@ inline constexpr std::string_view kCpuTarget = "cpu";
 inline constexpr std::array<std::string_view, 4> kTargetNames = {kCudaTarget, kVulkanTarget, kOpenClTarget,
                                                                  kCpuTarget};
 
-// The cpu target's module format: an ELF shared object for x86-64 Linux, loaded by the cpu
-// driver with dlopen (codegen/cpu/, runtime/drivers/cpu/).
-inline constexpr std::string_view kCpuModuleFormat = "so:x86_64";
+// The cpu target's module formats: an ELF shared object for Linux on one architecture, loaded by
+// the cpu driver with dlopen (codegen/cpu/, runtime/drivers/cpu/). kilnc builds for the host's
+// architecture or cross-compiles (--cpu); a runtime loads its own architecture's.
+inline constexpr std::string_view kCpuModuleFormatX86_64 = "so:x86_64";
+inline constexpr std::string_view kCpuModuleFormatAarch64 = "so:aarch64";
+#if defined(__aarch64__)
+inline constexpr std::string_view kHostCpuModuleFormat = kCpuModuleFormatAarch64;
+#else
+inline constexpr std::string_view kHostCpuModuleFormat = kCpuModuleFormatX86_64;
+#endif
 
 // The most elements a tensor (and a kernel's index space) may have on the vulkan target: GLSL
 // kernels index with 32-bit signed integers (the other targets with 64 bits). The target refuses

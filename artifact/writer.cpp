@@ -298,13 +298,18 @@ Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
 Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
   auto batch = size_expr(call.batch);
   auto [epilogue_args, epilogue_dispatch] = library_epilogue(call.in_place_epilogue);
-  const fb::ConvActivation activation =
-      call.activation == ConvCall::Activation::kRelu ? fb::ConvActivation::Relu : fb::ConvActivation::Identity;
+  fb::ConvActivation activation = fb::ConvActivation::Identity;
+  switch (call.activation) {
+    case ConvCall::Activation::kNone: break;
+    case ConvCall::Activation::kRelu: activation = fb::ConvActivation::Relu; break;
+    case ConvCall::Activation::kClamp: activation = fb::ConvActivation::Clamp; break;
+  }
   return fb::CreateConvCall(fbb_, call.x_arg, call.w_arg, call.out_arg, call.bias_arg, call.residual_arg,
                             detail::to_fb(call.dtype), batch, call.channels, call.height, call.width,
                             call.out_channels, call.kernel_h, call.kernel_w, call.groups, call.pad_h,
                             call.pad_w, call.stride_h, call.stride_w, call.dilation_h, call.dilation_w,
-                            activation, call.allow_tf32, epilogue_args, epilogue_dispatch, call.channels_last);
+                            activation, call.allow_tf32, epilogue_args, epilogue_dispatch, call.channels_last,
+                            call.clamp_min, call.clamp_max);
 }
 
 Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels,

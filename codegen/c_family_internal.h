@@ -156,6 +156,26 @@ class Emitter {
   // The pointwise loop over linear output indices [start, total), `step` apart: the whole
   // pointwise template, and on CUDA also the scalar tail of the vectorized one.
   void emit_pointwise_loop(const std::string& start, const std::string& step, const std::string& bound = "total");
+  // One output element at p: the anchor's value (`anchor_value`, given the anchor node), the
+  // other nodes, the stores.
+  void emit_pointwise_element(Point& p, const std::function<std::string(const ir::Node&)>& anchor_value);
+  // CPU: the pointwise template over rows of the innermost axis (c_family_pointwise.cpp).
+  void emit_cpu_pointwise();
+  // Pooling anchors (max_pool2d, avg_pool2d, global_avg_pool2d): the accumulator's initial
+  // value, the statement folding input value x into it, the result from the accumulator and the
+  // count of in-bounds window positions, and the window's loops around the output element at
+  // out_coords (visit(input coordinates) at each in-bounds position, which bumps `count`).
+  std::string pool_init(const ir::Node& a) const;
+  std::string pool_accumulate(const ir::Node& a, const std::string& acc, const std::string& x) const;
+  std::string pool_result(const ir::Node& a, const std::string& acc, const std::string& count) const;
+  void pool_window(const ir::Node& a, const ir::Pool2dAttrs& pa, const std::vector<std::string>& out_coords,
+                   const std::function<void(const std::vector<std::string>&)>& visit, const std::string& count);
+  // CPU, channels-last pooling: a stack row of accumulators over the row's channels
+  // [col_begin, col_end), filled by one vectorized pass per window position (the window's
+  // output position at window_coords, channel 0); returns the array's name (NAME[col], and
+  // NAME_count the in-bounds positions).
+  std::string emit_cpu_pool_row(const ir::Node& a, const ir::Pool2dAttrs& pa,
+                                const std::vector<std::string>& window_coords);
   void emit_rows();
   // What both matmul templates (emit_matmul, emit_cuda_matmul) read off the anchor: its operands'
   // buffers, the numeric kind, M, K and N as IDX text (1 for a vector operand's missing dim),

@@ -15,7 +15,7 @@ using ir::OpKind;
 void Emitter::emit_pointwise() {
   const std::string wg = "TO_IDX(" + std::to_string(m_.dispatch.workgroup_size) + ")";
   line("IDX total = " + product(m_.space) + ";");
-  if (cpu()) emit_pointwise_loop("begin", "TO_IDX(1)", "end");
+  if (cpu()) emit_cpu_pointwise();
   else emit_pointwise_loop("gid * " + wg + " + lid", "ngroups * " + wg);
 }
 
@@ -29,10 +29,15 @@ void Emitter::emit_pointwise_loop(const std::string& start, const std::string& s
   p.space = m_.space;
   p.linear = "lin";
   p.coords = decompose("lin", m_.space);
+  emit_pointwise_element(p, [&](const Node& anchor) { return pointwise_anchor(anchor, p, "lin"); });
+  close();
+}
+
+void Emitter::emit_pointwise_element(Point& p, const std::function<std::string(const ir::Node&)>& anchor_value) {
   for (NodeId n : m_.kernel->nodes) {
     if (n == m_.anchor) {
       const Node& anchor = m_.node(n);
-      const std::string v = pointwise_anchor(anchor, p, "lin");
+      const std::string v = anchor_value(anchor);
       const std::string name = fresh("a");
       line(ctype(num_of(anchor.type.dtype)) + " " + name + " = " + v + ";");
       p.vals[n] = name;
@@ -41,6 +46,64 @@ void Emitter::emit_pointwise_loop(const std::string& start, const std::string& s
     }
   }
   store_outputs(p);
+}
+
+namespace {
+
+// Innermost extents below this run the plain element loop on the CPU: rows that short would
+// spend more on their bookkeeping than the divisions they save.
+constexpr int64_t kCpuMinRowLength = 4;
+// Channels-last pooling keeps one row of accumulators on the stack: at most this many.
+constexpr int64_t kCpuMaxPoolRow = 4096;
+
+bool is_pool(OpKind op) {
+  return op == OpKind::kMaxPool2d || op == OpKind::kAvgPool2d || op == OpKind::kGlobalAvgPool2d;
+}
+
+}  // namespace
+
+void Emitter::emit_cpu_pointwise() {
+  // The element loop divides each linear index into coordinates; rows of the innermost axis do
+  // that once per row, and the loop over a row is what LLVM vectorizes (unit-stride accesses of
+  // pointwise ops, strided ones of transposes).
+  const int64_t row = m_.space.empty() || !m_.space.back().is_static() ? 0 : m_.space.back().size();
+  if (row < kCpuMinRowLength) {
+    emit_pointwise_loop("begin", "TO_IDX(1)", "end");
+    return;
+  }
+  const ir::Shape outer(m_.space.begin(), m_.space.end() - 1);
+  const Node* anchor = m_.anchor == ir::kNoNode ? nullptr : &m_.node(m_.anchor);
+  std::optional<ir::Pool2dAttrs> pool;
+  if (anchor && is_pool(anchor->op)) {
+    ir::Pool2dAttrs pa;
+    if (const auto* attrs = std::get_if<ir::Pool2dAttrs>(&anchor->attrs)) pa = *attrs;
+    if (pa.channels_last && row <= kCpuMaxPoolRow) pool = pa;
+  }
+  line("IDX row_length = TO_IDX(" + std::to_string(row) + ");");
+  open("for (IDX row = begin / row_length; row * row_length < end; ++row)");
+  Point p;
+  p.space = m_.space;
+  p.linear = "lin";
+  p.coords = decompose("row", outer);
+  p.coords.push_back("col");
+  line("IDX row_start = row * row_length;");
+  line("IDX col_begin = begin > row_start ? begin - row_start : TO_IDX(0);");
+  line("IDX col_end = end < row_start + row_length ? end - row_start : row_length;");
+  std::function<std::string(const Node&)> anchor_value = [&](const Node& a) { return pointwise_anchor(a, p, "lin"); };
+  std::string pooled;
+  if (pool) {
+    // Channels-last pooling: the window's loops outside, the row of channels inside, so that
+    // every window position is one vectorized pass over contiguous channels.
+    std::vector<std::string> window_coords = p.coords;
+    window_coords.back() = "TO_IDX(0)";
+    pooled = emit_cpu_pool_row(*anchor, *pool, window_coords);
+    anchor_value = [&](const Node& a) { return pool_result(a, pooled + "[col]", pooled + "_count"); };
+  }
+  line("#pragma clang loop vectorize(assume_safety)");
+  open("for (IDX col = col_begin; col < col_end; ++col)");
+  line("IDX lin = row_start + col;");
+  emit_pointwise_element(p, anchor_value);
+  close();
   close();
 }
 
@@ -234,59 +297,16 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       return convert(acc, kind, a.type.dtype);
     }
     case OpKind::kMaxPool2d: case OpKind::kAvgPool2d: case OpKind::kGlobalAvgPool2d: {
-      const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
-      const int bx = buffer_of(a.inputs[0]);
       ir::Pool2dAttrs pa;
       if (const auto* attrs = std::get_if<ir::Pool2dAttrs>(&a.attrs)) pa = *attrs;
-      const ir::ImageAxes ax = ir::image_axes(pa.channels_last);
-      const bool is_max = a.op == OpKind::kMaxPool2d;
-      const bool global = a.op == OpKind::kGlobalAvgPool2d;
+      const int bx = buffer_of(a.inputs[0]);
       const std::string acc = fresh("acc"), count = fresh("cnt");
-      std::string init = lit(kind, "0");
-      if (is_max) {
-        switch (a.type.dtype) {
-          case DType::kI64: init = "(-9223372036854775807l - 1l)"; break;
-          case DType::kI32: init = "(-2147483647 - 1)"; break;
-          case DType::kI8: init = "(-128)"; break;
-          case DType::kU8: case DType::kBool: init = "0"; break;
-          default: init = "U2F(0xff800000u)"; break;
-        }
-      }
-      line(ctype(kind) + " " + acc + " = " + init + ";");
+      line(ctype(kind) + " " + acc + " = " + pool_init(a) + ";");
       line("IDX " + count + " = TO_IDX(0);");
-      const std::string n = p.coords[ax.n], ch = p.coords[ax.c], oh = p.coords[ax.h], ow = p.coords[ax.w];
-      const std::string kh = fresh("kh"), kw = fresh("kw"), ih = fresh("ih"), iw = fresh("iw");
-      const std::string kh_end = global ? dim(x[ax.h]) : "TO_IDX(" + std::to_string(pa.kernel[0]) + ")";
-      const std::string kw_end = global ? dim(x[ax.w]) : "TO_IDX(" + std::to_string(pa.kernel[1]) + ")";
-      open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + kh_end + "; ++" + kh + ")");
-      line("IDX " + ih + " = " + (global ? kh : oh + " * TO_IDX(" + std::to_string(pa.strides[0]) +
-                                                ") - TO_IDX(" + std::to_string(pa.pads[0]) + ") + " + kh) + ";");
-      line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[ax.h]) + ") continue;");
-      open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + kw_end + "; ++" + kw + ")");
-      line("IDX " + iw + " = " + (global ? kw : ow + " * TO_IDX(" + std::to_string(pa.strides[1]) +
-                                                ") - TO_IDX(" + std::to_string(pa.pads[1]) + ") + " + kw) + ";");
-      line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[ax.w]) + ") continue;");
-      const std::string xv = load(bx, row_major_offset(x, image_coords(ax, n, ch, ih, iw)));
-      if (is_max) {
-        line(acc + " = " + (kind == Num::kF ? "k_maxf(" + acc + ", " + xv + ")"
-                                            : "(" + xv + " > " + acc + " ? " + xv + " : " + acc + ")") + ";");
-      } else if (kind == Num::kF) {
-        line(acc + " += " + xv + ";");
-      } else {
-        line(acc + " = " + int_fn("add", kind) + "(" + acc + ", " + xv + ");");
-      }
-      line(count + " += TO_IDX(1);");
-      close();
-      close();
-      if (is_max) return acc;
-      std::string divisor = count;
-      if (global) divisor = "(" + dim(x[ax.h]) + " * " + dim(x[ax.w]) + ")";
-      else if (pa.count_include_pad) divisor = "TO_IDX(" + std::to_string(pa.kernel[0] * pa.kernel[1]) + ")";
-      if (kind == Num::kF) {
-        if (global) return "(" + acc + " / TO_F(" + divisor + "))";
-        return "(" + divisor + " == TO_IDX(0) ? 0.0f : " + acc + " / TO_F(" + divisor + "))";
-      }
-      return int_fn("div", kind) + "(" + acc + ", " + (kind == Num::kL ? "TO_L(" : "TO_I(") + divisor + "))";
+      pool_window(a, pa, p.coords, [&](const std::vector<std::string>& x_coords) {
+        line(pool_accumulate(a, acc, load(bx, row_major_offset(m_.node(a.inputs[0]).type.shape, x_coords))));
+      }, count);
+      return pool_result(a, acc, count);
     }
     // Elementwise ops are computed by emit_elementwise, and the other anchors have their own
     // templates: none reaches the pointwise anchor.
@@ -307,6 +327,91 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
   fail(unsupported("kernel '" + m_.kernel->name + "': no pointwise code for op '" +
                    std::string(ir::op_name(a.op)) + "'"));
   return "0";
+}
+
+// ---- pooling ----------------------------------------------------------------------------------
+
+std::string Emitter::pool_init(const Node& a) const {
+  if (a.op != OpKind::kMaxPool2d) return lit(num_of(a.type.dtype), "0");
+  switch (a.type.dtype) {
+    case DType::kI64: return "(-9223372036854775807l - 1l)";
+    case DType::kI32: return "(-2147483647 - 1)";
+    case DType::kI8: return "(-128)";
+    case DType::kU8: case DType::kBool: return "0";
+    default: return "U2F(0xff800000u)";
+  }
+}
+
+std::string Emitter::pool_accumulate(const Node& a, const std::string& acc, const std::string& x) const {
+  const Num kind = num_of(a.type.dtype);
+  if (a.op == OpKind::kMaxPool2d)
+    return acc + " = " + (kind == Num::kF ? "k_maxf(" + acc + ", " + x + ")" : "(" + x + " > " + acc + " ? " + x + " : " + acc + ")") + ";";
+  if (kind == Num::kF) return acc + " += " + x + ";";
+  return acc + " = " + int_fn("add", kind) + "(" + acc + ", " + x + ");";
+}
+
+void Emitter::pool_window(const Node& a, const ir::Pool2dAttrs& pa, const std::vector<std::string>& out_coords,
+                          const std::function<void(const std::vector<std::string>&)>& visit, const std::string& count) {
+  const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+  const ir::ImageAxes ax = ir::image_axes(pa.channels_last);
+  const bool global = a.op == OpKind::kGlobalAvgPool2d;
+  const std::string n = out_coords[ax.n], ch = out_coords[ax.c], oh = out_coords[ax.h], ow = out_coords[ax.w];
+  const std::string kh = fresh("kh"), kw = fresh("kw"), ih = fresh("ih"), iw = fresh("iw");
+  const std::string kh_end = global ? dim(x[ax.h]) : "TO_IDX(" + std::to_string(pa.kernel[0]) + ")";
+  const std::string kw_end = global ? dim(x[ax.w]) : "TO_IDX(" + std::to_string(pa.kernel[1]) + ")";
+  open("for (IDX " + kh + " = TO_IDX(0); " + kh + " < " + kh_end + "; ++" + kh + ")");
+  line("IDX " + ih + " = " + (global ? kh : oh + " * TO_IDX(" + std::to_string(pa.strides[0]) +
+                                            ") - TO_IDX(" + std::to_string(pa.pads[0]) + ") + " + kh) + ";");
+  line("if (" + ih + " < TO_IDX(0) || " + ih + " >= " + dim(x[ax.h]) + ") continue;");
+  open("for (IDX " + kw + " = TO_IDX(0); " + kw + " < " + kw_end + "; ++" + kw + ")");
+  line("IDX " + iw + " = " + (global ? kw : ow + " * TO_IDX(" + std::to_string(pa.strides[1]) +
+                                            ") - TO_IDX(" + std::to_string(pa.pads[1]) + ") + " + kw) + ";");
+  line("if (" + iw + " < TO_IDX(0) || " + iw + " >= " + dim(x[ax.w]) + ") continue;");
+  visit(image_coords(ax, n, ch, ih, iw));
+  line(count + " += TO_IDX(1);");
+  close();
+  close();
+}
+
+std::string Emitter::pool_result(const Node& a, const std::string& acc, const std::string& count) const {
+  const Num kind = num_of(a.type.dtype);
+  if (a.op == OpKind::kMaxPool2d) return acc;
+  ir::Pool2dAttrs pa;
+  if (const auto* attrs = std::get_if<ir::Pool2dAttrs>(&a.attrs)) pa = *attrs;
+  const ir::ImageAxes ax = ir::image_axes(pa.channels_last);
+  const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+  const bool global = a.op == OpKind::kGlobalAvgPool2d;
+  std::string divisor = count;
+  if (global) divisor = "(" + dim(x[ax.h]) + " * " + dim(x[ax.w]) + ")";
+  else if (pa.count_include_pad) divisor = "TO_IDX(" + std::to_string(pa.kernel[0] * pa.kernel[1]) + ")";
+  if (kind == Num::kF) {
+    if (global) return "(" + acc + " / TO_F(" + divisor + "))";
+    return "(" + divisor + " == TO_IDX(0) ? 0.0f : " + acc + " / TO_F(" + divisor + "))";
+  }
+  return int_fn("div", kind) + "(" + acc + ", " + (kind == Num::kL ? "TO_L(" : "TO_I(") + divisor + "))";
+}
+
+std::string Emitter::emit_cpu_pool_row(const Node& a, const ir::Pool2dAttrs& pa,
+                                       const std::vector<std::string>& window_coords) {
+  const Num kind = num_of(a.type.dtype);
+  const int bx = m_.buffer_index(a.inputs[0]);
+  if (bx < 0) {
+    fail(unsupported("kernel '" + m_.kernel->name + "': the pooled operand is not in memory"));
+    return "0";
+  }
+  const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+  const std::string acc = fresh("pool");
+  line(ctype(kind) + " " + acc + "[" + std::to_string(m_.space.back().size()) + "];");
+  line("for (IDX col = col_begin; col < col_end; ++col) " + acc + "[col] = " + pool_init(a) + ";");
+  line("IDX " + acc + "_count = TO_IDX(0);");
+  pool_window(a, pa, window_coords, [&](const std::vector<std::string>& x_coords) {
+    const std::string at = fresh("at");
+    line("IDX " + at + " = " + row_major_offset(x, x_coords) + ";");
+    line("#pragma clang loop vectorize(assume_safety)");
+    line("for (IDX col = col_begin; col < col_end; ++col) " +
+         pool_accumulate(a, acc + "[col]", load(bx, at + " + col")));
+  }, acc + "_count");
+  return acc;
 }
 
 }  // namespace kiln::codegen::cfam

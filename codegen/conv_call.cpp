@@ -2,9 +2,11 @@
 // order: a conv2d anchor with operands in memory and static shapes beyond the batch; one float
 // dtype; symmetric padding; an epilogue chain in which each node consumes the previous one and
 // is an add of a per-channel bias (at most one bias in all, counting the conv's own input), an
-// add of a residual shaped as the output (at most one), or a final relu; one written buffer, the
-// chain's last value.
+// add of a residual shaped as the output (at most one), or a final relu (or clamp, where the
+// target fuses it); one written buffer, the chain's last value.
 #include "codegen/conv_call.h"
+
+#include <limits>
 
 #include "codegen/library_epilogue.h"
 
@@ -40,7 +42,7 @@ struct ConvPrefix {
   std::vector<NodeId> rest;
 };
 
-std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32) {
+std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32, bool fuse_clamp) {
   if (model.kind != KernelTemplate::kPointwise || model.anchor == ir::kNoNode || !model.prologue.empty())
     return std::nullopt;
   const Node& conv = model.node(model.anchor);
@@ -94,10 +96,15 @@ std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32)
   size_t i = 0;
   for (; i < model.epilogue.size(); ++i) {
     const Node& node = model.node(model.epilogue[i]);
-    if (call.activation != artifact::ConvCall::Activation::kNone) break;  // relu ends the chain
+    if (call.activation != artifact::ConvCall::Activation::kNone) break;  // the activation ends the chain
     if (node.type.dtype != dtype || !(node.type.shape == ys)) break;
     if (node.op == OpKind::kRelu && node.inputs.size() == 1 && node.inputs[0] == prev) {
       call.activation = artifact::ConvCall::Activation::kRelu;
+    } else if (node.op == OpKind::kClamp && fuse_clamp && node.inputs.size() == 1 && node.inputs[0] == prev) {
+      const auto& bounds = std::get<ir::ClampAttrs>(node.attrs);
+      call.activation = artifact::ConvCall::Activation::kClamp;
+      call.clamp_min = bounds.min ? float(*bounds.min) : -std::numeric_limits<float>::infinity();
+      call.clamp_max = bounds.max ? float(*bounds.max) : std::numeric_limits<float>::infinity();
     } else if (node.op == OpKind::kAdd && node.inputs.size() == 2) {
       const NodeId other = node.inputs[0] == prev ? node.inputs[1] : node.inputs[1] == prev ? node.inputs[0] : ir::kNoNode;
       if (other == ir::kNoNode || other == prev) break;
@@ -121,13 +128,13 @@ std::optional<ConvPrefix> conv_prefix(const KernelModel& model, bool allow_tf32)
 
 }  // namespace
 
-std::unique_ptr<LibraryEpilogueKernel> conv_epilogue_kernel(const KernelModel& model) {
-  std::optional<ConvPrefix> prefix = conv_prefix(model, false);
+std::unique_ptr<LibraryEpilogueKernel> conv_epilogue_kernel(const KernelModel& model, bool fuse_clamp) {
+  std::optional<ConvPrefix> prefix = conv_prefix(model, false, fuse_clamp);
   return prefix ? library_epilogue_kernel(model, prefix->last, prefix->rest) : nullptr;
 }
 
-std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool allow_tf32) {
-  std::optional<ConvPrefix> prefix = conv_prefix(model, allow_tf32);
+std::optional<artifact::ConvCall> match_conv_call(const KernelModel& model, bool allow_tf32, bool fuse_clamp) {
+  std::optional<ConvPrefix> prefix = conv_prefix(model, allow_tf32, fuse_clamp);
   if (!prefix) return std::nullopt;
   artifact::ConvCall call = prefix->call;
   const std::optional<uint32_t> out = library_output(model, prefix->last, prefix->rest, call.in_place_epilogue);

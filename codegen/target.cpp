@@ -271,12 +271,8 @@ Result<std::unique_ptr<Target>> create_target(std::string_view name) {
 
 Status check_cpu_name(std::string_view cpu) {
 #ifdef KILN_HAVE_CPU_CODEGEN
-  if (cpu == "native") return Status::ok();
-  KILN_ASSIGN_OR_RETURN(bool known, is_known_cpu(cpu));
-  if (known) return Status::ok();
-  return invalid_argument("unknown CPU '" + std::string(cpu) +
-                          "' for --cpu (expected an LLVM x86 CPU name such as x86-64-v2, x86-64-v3, skylake-avx512 "
-                          "or znver3, or native)");
+  Result<CpuSelection> selected = select_cpu(cpu);
+  return selected.is_ok() ? Status::ok() : selected.status();
 #else
   (void)cpu;
   return Status::ok();

@@ -41,7 +41,7 @@ struct TargetOptions {
   int opt_level = 2;
   std::vector<std::string> gpu_archs;  // CUDA only: cubin architectures ("sm_80"); PTX always
   bool allow_tf32 = false;             // CUDA only: f32 GEMMs may use TF32 tensor cores
-  std::string cpu;                     // cpu only: the LLVM CPU to build for; empty: kDefaultCpu
+  std::string cpu;                     // cpu only: --cpu (cpu/cpu_toolchain.h, select_cpu); empty: the host's default
   // Only the files -S writes are needed: compile may skip binaries that -S does not show (CUDA:
   // the cubins; the PTX is still compiled), and compile_graph packages no KernelBinary.
   bool sources_only = false;
@@ -162,10 +162,9 @@ std::vector<std::string> available_targets();
 // The known targets missing from this build and why, e.g. "cuda (CUDA toolkit not found: no
 // NVRTC)"; empty when none is.
 std::string unavailable_targets_note();
-// Checks a --cpu value for the cpu target: an LLVM x86 CPU name (x86-64-v2/v3/v4,
-// skylake-avx512, znver3, ...) or "native", the compiling machine's CPU. kInvalidArgument
-// naming the value otherwise (any value passes in a build without the cpu target, which then
-// refuses the target itself).
+// Checks a --cpu value for the cpu target (cpu/cpu_toolchain.h, select_cpu: an LLVM CPU name of
+// x86-64 or AArch64, "aarch64" or "native"). kInvalidArgument naming the value otherwise (any
+// value passes in a build without the cpu target, which then refuses the target itself).
 Status check_cpu_name(std::string_view cpu);
 // Creates a target by name; kUnsupported if this build lacks it.
 Result<std::unique_ptr<Target>> create_target(std::string_view name);

@@ -16,6 +16,7 @@ PACKAGES=(
   # The cpu target (codegen/cpu/): clang as a library and lld, LLVM 14; oneDNN for the cpu
   # driver's GEMMs and convolutions (loaded with dlopen at run time, runtime/drivers/cpu/onednn.h)
   llvm-14-dev libclang-14-dev lld-14 libdnnl-dev
+  qemu-user libc6-arm64-cross libc6-dev-arm64-cross
   python3 python3-numpy python3-venv python3-dev
   # OpenCL: headers, the ICD loader, and PoCL (OpenCL on the CPU) so tests run without a GPU
   opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo

@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # In CI (CI=true, set by .ci/run and by most CI services) lavapipe, PoCL and the cpu driver must be present and
-# used: KILN_REQUIRE_DRIVERS makes a missing Vulkan, OpenCL or cpu device an error instead of a skip.
+# used: KILN_REQUIRE_DRIVERS makes a missing Vulkan, OpenCL or cpu device an error instead of a skip,
+# and KILN_REQUIRE_AARCH64 a missing AArch64 cross harness (qemu-user and the arm64 cross C library).
 # Developers without them (CI unset) still run every test that their machine supports.
 if [[ "${CI:-}" == "true" && -z "${KILN_REQUIRE_DRIVERS:-}" ]]; then
   export KILN_REQUIRE_DRIVERS=vulkan,opencl,cpu
 fi
+if [[ "${CI:-}" == "true" ]]; then export KILN_REQUIRE_AARCH64=${KILN_REQUIRE_AARCH64:-1}; fi
 BUILD_DIR=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j2

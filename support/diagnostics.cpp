@@ -1,5 +1,7 @@
 #include "support/diagnostics.h"
 
+#include <sstream>
+
 namespace kiln {
 
 std::string Diagnostic::to_string() const {
@@ -29,6 +31,14 @@ Status Diagnostics::to_status() const {
   std::string message = errors_.front().message;
   if (errors_.size() > 1) message += " (and " + std::to_string(errors_.size() - 1) + " more errors)";
   return Status(ErrorCode::kInvalidArgument, message, errors_.front().loc);
+}
+
+std::string numbered_lines(const std::string& text) {
+  std::ostringstream out;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) out << n << '\t' << line << '\n';
+  return out.str();
 }
 
 }  // namespace kiln

@@ -12,6 +12,10 @@
 
 namespace kiln {
 
+// `text` with each line prefixed by its number ("12\t..."): generated source quoted in an
+// internal error, so that a compiler's line:column diagnostics can be followed.
+std::string numbered_lines(const std::string& text);
+
 struct Diagnostic {
   SourceLoc loc;
   std::string message;

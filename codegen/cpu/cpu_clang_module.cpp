@@ -32,20 +32,26 @@ namespace {
 // cc1 flags besides the triple, CPU and optimization level. -vectorize-*: the clang driver adds
 // them at -O2 and above, cc1 does not. No -fmath-errno: sqrt and friends become instructions.
 // -ffp-contract=on: a * b + c within one expression may fuse, as on every GPU target.
-// -fveclib=libmvec: vectorized loops call glibc's vector expf (the module then needs libmvec).
 // -w: generated code; a loop the vectorizer declines (-Wpass-failed) is not the user's business.
 constexpr const char* kFixedFlags[] = {
     "-x", "c++", "-std=c++17", "-fno-rtti", "-mrelocation-model", "pic", "-pic-level", "2",
     "-fvisibility", "hidden", "-ffp-contract=on", "-vectorize-loops", "-vectorize-slp",
-    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none", "-fveclib=libmvec", "-w", "-Wno-pass-failed",
+    "-nostdsysteminc", "-nobuiltininc", "-fno-common", "-mframe-pointer=none", "-w", "-Wno-pass-failed",
 };
+// x86-64 only: vectorized loops call glibc's vector expf (the module then needs libmvec). LLVM 14
+// maps libmvec's x86 variants only.
+constexpr const char* kX86Flags[] = {"-fveclib=libmvec"};
 
+bool is_x86(const std::string& triple) { return triple.rfind("x86_64", 0) == 0; }
+
+// Every back end the cpu target cross-compiles for (x86-64 and AArch64), not only the host's.
 void initialize_llvm() {
   static std::once_flag once;
   std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
   });
 }
 
@@ -57,6 +63,8 @@ extern "C" __attribute__((visibility("default"))) const char* kiln_cpu_clang_ide
   static const std::string id = [] {
     std::string text = "clang " LLVM_VERSION_STRING;
     for (const char* f : kFixedFlags) text += std::string(" ") + f;
+    text += " x86:";
+    for (const char* f : kX86Flags) text += std::string(" ") + f;
     return text;
   }();
   return id.c_str();
@@ -68,10 +76,9 @@ extern "C" __attribute__((visibility("default"))) void kiln_cpu_clang_host_cpu(k
 
 namespace {
 
-std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& cpu) {
+std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple, const std::string& cpu) {
   initialize_llvm();
   std::string error;
-  const std::string triple = "x86_64-pc-linux-gnu";
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target) return nullptr;
   return std::unique_ptr<llvm::MCSubtargetInfo>(target->createMCSubtargetInfo(triple, cpu, ""));
@@ -79,22 +86,30 @@ std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& cpu) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int kiln_cpu_clang_is_known_cpu(const char* cpu) {
-  std::unique_ptr<llvm::MCSubtargetInfo> info = subtarget("");
+extern "C" __attribute__((visibility("default"))) int kiln_cpu_clang_is_known_cpu(const char* triple, const char* cpu) {
+  std::unique_ptr<llvm::MCSubtargetInfo> info = subtarget(triple, "");
   return info && info->isCPUStringValid(cpu) ? 1 : 0;
 }
 
-extern "C" __attribute__((visibility("default"))) void kiln_cpu_clang_required_flags(const char* cpu, kiln_cpu_sink sink,
-                                                                                     void* context) {
-  std::unique_ptr<llvm::MCSubtargetInfo> info = subtarget(cpu);
+extern "C" __attribute__((visibility("default"))) void kiln_cpu_clang_required_flags(const char* triple, const char* cpu,
+                                                                                     kiln_cpu_sink sink, void* context) {
+  std::unique_ptr<llvm::MCSubtargetInfo> info = subtarget(triple, cpu);
   if (!info) return;
   // LLVM feature -> the Linux /proc/cpuinfo flag that announces it.
-  static const std::pair<const char*, const char*> kFlags[] = {
+  static const std::pair<const char*, const char*> kX86[] = {
       {"sse4.1", "sse4_1"}, {"sse4.2", "sse4_2"}, {"popcnt", "popcnt"}, {"avx", "avx"}, {"avx2", "avx2"},
       {"fma", "fma"}, {"f16c", "f16c"}, {"bmi", "bmi1"}, {"bmi2", "bmi2"}, {"avx512f", "avx512f"},
       {"avx512bw", "avx512bw"}, {"avx512dq", "avx512dq"}, {"avx512vl", "avx512vl"}, {"avx512cd", "avx512cd"}};
-  for (const auto& [feature, flag] : kFlags)
-    if (info->checkFeatures(std::string("+") + feature)) emit(sink, context, std::string(flag) + "\n");
+  static const std::pair<const char*, const char*> kAarch64[] = {
+      {"fp-armv8", "fp"}, {"neon", "asimd"}, {"fullfp16", "asimdhp"}, {"dotprod", "asimddp"}, {"rdm", "asimdrdm"},
+      {"lse", "atomics"}, {"crc", "crc32"}, {"rcpc", "lrcpc"}, {"sve", "sve"}, {"sve2", "sve2"},
+      {"i8mm", "i8mm"}, {"bf16", "bf16"}};
+  auto list = [&](const auto& table) {
+    for (const auto& [feature, flag] : table)
+      if (info->checkFeatures(std::string("+") + feature)) emit(sink, context, std::string(flag) + "\n");
+  };
+  if (is_x86(triple)) list(kX86);
+  else list(kAarch64);
 }
 
 extern "C" __attribute__((visibility("default"))) int kiln_cpu_clang_compile(const char* source, size_t size,
@@ -106,6 +121,8 @@ extern "C" __attribute__((visibility("default"))) int kiln_cpu_clang_compile(con
   const std::string opt = "-O" + std::to_string(opt_level);
   std::vector<const char*> args = {"-triple", triple, "-target-cpu", cpu, opt.c_str(), "-emit-obj"};
   for (const char* f : kFixedFlags) args.push_back(f);
+  if (is_x86(triple))
+    for (const char* f : kX86Flags) args.push_back(f);
   args.push_back("kiln_kernel.cpp");
 
   std::string diagnostics;

@@ -14,10 +14,11 @@ typedef void (*kiln_cpu_sink)(void* context, const char* data, size_t size);
 const char* kiln_cpu_clang_identity(void);
 // The LLVM name of this machine's CPU ("znver3").
 void kiln_cpu_clang_host_cpu(kiln_cpu_sink sink, void* context);
-// 1 when LLVM's x86 back end knows `cpu`, else 0.
-int kiln_cpu_clang_is_known_cpu(const char* cpu);
-// The /proc/cpuinfo flags ("avx2\n", "fma\n", ...) of the extensions code for `cpu` may use.
-void kiln_cpu_clang_required_flags(const char* cpu, kiln_cpu_sink sink, void* context);
+// 1 when LLVM's back end for `triple` knows `cpu`, else 0.
+int kiln_cpu_clang_is_known_cpu(const char* triple, const char* cpu);
+// The /proc/cpuinfo flags ("avx2\n", "fma\n"; on AArch64 "asimd\n", "asimddp\n", ...) of the
+// extensions code for `cpu` of `triple` may use.
+void kiln_cpu_clang_required_flags(const char* triple, const char* cpu, kiln_cpu_sink sink, void* context);
 // Compiles C++ `source` for `triple` and `cpu` at -O`opt_level` into an ELF object (to `object`);
 // returns 0, or non-zero with clang's diagnostics written to `log`.
 int kiln_cpu_clang_compile(const char* source, size_t size, const char* triple, const char* cpu, int opt_level,

@@ -3,13 +3,14 @@
 // long long begin, long long end)`, which runs work units [begin, end) of the kernel (elements,
 // rows, output rows or query rows: cpu_dispatch below). compile turns every distinct kernel into
 // an object file with clang on the CompileContext's threads (each one unit of the persistent
-// cache), then links them in kernel order with lld into one shared object, the "so:x86_64"
-// ModuleBinary with id 0. Each KernelBinary has format "module", an empty blob, that module,
+// cache), then links them in kernel order with lld into one shared object, the "so:<arch>"
+// ModuleBinary with id 0 (x86_64, or aarch64 when cross-compiling). Each KernelBinary has format "module", an empty blob, that module,
 // its entry point and a dispatch whose workgroup_size is 1 and whose items_per_group is the
 // fewest units worth a thread of the runtime's pool. -S writes each kernel's <name>.cpp.
 //
-// The code is built for TargetOptions::cpu (an LLVM CPU name; "native" is resolved here to the
-// compiling machine's CPU, so the artifact records what it was really built for).
+// The code is built for what TargetOptions::cpu selects (select_cpu: an architecture and an LLVM
+// CPU name; "native" is resolved here to the compiling machine's CPU, so the artifact records
+// what it was really built for).
 #include "codegen/cpu/cpu_target.h"
 
 #include <algorithm>
@@ -71,13 +72,7 @@ artifact::KernelDispatch cpu_dispatch(const KernelModel& m) {
 // The in-place epilogue after the kernel's library call, if it has one.
 std::unique_ptr<LibraryEpilogueKernel> library_epilogue(const KernelModel& model) {
   std::unique_ptr<LibraryEpilogueKernel> epilogue = gemm_epilogue_kernel(model);
-  return epilogue ? std::move(epilogue) : conv_epilogue_kernel(model);
-}
-
-Result<std::string> resolved_cpu(const TargetOptions& options) {
-  if (options.cpu.empty()) return std::string(kDefaultCpu);
-  if (options.cpu == "native") return host_cpu_name();
-  return options.cpu;
+  return epilogue ? std::move(epilogue) : conv_epilogue_kernel(model, /*fuse_clamp=*/true);  // oneDNN's clip post-op
 }
 
 class CpuTarget final : public Target {
@@ -93,7 +88,7 @@ class CpuTarget final : public Target {
       rendered.source += "\n" + rest.source.substr(rest.source.find("extern \"C\""));  // one prelude per unit
     }
     std::vector<KernelSource> out;
-    KILN_ASSIGN_OR_RETURN(std::string cpu, resolved_cpu(options));
+    KILN_ASSIGN_OR_RETURN(const CpuSelection cpu, select_cpu(options.cpu));
     KILN_ASSIGN_OR_RETURN(std::vector<std::string> flags, cpu_required_flags(cpu));
     out.push_back({"", std::move(rendered.source), std::move(flags)});
     return out;
@@ -105,22 +100,23 @@ class CpuTarget final : public Target {
     out.kernels.resize(kernels.size(), std::vector<CompiledVariant>(1));  // the code is the module's
     if (options.sources_only) return out;                                 // -S: the .cpp files only
     KILN_ASSIGN_OR_RETURN(const std::string identity, cpu_toolchain_identity());
-    CpuCodeOptions code;
-    KILN_ASSIGN_OR_RETURN(code.cpu, resolved_cpu(options));
-    code.opt_level = options.opt_level >= 3 ? 3 : options.opt_level;
+    KILN_ASSIGN_OR_RETURN(const CpuSelection cpu, select_cpu(options.cpu));
+    const int opt_level = options.opt_level >= 3 ? 3 : options.opt_level;
     std::vector<std::vector<uint8_t>> objects(kernels.size());
     KILN_RETURN_IF_ERROR(context.parallel_for("cpu clang", kernels.size(), [&](size_t k) -> Status {
+      const std::string& source = kernels[k].variants.front().text;
       CacheKey key = unit_key(identity);
-      key.add("cpu", code.cpu).add("opt", std::to_string(code.opt_level)).add("source", kernels[k].variants.front().text);
-      KILN_ASSIGN_OR_RETURN(objects[k], context.cached(key, [&]() { return compile_object(kernels[k].variants.front().text, code); }));
+      key.add("triple", cpu.triple).add("cpu", cpu.cpu).add("opt", std::to_string(opt_level)).add("source", source);
+      KILN_ASSIGN_OR_RETURN(objects[k], context.cached(key, [&]() { return compile_object(source, cpu, opt_level); }));
       return Status::ok();
     }));
     CacheKey key = unit_key(identity);
-    key.add("link", std::to_string(objects.size()));
+    key.add("link", cpu.arch).add("objects", std::to_string(objects.size()));
     for (const std::vector<uint8_t>& object : objects)
       key.add("object", std::string_view(reinterpret_cast<const char*>(object.data()), object.size()));
-    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> module, context.cached(key, [&]() { return link_shared_object(objects); }));
-    out.modules.push_back({std::string(artifact::kCpuTarget), std::string(artifact::kCpuModuleFormat), std::move(module), 0});
+    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> module,
+                          context.cached(key, [&]() { return link_shared_object(objects, cpu.arch); }));
+    out.modules.push_back({std::string(artifact::kCpuTarget), "so:" + cpu.arch, std::move(module), 0});
     return out;
   }
 
@@ -133,7 +129,7 @@ class CpuTarget final : public Target {
     // The driver runs f32 GEMMs and convolutions through oneDNN where it loads
     // (runtime/drivers/cpu/onednn.h), else this kernel's generated code.
     record.gemm = match_gemm_call(model, /*allow_tf32=*/false);
-    record.conv = match_conv_call(model, /*allow_tf32=*/false);
+    record.conv = match_conv_call(model, /*allow_tf32=*/false, /*fuse_clamp=*/true);
     artifact::LibraryEpilogue* rest = record.gemm ? &record.gemm->in_place_epilogue
                                       : record.conv ? &record.conv->in_place_epilogue : nullptr;
     if (rest && !rest->empty())

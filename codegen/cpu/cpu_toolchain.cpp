@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "codegen/cpu/cpu_clang_module.h"
+#include "support/diagnostics.h"
 
 namespace kiln::codegen {
 namespace {
@@ -77,13 +78,13 @@ Result<const ClangModule*> clang_module() {
 
 void append(void* context, const char* data, size_t size) { static_cast<std::string*>(context)->append(data, size); }
 
-std::string numbered(const std::string& source) {
-  std::ostringstream out;
-  std::istringstream in(source);
-  std::string text;
-  for (int n = 1; std::getline(in, text); ++n) out << n << "\t" << text << "\n";
-  return out.str();
-}
+constexpr const char* kX86Triple = "x86_64-pc-linux-gnu";
+constexpr const char* kAarch64Triple = "aarch64-unknown-linux-gnu";
+#if defined(__aarch64__)
+const CpuSelection kHostDefault{"aarch64", kAarch64Triple, "generic"};
+#else
+const CpuSelection kHostDefault{"x86_64", kX86Triple, "x86-64-v3"};
+#endif
 
 // A private temporary folder, removed with everything in it when the object goes.
 class TempDir {
@@ -124,40 +125,47 @@ Result<std::string> cpu_toolchain_identity() {
   return std::string(m->identity()) + ", " + KILN_LLD_PATH;
 }
 
-Result<std::string> host_cpu_name() {
+Result<CpuSelection> select_cpu(std::string_view option) {
   KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
-  std::string name;
-  m->host_cpu(&append, &name);
-  return name;
+  if (option.empty()) return kHostDefault;
+  if (option == "native") {
+    CpuSelection host = kHostDefault;
+    host.cpu.clear();
+    m->host_cpu(&append, &host.cpu);
+    return host;
+  }
+  if (option == "aarch64") return CpuSelection{"aarch64", kAarch64Triple, "generic"};
+  const std::string name(option);
+  if (m->is_known_cpu(kX86Triple, name.c_str())) return CpuSelection{"x86_64", kX86Triple, name};
+  if (m->is_known_cpu(kAarch64Triple, name.c_str())) return CpuSelection{"aarch64", kAarch64Triple, name};
+  return invalid_argument("unknown CPU '" + name +
+                          "' for --cpu (expected an LLVM CPU name of x86-64, such as x86-64-v2, x86-64-v3, "
+                          "skylake-avx512 or znver3, or of AArch64, such as neoverse-n1 or cortex-a76; aarch64 for a "
+                          "generic AArch64 CPU; or native)");
 }
 
-Result<bool> is_known_cpu(std::string_view cpu) {
-  KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
-  return m->is_known_cpu(std::string(cpu).c_str()) != 0;
-}
-
-Result<std::vector<std::string>> cpu_required_flags(const std::string& cpu) {
+Result<std::vector<std::string>> cpu_required_flags(const CpuSelection& cpu) {
   KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
   std::string text;
-  m->required_flags(cpu.c_str(), &append, &text);
+  m->required_flags(cpu.triple.c_str(), cpu.cpu.c_str(), &append, &text);
   std::vector<std::string> flags;
   std::istringstream in(text);
   for (std::string flag; std::getline(in, flag);) flags.push_back(flag);
   return flags;
 }
 
-Result<std::vector<uint8_t>> compile_object(const std::string& source, const CpuCodeOptions& options) {
+Result<std::vector<uint8_t>> compile_object(const std::string& source, const CpuSelection& cpu, int opt_level) {
   KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());
   std::string object, log;
-  if (m->compile(source.data(), source.size(), options.triple.c_str(), options.cpu.c_str(), options.opt_level, &append,
-                 &object, &append, &log) != 0 ||
+  if (m->compile(source.data(), source.size(), cpu.triple.c_str(), cpu.cpu.c_str(), opt_level, &append, &object,
+                 &append, &log) != 0 ||
       object.empty())
     return internal_error("cpu target: clang failed to compile a generated kernel:\n" + log + "\n--- source ---\n" +
-                          numbered(source));
+                          numbered_lines(source));
   return std::vector<uint8_t>(object.begin(), object.end());
 }
 
-Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<uint8_t>>& objects) {
+Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<uint8_t>>& objects, const std::string& arch) {
   TempDir dir;
   if (!dir.ok()) return internal_error("cpu target: cannot create a temporary folder for the link");
   std::vector<std::string> args = {KILN_LLD_PATH, "-shared", "--build-id=none", "-z", "noexecstack", "-z", "relro",
@@ -166,12 +174,26 @@ Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<ui
     args.push_back(dir.file("k" + std::to_string(i) + ".o"));
     KILN_RETURN_IF_ERROR(write_file(args.back(), objects[i]));
   }
-  // The kernels call libm (expf, tanhf, ...): the module names libm.so.6 as a dependency, by
-  // soname only, so the loader finds the target machine's own. lld reads that soname from the
-  // compiling machine's copy.
-  for (const char* lib_dir : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64"})
-    args.insert(args.end(), {"-L", lib_dir});
-  args.insert(args.end(), {"--no-as-needed", "-l:libm.so.6", "-l:libmvec.so.1"});
+  // The kernels call libm (expf, tanhf, ...; on x86-64 also libmvec's vector functions): the
+  // module names them as dependencies, by soname only, so the loader finds the target machine's
+  // own. lld reads the sonames from a copy for `arch`: the host's, or a cross C library's.
+  std::vector<std::string> lib_dirs = {"/lib/" + arch + "-linux-gnu", "/usr/lib/" + arch + "-linux-gnu",
+                                       "/usr/" + arch + "-linux-gnu/lib"};
+  if (arch == "x86_64") lib_dirs.insert(lib_dirs.end(), {"/lib64", "/usr/lib64"});
+  bool found_libm = false;
+  for (const std::string& dir : lib_dirs) {
+    std::error_code ec;
+    if (!std::filesystem::exists(dir + "/libm.so.6", ec)) continue;
+    args.insert(args.end(), {"-L", dir});
+    found_libm = true;
+  }
+  if (!found_libm)
+    return Status(ErrorCode::kUnavailable, "cpu target: cannot link for " + arch + ": no " + arch +
+                                               " libm.so.6 in " + lib_dirs.front() + " or " + lib_dirs[2] +
+                                               " (cross-compiling needs the target's C library; Debian: "
+                                               "apt-get install libc6-arm64-cross)");
+  args.insert(args.end(), {"--no-as-needed", "-l:libm.so.6"});
+  if (arch == "x86_64") args.push_back("-l:libmvec.so.1");
 
   // lld runs as its own process: lld 14 as a library keeps global state between links (a second
   // link in one process fails), and it would bring unversioned copies of LLVM's templates into

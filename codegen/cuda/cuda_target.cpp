@@ -30,6 +30,7 @@
 #include "codegen/conv_call.h"
 #include "codegen/gemm_call.h"
 #include "codegen/kernel_model.h"
+#include "support/diagnostics.h"
 
 namespace kiln::codegen {
 namespace {
@@ -44,14 +45,6 @@ constexpr size_t kProgramSourceBytes = 16 * 1024;
 // __device__. No fast math: the numerics are the OpenCL dialect's (FMA contraction stays on, as
 // in every CUDA compiler's default).
 constexpr const char* kNvrtcOptions[] = {"-default-device", "--std=c++17"};
-
-std::string numbered(const std::string& source) {
-  std::ostringstream out;
-  std::istringstream in(source);
-  std::string text;
-  for (int n = 1; std::getline(in, text); ++n) out << n << "\t" << text << "\n";
-  return out.str();
-}
 
 // Compiles `source` to PTX for kPtxArch (text, without its terminator). Owns its program.
 Result<std::vector<uint8_t>> compile_ptx(const NvrtcApi& t, const std::string& source) {
@@ -75,7 +68,7 @@ Result<std::vector<uint8_t>> compile_ptx(const NvrtcApi& t, const std::string& s
       while (!log.empty() && log.back() == '\0') log.pop_back();
     }
     return internal_error("NVRTC failed to compile the generated CUDA program (" + std::string(t.nvrtcGetErrorString(r)) +
-                          "):\n" + log + "\n--- source ---\n" + numbered(source));
+                          "):\n" + log + "\n--- source ---\n" + numbered_lines(source));
   }
   std::vector<uint8_t> out;
   size_t size = 0;
@@ -191,7 +184,7 @@ class CudaTarget final : public Target {
     KILN_ASSIGN_OR_RETURN(RenderedKernel rendered, render_c_family(model, Dialect::kCuda));
     // A kernel that cuBLASLt or cuDNN runs only in part: its in-place epilogue lives beside it.
     std::unique_ptr<LibraryEpilogueKernel> epilogue = gemm_epilogue_kernel(model);
-    if (!epilogue) epilogue = conv_epilogue_kernel(model);
+    if (!epilogue) epilogue = conv_epilogue_kernel(model, /*fuse_clamp=*/false);  // cuDNN's fused call: relu only
     if (epilogue) {
       KILN_ASSIGN_OR_RETURN(RenderedKernel rest, render_c_family(epilogue->model, Dialect::kCuda));
       rendered.source += "\n" + rest.source;
@@ -268,7 +261,7 @@ class CudaTarget final : public Target {
     record.entry_point = model.entry_point;
     record.dispatch = cuda_dispatch(model);
     record.gemm = match_gemm_call(model, options.allow_tf32);
-    record.conv = match_conv_call(model, options.allow_tf32);
+    record.conv = match_conv_call(model, options.allow_tf32, /*fuse_clamp=*/false);
   }
 
   // -S: one program for the graph, <base>.cu, and its PTX, <base>.ptx.

@@ -12,6 +12,7 @@
 
 #include <sstream>
 
+#include "support/diagnostics.h"
 #include "support/library_identity.h"
 
 namespace kiln::codegen::spirv {
@@ -19,25 +20,11 @@ namespace {
 
 constexpr spv_target_env kTargetEnv = SPV_ENV_VULKAN_1_1;
 
-// "   1| #version 450\n   2| ..." so that compiler messages "name:LINE: ..." can be matched.
-std::string numbered_source(const std::string& source) {
-  std::ostringstream out;
-  std::istringstream in(source);
-  std::string line;
-  int number = 1;
-  while (std::getline(in, line)) {
-    std::string prefix = std::to_string(number++);
-    if (prefix.size() < 4) prefix.insert(0, 4 - prefix.size(), ' ');
-    out << prefix << "| " << line << '\n';
-  }
-  return out.str();
-}
-
 Status failure(const std::string& what, const std::string& name, const std::string& details,
                const std::string& glsl) {
   return internal_error(what + " for shader '" + name + "':\n" + details +
                         (details.empty() || details.back() == '\n' ? "" : "\n") +
-                        "shader source:\n" + numbered_source(glsl));
+                        "shader source:\n" + numbered_lines(glsl));
 }
 
 // Collects SPIRV-Tools diagnostics into one string.

@@ -61,7 +61,7 @@ artifact::LoadedArtifact cpu_artifact(std::vector<uint8_t> module, std::string e
   art.kernels.push_back(std::move(kernel));
   artifact::ModuleBinary so;
   so.target = std::string(artifact::kCpuTarget);
-  so.format = std::string(artifact::kCpuModuleFormat);
+  so.format = std::string(artifact::kHostCpuModuleFormat);
   so.blob = std::move(module);
   so.id = 0;
   art.modules.push_back(std::move(so));

@@ -6,9 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "artifact/reader.h"
+#include "artifact/targets.h"
 #include "artifact/writer.h"
 #include "codegen/c_family.h"
 #include "codegen/conv_call.h"
@@ -212,7 +214,7 @@ TEST_CASE("conv call: conv + bias + residual + relu (a ResNet block's tail) is o
       "graph g(x: f16[N, 16, 9, 9], w: f16[32, 8, 3, 3], b: f16[32], r: f16[N, 32, 5, 5]) -> (y: f16[N, 32, 5, 5]) {\n"
       "  y = relu(add(r, conv2d(x, w, b, strides=[2, 2], pads=[1, 1, 1, 1], groups=2)))\n}\n");
   codegen::KernelModel m = conv_model(c);
-  std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, /*allow_tf32=*/true);
+  std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, /*allow_tf32=*/true, /*fuse_clamp=*/false);
   REQUIRE(call.has_value());
   CHECK(call->dtype == ir::DType::kF16);
   CHECK(call->batch == ir::SizeExpr::symbol("N"));
@@ -240,19 +242,19 @@ TEST_CASE("conv call: conv + bias + residual + relu (a ResNet block's tail) is o
 TEST_CASE("conv call: a bare conv, an epilogue bias [C,1,1] and f32 with and without TF32") {
   {
     Compiled c = compile("graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 6, 6]) {\n  y = conv2d(x, w)\n}\n");
-    std::optional<artifact::ConvCall> call = codegen::match_conv_call(conv_model(c), false);
+    std::optional<artifact::ConvCall> call = codegen::match_conv_call(conv_model(c), false, false);
     REQUIRE(call.has_value());
     CHECK(call->bias_arg == -1);
     CHECK(call->residual_arg == -1);
     CHECK(call->activation == artifact::ConvCall::Activation::kNone);
     CHECK_FALSE(call->allow_tf32);
-    CHECK(codegen::match_conv_call(conv_model(c), true)->allow_tf32);
+    CHECK(codegen::match_conv_call(conv_model(c), true, false)->allow_tf32);
   }
   {
     Compiled c = compile(
         "graph g(x: f32[2, 3, 8, 8], w: f32[4, 3, 1, 1], b: f32[1, 4, 1, 1]) -> (y: f32[2, 4, 8, 8]) {\n"
         "  y = add(conv2d(x, w), b)\n}\n");
-    std::optional<artifact::ConvCall> call = codegen::match_conv_call(conv_model(c), false);
+    std::optional<artifact::ConvCall> call = codegen::match_conv_call(conv_model(c), false, false);
     REQUIRE(call.has_value());
     CHECK(c.graph.node(conv_model(c).args[size_t(call->bias_arg)].value).name == "b");
   }
@@ -279,13 +281,13 @@ TEST_CASE("conv call: an epilogue cuDNN lacks runs in an in-place epilogue kerne
     INFO(text);
     Compiled c = compile(text);
     codegen::KernelModel m = conv_model(c);
-    std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, false);
+    std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, false, false);
     REQUIRE(call.has_value());
     CHECK(artifact::check_conv_call(*call, m.args).is_ok());
     REQUIRE(call->in_place_epilogue.args.size() >= 2);
     CHECK(call->in_place_epilogue.args.front() == call->out_arg);
     CHECK(m.args[call->out_arg].value == c.graph.find("y"));
-    std::unique_ptr<codegen::LibraryEpilogueKernel> e = codegen::conv_epilogue_kernel(m);
+    std::unique_ptr<codegen::LibraryEpilogueKernel> e = codegen::conv_epilogue_kernel(m, false);
     REQUIRE(e);
     CHECK(e->call == call->in_place_epilogue);
     Result<codegen::RenderedKernel> r = codegen::render_c_family(e->model, codegen::Dialect::kCuda);
@@ -295,8 +297,8 @@ TEST_CASE("conv call: an epilogue cuDNN lacks runs in an in-place epilogue kerne
   Compiled c = compile(
       "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4], r: f32[1, 4, 6, 6]) -> (y: f32[1, 4, 6, 6]) {\n"
       "  y = relu(add(conv2d(x, w, b), r))\n}\n");
-  CHECK(codegen::match_conv_call(conv_model(c), false)->in_place_epilogue.empty());
-  CHECK_FALSE(codegen::conv_epilogue_kernel(conv_model(c)));
+  CHECK(codegen::match_conv_call(conv_model(c), false, false)->in_place_epilogue.empty());
+  CHECK_FALSE(codegen::conv_epilogue_kernel(conv_model(c), false));
 }
 
 TEST_CASE("conv call: anything other than the pattern is not a conv call") {
@@ -312,12 +314,12 @@ TEST_CASE("conv call: anything other than the pattern is not a conv call") {
   for (const char* text : graphs) {
     INFO(text);
     Compiled c = compile(text);
-    CHECK_FALSE(codegen::match_conv_call(conv_model(c), true).has_value());
-    CHECK_FALSE(codegen::conv_epilogue_kernel(conv_model(c)));
+    CHECK_FALSE(codegen::match_conv_call(conv_model(c), true, false).has_value());
+    CHECK_FALSE(codegen::conv_epilogue_kernel(conv_model(c), false));
   }
   // Pooling is a conv-kind kernel too, but not a convolution.
   Compiled c = compile("graph g(x: f32[1, 3, 8, 8]) -> (y: f32[1, 3, 4, 4]) {\n  y = max_pool2d(x, kernel=[2, 2], strides=[2, 2])\n}\n");
-  CHECK_FALSE(codegen::match_conv_call(conv_model(c), true).has_value());
+  CHECK_FALSE(codegen::match_conv_call(conv_model(c), true, false).has_value());
 }
 
 TEST_CASE("cuda dialect: pure elementwise kernels move 16-byte vectors with a scalar tail") {
@@ -376,6 +378,51 @@ TEST_CASE("cuda dialect: rows reduce with warp shuffles; the block size follows 
       CHECK_FALSE(has(src, "__shfl_xor_sync"));
     }
   }
+}
+
+TEST_CASE("conv call: a target whose library fuses a clamp (cpu: oneDNN) takes relu6 into the call") {
+  Compiled c = compile(
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3], b: f32[4]) -> (y: f32[1, 4, 6, 6]) {\n"
+      "  y = clamp(conv2d(x, w, b), min=0.0, max=6.0)\n}\n");
+  codegen::KernelModel m = conv_model(c);
+  std::optional<artifact::ConvCall> call = codegen::match_conv_call(m, false, /*fuse_clamp=*/true);
+  REQUIRE(call.has_value());
+  CHECK(call->activation == artifact::ConvCall::Activation::kClamp);
+  CHECK(call->clamp_min == 0.0f);
+  CHECK(call->clamp_max == 6.0f);
+  CHECK(call->in_place_epilogue.empty());
+  CHECK_FALSE(codegen::conv_epilogue_kernel(m, true));
+  // Without the library's clamp, the clamp is the in-place epilogue's.
+  CHECK(codegen::match_conv_call(m, false, false)->activation == artifact::ConvCall::Activation::kNone);
+
+  // A one-sided clamp leaves the other bound infinite.
+  Compiled upper = compile(
+      "graph g(x: f32[1, 3, 8, 8], w: f32[4, 3, 3, 3]) -> (y: f32[1, 4, 6, 6]) {\n  y = clamp(conv2d(x, w), max=2.5)\n}\n");
+  std::optional<artifact::ConvCall> one_sided = codegen::match_conv_call(conv_model(upper), false, true);
+  REQUIRE(one_sided.has_value());
+  CHECK(one_sided->clamp_min == -std::numeric_limits<float>::infinity());
+  CHECK(one_sided->clamp_max == 2.5f);
+
+  // The cpu target records it, and the clamp and its bounds survive the artifact.
+  Result<std::unique_ptr<codegen::Target>> cpu = codegen::create_target(std::string(artifact::kCpuTarget));
+  if (!cpu.is_ok()) {
+    MESSAGE("cpu target not in this build: the artifact round trip is not checked");
+    return;
+  }
+  Result<codegen::CompiledKernels> compiled = codegen::compile_graph(**cpu, c.graph, c.plan, codegen::TargetOptions{});
+  REQUIRE_MESSAGE(compiled.is_ok(), compiled.status().to_string());
+  REQUIRE(compiled->kernels.size() == 1);
+  CHECK(compiled->kernels[0].conv == call);
+  artifact::WriteOptions write;
+  write.kernels = compiled->kernels;
+  write.modules = compiled->modules;
+  Result<std::vector<uint8_t>> bytes = artifact::write_artifact(c.graph, c.plan, write);
+  REQUIRE_MESSAGE(bytes.is_ok(), bytes.status().to_string());
+  Result<artifact::LoadedArtifact> loaded =
+      artifact::read_artifact(std::make_shared<const std::vector<uint8_t>>(std::move(bytes).value()));
+  REQUIRE_MESSAGE(loaded.is_ok(), loaded.status().to_string());
+  REQUIRE(loaded->kernels.size() == 1);
+  CHECK(loaded->kernels[0].conv == call);
 }
 
 TEST_CASE("cuda dialect: matmul uses register-blocked shared-memory tiles") {

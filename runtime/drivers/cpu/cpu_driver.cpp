@@ -54,7 +54,10 @@ std::string cpuinfo_field(std::string_view key) {
 // The CPU's feature flags ("avx2", "fma", ...), as the kernel lists them.
 std::set<std::string> cpu_features() {
   std::set<std::string> features;
-  std::istringstream flags(cpuinfo_field("flags"));
+  // x86 names them "flags", AArch64 "Features".
+  std::string listed = cpuinfo_field("flags");
+  if (listed.empty()) listed = cpuinfo_field("Features");
+  std::istringstream flags(listed);
   for (std::string flag; flags >> flag;) features.insert(flag);
   return features;
 }

@@ -16,7 +16,8 @@
 //                     per hardware thread, std::thread::hardware_concurrency())
 //
 // Artifact records (target "cpu"):
-//   ModuleBinary {target "cpu", format "so:x86_64", id}: the bytes of an ELF shared object. The
+//   ModuleBinary {target "cpu", format "so:x86_64" (on AArch64 machines "so:aarch64"), id}: the
+//     bytes of an ELF shared object; a module for another architecture is refused by name. The
 //     executable writes each module the kernels name into an anonymous in-memory file
 //     (memfd_create) and dlopens it (RTLD_NOW | RTLD_LOCAL); nothing touches the disk.
 //   KernelBinary {target "cpu", format "module", module_id, entry_point, args, dispatch}: the

@@ -29,17 +29,26 @@ Status system_error(const std::string& what, int error) {
   return Status(code, "cpu device: " + what + ": " + std::strerror(error));
 }
 
+#if defined(__aarch64__)
+constexpr uint16_t kHostMachine = EM_AARCH64;
+constexpr const char* kHostArchitecture = "aarch64";
+#else
+constexpr uint16_t kHostMachine = EM_X86_64;
+constexpr const char* kHostArchitecture = "x86-64";
+#endif
+
 // What dlopen would trip over rather than report: the loader maps a module's segments straight
 // from the file, so a truncated one faults (SIGBUS) on the first page past its end instead of
-// failing. Checks that `bytes` are a 64-bit little-endian x86-64 shared object whose program
-// headers and loaded segments lie within it; "" when they do, else what is wrong.
+// failing. Checks that `bytes` are a 64-bit little-endian shared object for this machine's
+// architecture whose program headers and loaded segments lie within it; "" when they do, else
+// what is wrong.
 std::string shared_object_fault(const std::vector<uint8_t>& bytes) {
   Elf64_Ehdr header;
   if (bytes.size() < sizeof(header)) return "shorter than an ELF header";
   std::memcpy(&header, bytes.data(), sizeof(header));
   if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) return "not an ELF file";
-  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_machine != EM_X86_64)
-    return "not a 64-bit x86-64 ELF file";
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_machine != kHostMachine)
+    return std::string("not a 64-bit ") + kHostArchitecture + " ELF file";
   if (header.e_type != ET_DYN) return "not a shared object (ELF type " + std::to_string(header.e_type) + ")";
   if (header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phoff > bytes.size() ||
       uint64_t(header.e_phnum) * sizeof(Elf64_Phdr) > bytes.size() - header.e_phoff)
@@ -73,6 +82,19 @@ Result<std::unique_ptr<CpuExecutable>> CpuExecutable::create(
   std::unique_ptr<CpuExecutable> executable(new CpuExecutable(device, std::move(artifact)));
   const artifact::LoadedArtifact& art = *executable->artifact_;
 
+  // Code for another architecture (kilnc --cpu=aarch64 run on x86-64, or the reverse) is refused
+  // by its modules' format, before its kernels' CPU features (that architecture's) are compared
+  // with this CPU's.
+  std::set<std::string> formats;
+  for (const artifact::ModuleBinary& module : art.modules)
+    if (module.target == artifact::kCpuTarget) formats.insert(module.format);
+  if (!formats.empty() && !formats.count(std::string(artifact::kHostCpuModuleFormat))) {
+    std::string listed;
+    for (const std::string& f : formats) listed += (listed.empty() ? "'" : ", '") + f + "'";
+    return unsupported("the artifact's cpu code is built as " + listed + "; this runtime loads only '" +
+                       std::string(artifact::kHostCpuModuleFormat) +
+                       "' (compile with kilnc --target=cpu for this machine's architecture)");
+  }
   // Each kernel runs its first variant, in file order, whose required CPU features this CPU has.
   bool has_cpu_kernels = false;
   std::map<uint32_t, std::string> unmet;  // graph kernel index -> a feature its variants lack
@@ -124,7 +146,7 @@ Status CpuExecutable::load_module(uint32_t module_id) {
   std::string other_formats;
   for (const artifact::ModuleBinary& module : artifact_->modules) {
     if (module.target != artifact::kCpuTarget || module.id != module_id) continue;
-    if (module.format == artifact::kCpuModuleFormat) {
+    if (module.format == artifact::kHostCpuModuleFormat) {
       found = &module;
       break;
     }
@@ -132,10 +154,10 @@ Status CpuExecutable::load_module(uint32_t module_id) {
   }
   if (!found && !other_formats.empty())
     return unsupported(what + " is stored as " + other_formats + "; this runtime loads only '" +
-                       std::string(artifact::kCpuModuleFormat) + "'");
+                       std::string(artifact::kHostCpuModuleFormat) + "'");
   if (!found) return corrupt("the artifact's cpu kernels name " + what + ", which it does not hold");
   if (std::string fault = shared_object_fault(found->blob); !fault.empty())
-    return corrupt(what + " (" + std::to_string(found->blob.size()) + " bytes) is not a loadable x86-64 shared object: " +
+    return corrupt(what + " (" + std::to_string(found->blob.size()) + " bytes) is not a loadable " + std::string(kHostArchitecture) + " shared object: " +
                    fault);
 
   // An anonymous in-memory file: dlopen needs a path, and nothing should reach the disk.
@@ -157,7 +179,7 @@ Status CpuExecutable::load_module(uint32_t module_id) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     return corrupt(what + " (" + std::to_string(found->blob.size()) +
-                   " bytes) is not a loadable x86-64 shared object: " + dl_error());
+                   " bytes) is not a loadable " + std::string(kHostArchitecture) + " shared object: " + dl_error());
   modules_.back().handle = handle;
   return Status::ok();
 }
@@ -227,7 +249,7 @@ Status CpuExecutable::bind_library_calls() {
 }
 
 Result<const OneDnnConvolution*> CpuExecutable::convolution(uint32_t kernel_index, int64_t batch) const {
-  std::lock_guard<std::mutex> lock(convolutions_mutex_);
+  std::lock_guard<std::mutex> lock(library_calls_mutex_);
   std::unique_ptr<OneDnnConvolution>& slot = convolutions_[{kernel_index, batch}];
   if (!slot) {
     const artifact::KernelBinary& binary = *kernels_.at(kernel_index).binary;
@@ -247,6 +269,17 @@ std::optional<void*> CpuExecutable::constant(ir::NodeId value) const {
 const CpuExecutable::Kernel* CpuExecutable::kernel(uint32_t kernel_index) const {
   auto it = kernels_.find(kernel_index);
   return it == kernels_.end() ? nullptr : &it->second;
+}
+
+Result<const OneDnnMatmul*> CpuExecutable::matmul(uint32_t kernel_index, const OneDnnMatmul::Key& key) const {
+  std::lock_guard<std::mutex> lock(library_calls_mutex_);
+  std::unique_ptr<OneDnnMatmul>& slot = matmuls_[{kernel_index, key}];
+  if (!slot) {
+    const artifact::KernelBinary& binary = *kernels_.at(kernel_index).binary;
+    const std::optional<void*> b = constant(binary.args[binary.gemm->b_arg].value);
+    KILN_ASSIGN_OR_RETURN(slot, OneDnnMatmul::create(*onednn_, *binary.gemm, key, b ? *b : nullptr));
+  }
+  return slot.get();
 }
 
 }  // namespace kiln::runtime::cpu

@@ -145,6 +145,9 @@ class CpuExecutable final : public hal::Executable {
   // `batch`, made at its first use from the kernel's constant weights and kept for the
   // executable's life. Thread-safe.
   Result<const OneDnnConvolution*> convolution(uint32_t kernel_index, int64_t batch) const;
+  // Likewise the oneDNN matmul of graph kernel `kernel_index` (Kernel::library kGemm) for `key`,
+  // its b packed once when that is a constant.
+  Result<const OneDnnMatmul*> matmul(uint32_t kernel_index, const OneDnnMatmul::Key& key) const;
 
  private:
   // One dlopened module. The memfd stays open while the module is loaded: glibc finds an
@@ -170,8 +173,9 @@ class CpuExecutable final : public hal::Executable {
   std::vector<LoadedModule> modules_;
   std::map<ir::NodeId, void*> constants_;  // into the artifact's constant data
   const OneDnnApi* onednn_ = nullptr;
-  mutable std::mutex convolutions_mutex_;
+  mutable std::mutex library_calls_mutex_;  // guards the two maps below
   mutable std::map<std::pair<uint32_t, int64_t>, std::unique_ptr<OneDnnConvolution>> convolutions_;
+  mutable std::map<std::pair<uint32_t, OneDnnMatmul::Key>, std::unique_ptr<OneDnnMatmul>> matmuls_;
 };
 
 // Defined in cpu_stream.cpp.

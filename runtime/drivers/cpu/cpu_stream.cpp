@@ -180,7 +180,14 @@ Status CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index, c
   const artifact::KernelBinary& binary = *kernel.binary;
   const artifact::LibraryEpilogue* rest = nullptr;
   if (kernel.library == CpuExecutable::Kernel::Library::kGemm) {
-    KILN_RETURN_IF_ERROR(run_onednn_gemm(*ex.exe.onednn(), *binary.gemm, args_, ex.bindings));
+    const artifact::GemmCall& call = *binary.gemm;
+    KILN_ASSIGN_OR_RETURN(const OneDnnMatmul::Key key, OneDnnMatmul::key(call, args_, ex.bindings));
+    if (OneDnnMatmul::applies(call, key)) {
+      KILN_ASSIGN_OR_RETURN(const OneDnnMatmul* matmul, ex.exe.matmul(kernel_index, key));
+      KILN_RETURN_IF_ERROR(matmul->run(args_));
+    } else {
+      KILN_RETURN_IF_ERROR(run_onednn_gemm(*ex.exe.onednn(), call, args_, ex.bindings));
+    }
     rest = &binary.gemm->in_place_epilogue;
   } else {
     KILN_ASSIGN_OR_RETURN(int64_t batch, binary.conv->batch.evaluate(ex.bindings));

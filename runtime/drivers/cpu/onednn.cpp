@@ -28,6 +28,9 @@ struct OneDnnApi {
   KILN_DNNL_FN(dnnl_memory_create)
   KILN_DNNL_FN(dnnl_memory_destroy)
   KILN_DNNL_FN(dnnl_dilated_convolution_forward_desc_init)
+  KILN_DNNL_FN(dnnl_matmul_desc_init)
+  KILN_DNNL_FN(dnnl_primitive_attr_set_output_scales)
+  KILN_DNNL_FN(dnnl_post_ops_append_binary)
   KILN_DNNL_FN(dnnl_primitive_attr_create)
   KILN_DNNL_FN(dnnl_primitive_attr_destroy)
   KILN_DNNL_FN(dnnl_primitive_attr_set_post_ops)
@@ -64,6 +67,9 @@ Result<const OneDnnApi*> load_onednn() {
       KILN_DNNL_LOAD(dnnl_memory_create)
       KILN_DNNL_LOAD(dnnl_memory_destroy)
       KILN_DNNL_LOAD(dnnl_dilated_convolution_forward_desc_init)
+      KILN_DNNL_LOAD(dnnl_matmul_desc_init)
+      KILN_DNNL_LOAD(dnnl_primitive_attr_set_output_scales)
+      KILN_DNNL_LOAD(dnnl_post_ops_append_binary)
       KILN_DNNL_LOAD(dnnl_primitive_attr_create)
       KILN_DNNL_LOAD(dnnl_primitive_attr_destroy)
       KILN_DNNL_LOAD(dnnl_primitive_attr_set_post_ops)
@@ -110,6 +116,53 @@ struct Owned {
     if (handle) destroy(handle);
   }
 };
+
+
+using Memory = Owned<dnnl_memory_t, dnnl_status_t (*)(dnnl_memory_t)>;
+
+// `data` (laid out as `from`) reordered into a new buffer laid out as `to`.
+Result<std::vector<float>> reorder_once(const OneDnnApi& api, const dnnl_memory_desc_t& from_md,
+                                        const dnnl_memory_desc_t& to_md, const void* data) {
+  std::vector<float> out((api.dnnl_memory_desc_get_size(&to_md) + sizeof(float) - 1) / sizeof(float));
+  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&pd.handle, &from_md, api.engine, &to_md,
+                                                                         api.engine, nullptr),
+                                  "weights reorder descriptor"));
+  Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, pd.handle), "weights reorder"));
+  Memory from{nullptr, api.dnnl_memory_destroy}, to{nullptr, api.dnnl_memory_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&from.handle, &from_md, api.engine, const_cast<void*>(data)), "weights memory"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&to.handle, &to_md, api.engine, out.data()), "weights memory"));
+  const dnnl_exec_arg_t exec[] = {{DNNL_ARG_FROM, from.handle}, {DNNL_ARG_TO, to.handle}};
+  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(reorder.handle, stream.handle, 2, exec), "weights reorder"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_wait(stream.handle), "weights reorder"));
+  return out;
+}
+
+// One argument of a primitive's execution: its DNNL_ARG_* index, layout and host address.
+struct ExecArg {
+  int arg;
+  const dnnl_memory_desc_t* md;
+  void* data;
+};
+
+// Runs `primitive` once over `args` on a stream of its own, and waits for it.
+Status execute(const OneDnnApi& api, dnnl_primitive_t primitive, std::span<const ExecArg> args, const char* what) {
+  std::vector<Memory> memories;
+  memories.reserve(args.size());
+  std::vector<dnnl_exec_arg_t> exec;
+  for (const ExecArg& a : args) {
+    memories.push_back(Memory{nullptr, api.dnnl_memory_destroy});
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&memories.back().handle, a.md, api.engine, a.data), what));
+    exec.push_back({a.arg, memories.back().handle});
+  }
+  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(primitive, stream.handle, int(exec.size()), exec.data()), what));
+  return dnnl_check(api.dnnl_stream_wait(stream.handle), what);
+}
 
 }  // namespace
 
@@ -160,6 +213,124 @@ Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std
       break;
   }
   return Status::ok();
+}
+
+// ---- Matrix product --------------------------------------------------------------------------
+
+bool OneDnnMatmul::applies(const artifact::GemmCall& call, const Key& key) {
+  // oneDNN's bias is added after its output scale, the call's after alpha; a product that
+  // neither operand's batch varies cannot be broadcast to the batch by the primitive; empty
+  // products are sgemm's (which fills a k = 0 product with its additions); and so are small
+  // ones, which sgemm runs on the calling thread while the primitive wakes every OpenMP thread
+  // (measured: the transformer example's products took 10x longer through primitives).
+  constexpr double kMinFlops = 1 << 22;
+  const double flops = 2.0 * double(key.batch) * double(key.m) * double(key.n) * double(key.k);
+  return (call.alpha == 1.0f || call.bias_arg < 0) && (call.a_batched || call.b_batched || key.batch == 1) &&
+         flops >= kMinFlops;
+}
+
+struct OneDnnMatmul::State {
+  const OneDnnApi* api = nullptr;
+  artifact::GemmCall call;
+  Key key;
+  dnnl_memory_desc_t a{}, b{}, bias{}, out{};  // b: the primitive's layout when packed
+  dnnl_primitive_t primitive = nullptr;
+  std::vector<float> packed_b;  // b reordered once, when it is a constant
+  ~State() {
+    if (primitive) api->dnnl_primitive_destroy(primitive);
+  }
+};
+
+OneDnnMatmul::OneDnnMatmul(std::unique_ptr<State> state) : state_(std::move(state)) {}
+OneDnnMatmul::~OneDnnMatmul() = default;
+
+Result<OneDnnMatmul::Key> OneDnnMatmul::key(const artifact::GemmCall& call, std::span<void* const> args,
+                                             const ir::SymbolBindings& bindings) {
+  Key k;
+  KILN_ASSIGN_OR_RETURN(k.batch, call.batch.evaluate(bindings));
+  KILN_ASSIGN_OR_RETURN(k.m, call.m.evaluate(bindings));
+  KILN_ASSIGN_OR_RETURN(k.n, call.n.evaluate(bindings));
+  KILN_ASSIGN_OR_RETURN(k.k, call.k.evaluate(bindings));
+  k.residual_in_place = call.residual_arg >= 0 && args[size_t(call.residual_arg)] == args[call.out_arg];
+  return k;
+}
+
+Result<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::create(const OneDnnApi& api, const artifact::GemmCall& call,
+                                                           const Key& key, const void* constant_b) {
+  auto s = std::make_unique<State>();
+  s->api = &api;
+  s->call = call;
+  s->key = key;
+  // A b shared by the batch makes the batch part of the rows: one [batch * m, k] x [k, n]
+  // product, whose b the primitive may keep packed. Otherwise a batched product, in which a
+  // batch of one is broadcast.
+  const bool flat = !call.b_batched;
+  dnnl_memory_desc_t plain_b{};
+  if (flat) {
+    const dnnl_dims_t a_dims = {key.batch * key.m, key.k}, b_dims = {key.k, key.n}, out_dims = {key.batch * key.m, key.n};
+    const dnnl_dims_t bias_dims = {1, key.n};
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->a, 2, a_dims, dnnl_f32, dnnl_ab), "a layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&plain_b, 2, b_dims, dnnl_f32, dnnl_ab), "b layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->b, 2, b_dims, dnnl_f32,
+                                                                     constant_b ? dnnl_format_tag_any : dnnl_ab), "b layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->out, 2, out_dims, dnnl_f32, dnnl_ab), "output layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->bias, 2, bias_dims, dnnl_f32, dnnl_ab), "bias layout"));
+  } else {
+    const dnnl_dims_t a_dims = {call.a_batched ? key.batch : 1, key.m, key.k}, b_dims = {key.batch, key.k, key.n};
+    const dnnl_dims_t out_dims = {key.batch, key.m, key.n}, bias_dims = {1, 1, key.n};
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->a, 3, a_dims, dnnl_f32, dnnl_abc), "a layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->b, 3, b_dims, dnnl_f32, dnnl_abc), "b layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->out, 3, out_dims, dnnl_f32, dnnl_abc), "output layout"));
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->bias, 3, bias_dims, dnnl_f32, dnnl_abc), "bias layout"));
+  }
+  dnnl_matmul_desc_t desc;
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_matmul_desc_init(&desc, &s->a, &s->b, call.bias_arg >= 0 ? &s->bias : nullptr, &s->out),
+                                  "matmul descriptor"));
+
+  // out = activation(alpha * a @ b + bias + residual): alpha as the output scale (only without
+  // a bias: applies()), the residual summed into an output that already holds it, or added from
+  // its own buffer.
+  Owned<dnnl_post_ops_t, decltype(api.dnnl_post_ops_destroy)> post_ops{nullptr, api.dnnl_post_ops_destroy};
+  Owned<dnnl_primitive_attr_t, decltype(api.dnnl_primitive_attr_destroy)> attr{nullptr, api.dnnl_primitive_attr_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_create(&post_ops.handle), "post-ops"));
+  if (call.residual_arg >= 0) {
+    if (key.residual_in_place) KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_sum(post_ops.handle, 1.0f), "sum post-op"));
+    else KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_binary(post_ops.handle, dnnl_binary_add, &s->out), "residual post-op"));
+  }
+  switch (call.epilogue) {
+    case artifact::GemmCall::Epilogue::kNone: break;
+    case artifact::GemmCall::Epilogue::kRelu:
+      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
+      break;
+    case artifact::GemmCall::Epilogue::kGeluTanh:
+      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_gelu_tanh, 0.0f, 0.0f), "gelu post-op"));
+      break;
+  }
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(&attr.handle), "attributes"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "attributes"));
+  if (call.alpha != 1.0f)
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_output_scales(attr.handle, 1, 0, &call.alpha), "output scale"));
+  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(&pd.handle, &desc, attr.handle, api.engine, nullptr),
+                                  "matmul primitive descriptor"));
+  if (constant_b && flat) {
+    s->b = *api.dnnl_primitive_desc_query_md(pd.handle, dnnl_query_weights_md, 0);
+    KILN_ASSIGN_OR_RETURN(s->packed_b, reorder_once(api, plain_b, s->b, constant_b));
+  }
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, pd.handle), "matmul primitive"));
+  return std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul(std::move(s)));
+}
+
+Status OneDnnMatmul::run(std::span<void* const> args) const {
+  const State& s = *state_;
+  const artifact::GemmCall& call = s.call;
+  void* b = s.packed_b.empty() ? args[call.b_arg] : const_cast<float*>(s.packed_b.data());
+  std::vector<ExecArg> exec = {{DNNL_ARG_SRC, &s.a, args[call.a_arg]}, {DNNL_ARG_WEIGHTS, &s.b, b},
+                               {DNNL_ARG_DST, &s.out, args[call.out_arg]}};
+  if (call.bias_arg >= 0) exec.push_back({DNNL_ARG_BIAS, &s.bias, args[size_t(call.bias_arg)]});
+  if (call.residual_arg >= 0 && !s.key.residual_in_place)
+    exec.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &s.out, args[size_t(call.residual_arg)]});
+  return execute(*s.api, s.primitive, exec, "matmul");
 }
 
 // ---- Convolution ----------------------------------------------------------------------------
@@ -221,8 +392,16 @@ Result<std::unique_ptr<OneDnnConvolution>> OneDnnConvolution::create(const OneDn
   Owned<dnnl_primitive_attr_t, decltype(api.dnnl_primitive_attr_destroy)> attr{nullptr, api.dnnl_primitive_attr_destroy};
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_create(&post_ops.handle), "post-ops"));
   if (call.residual_arg >= 0) KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_sum(post_ops.handle, 1.0f), "sum post-op"));
-  if (call.activation == artifact::ConvCall::Activation::kRelu)
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
+  switch (call.activation) {
+    case artifact::ConvCall::Activation::kNone: break;
+    case artifact::ConvCall::Activation::kRelu:
+      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
+      break;
+    case artifact::ConvCall::Activation::kClamp:  // clip(x) = max(alpha, min(beta, x))
+      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_clip, call.clamp_min,
+                                                                       call.clamp_max), "clamp post-op"));
+      break;
+  }
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(&attr.handle), "attributes"));
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "attributes"));
   Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
@@ -231,48 +410,21 @@ Result<std::unique_ptr<OneDnnConvolution>> OneDnnConvolution::create(const OneDn
   s->weights = *api.dnnl_primitive_desc_query_md(pd.handle, dnnl_query_weights_md, 0);
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, pd.handle), "convolution primitive"));
   s->out_bytes = api.dnnl_memory_desc_get_size(&s->dst);
-
-  // The weights, reordered once into the primitive's layout.
-  s->reordered_weights.resize((api.dnnl_memory_desc_get_size(&s->weights) + sizeof(float) - 1) / sizeof(float));
-  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> reorder_pd{nullptr, api.dnnl_primitive_desc_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&reorder_pd.handle, &user_weights, api.engine,
-                                                                         &s->weights, api.engine, nullptr),
-                                  "weights reorder descriptor"));
-  Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, reorder_pd.handle), "weights reorder"));
-  Owned<dnnl_memory_t, decltype(api.dnnl_memory_destroy)> from{nullptr, api.dnnl_memory_destroy}, to{nullptr, api.dnnl_memory_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&from.handle, &user_weights, api.engine, const_cast<void*>(weights)), "weights memory"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&to.handle, &s->weights, api.engine, s->reordered_weights.data()), "weights memory"));
-  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
-  const dnnl_exec_arg_t reorder_args[] = {{DNNL_ARG_FROM, from.handle}, {DNNL_ARG_TO, to.handle}};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(reorder.handle, stream.handle, 2, reorder_args), "weights reorder"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_wait(stream.handle), "weights reorder"));
+  KILN_ASSIGN_OR_RETURN(s->reordered_weights, reorder_once(api, user_weights, s->weights, weights));
   return std::unique_ptr<OneDnnConvolution>(new OneDnnConvolution(std::move(s)));
 }
 
 Status OneDnnConvolution::run(std::span<void* const> args) const {
   const State& s = *state_;
-  const OneDnnApi& api = *s.api;
   const artifact::ConvCall& call = s.call;
   void* out = args[call.out_arg];
-  if (call.residual_arg >= 0) std::memcpy(out, args[size_t(call.residual_arg)], s.out_bytes);
-  using Memory = Owned<dnnl_memory_t, decltype(api.dnnl_memory_destroy)>;
-  Memory src{nullptr, api.dnnl_memory_destroy}, weights{nullptr, api.dnnl_memory_destroy},
-      bias{nullptr, api.dnnl_memory_destroy}, dst{nullptr, api.dnnl_memory_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&src.handle, &s.src, api.engine, args[call.x_arg]), "source memory"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&weights.handle, &s.weights, api.engine,
-                                                         const_cast<float*>(s.reordered_weights.data())), "weights memory"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&dst.handle, &s.dst, api.engine, out), "output memory"));
-  std::vector<dnnl_exec_arg_t> exec = {{DNNL_ARG_SRC, src.handle}, {DNNL_ARG_WEIGHTS, weights.handle}, {DNNL_ARG_DST, dst.handle}};
-  if (call.bias_arg >= 0) {
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&bias.handle, &s.bias, api.engine, args[size_t(call.bias_arg)]), "bias memory"));
-    exec.push_back({DNNL_ARG_BIAS, bias.handle});
-  }
-  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(s.primitive, stream.handle, int(exec.size()), exec.data()), "convolution"));
-  return dnnl_check(api.dnnl_stream_wait(stream.handle), "convolution");
+  if (call.residual_arg >= 0 && args[size_t(call.residual_arg)] != out)
+    std::memcpy(out, args[size_t(call.residual_arg)], s.out_bytes);
+  std::vector<ExecArg> exec = {{DNNL_ARG_SRC, &s.src, args[call.x_arg]},
+                               {DNNL_ARG_WEIGHTS, &s.weights, const_cast<float*>(s.reordered_weights.data())},
+                               {DNNL_ARG_DST, &s.dst, out}};
+  if (call.bias_arg >= 0) exec.push_back({DNNL_ARG_BIAS, &s.bias, args[size_t(call.bias_arg)]});
+  return execute(*s.api, s.primitive, exec, "convolution");
 }
 
 }  // namespace kiln::runtime::cpu

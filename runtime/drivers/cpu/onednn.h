@@ -1,7 +1,9 @@
 // oneDNN for the cpu driver (Debian's libdnnl.so.2, opened with dlopen so that the runtime runs
 // without it): the kernels whose artifact record carries a library call (artifact.h) —
 //   GemmCall (f32): out = activation(alpha * a @ w + residual + bias), batched or not, through
-//                   dnnl_sgemm;
+//                   a matmul primitive made once per (kernel, sizes) with the additions and the
+//                   activation as its post-ops and constant weights packed once (dnnl_sgemm
+//                   for the forms the primitive cannot take);
 //   ConvCall (f32, NCHW or NHWC): out = activation(conv(x, w) + bias + residual), through a
 //                   convolution primitive made once per (kernel, batch size), its weights
 //                   reordered once into the layout the primitive prefers.
@@ -20,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <compare>
 #include <memory>
 #include <span>
 
@@ -38,9 +41,42 @@ Result<const OneDnnApi*> load_onednn();
 bool onednn_runs(const artifact::GemmCall& call);
 bool onednn_runs(const artifact::ConvCall& call);
 
-// Runs `call`; `args[i]` is the host address of KernelBinary::args[i] (null for symbol args).
+// Runs `call` through dnnl_sgemm, with the additions and the activation as separate passes:
+// for the calls OneDnnMatmul does not apply to. `args[i]` is the host address of
+// KernelBinary::args[i] (null for symbol args).
 Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std::span<void* const> args,
                        const ir::SymbolBindings& bindings);
+
+// One GemmCall at one set of sizes: a matmul primitive with the bias, the residual and the
+// activation fused into it, and b reordered once into the primitive's packed layout when it is a
+// constant shared by the batch.
+class OneDnnMatmul {
+ public:
+  // What a primitive is made for: the sizes, and whether the residual is the output's own memory
+  // (then summed in place, else added from its buffer).
+  struct Key {
+    int64_t batch = 1, m = 0, n = 0, k = 0;
+    bool residual_in_place = false;
+    auto operator<=>(const Key&) const = default;
+  };
+  static Result<Key> key(const artifact::GemmCall& call, std::span<void* const> args, const ir::SymbolBindings& bindings);
+  // Whether a primitive runs `call` at `key` (else run_onednn_gemm does).
+  static bool applies(const artifact::GemmCall& call, const Key& key);
+  // `constant_b`: b's data when it is a constant (read once here), else null (read at each run).
+  static Result<std::unique_ptr<OneDnnMatmul>> create(const OneDnnApi& api, const artifact::GemmCall& call,
+                                                      const Key& key, const void* constant_b);
+  ~OneDnnMatmul();
+  OneDnnMatmul(const OneDnnMatmul&) = delete;
+  OneDnnMatmul& operator=(const OneDnnMatmul&) = delete;
+
+  // `args` as for run_onednn_gemm, at the sizes of the key.
+  Status run(std::span<void* const> args) const;
+
+ private:
+  struct State;
+  explicit OneDnnMatmul(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 // One ConvCall at one batch size: the primitive and its reordered weights (owned).
 class OneDnnConvolution {

@@ -484,6 +484,8 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
       // cuDNN reads the input while it writes the output (only the residual may share it).
       if (operands.x == operands.y || operands.w == operands.y) {
         library_not_used = "its output shares memory with its input";
+      } else if (call.activation == artifact::ConvCall::Activation::kClamp) {
+        library_not_used = "cuDNN's fused convolution takes no clamp";  // not recorded by the CUDA target
       } else {
         KILN_ASSIGN_OR_RETURN(plan, convs_->plan(launch.kernel, call, batch));
         if (!plan) library_not_used = convs_->why_not();
