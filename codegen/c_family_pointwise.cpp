@@ -50,9 +50,10 @@ void Emitter::emit_pointwise_element(Point& p, const std::function<std::string(c
 
 namespace {
 
-// Innermost extents below this run the plain element loop on the CPU: rows that short would
-// spend more on their bookkeeping than the divisions they save.
-constexpr int64_t kCpuMinRowLength = 4;
+// The CPU's pointwise rows hold at least this many elements (innermost axes join until they
+// do): shorter rows would spend more on their bookkeeping than the divisions they save. A space
+// whose static trailing axes never reach it runs the plain element loop.
+constexpr int64_t kCpuMinRowLength = 16;
 // Channels-last pooling keeps one row of accumulators on the stack: at most this many.
 constexpr int64_t kCpuMaxPoolRow = 4096;
 
@@ -63,18 +64,27 @@ bool is_pool(OpKind op) {
 }  // namespace
 
 void Emitter::emit_cpu_pointwise() {
-  // The element loop divides each linear index into coordinates; rows of the innermost axis do
+  // The element loop divides each linear index into coordinates; rows of the innermost axes do
   // that once per row, and the loop over a row is what LLVM vectorizes (unit-stride accesses of
-  // pointwise ops, strided ones of transposes).
-  const int64_t row = m_.space.empty() || !m_.space.back().is_static() ? 0 : m_.space.back().size();
-  if (row < kCpuMinRowLength) {
+  // pointwise ops, strided ones of transposes). A short innermost axis (NCHW -> NHWC's 3
+  // channels) joins the axes before it until the row is long enough; the coordinates within the
+  // row then come from its column in 32-bit arithmetic, which vectorizes.
+  size_t row_axes = 0;
+  int64_t row = 1;
+  while (row_axes < m_.space.size() && row < kCpuMinRowLength) {
+    const ir::Dim& d = m_.space[m_.space.size() - 1 - row_axes];
+    if (!d.is_static() || d.size() > (int64_t(1) << 31) / row) break;
+    row *= d.size();
+    ++row_axes;
+  }
+  if (row_axes == 0 || row < kCpuMinRowLength) {
     emit_pointwise_loop("begin", "TO_IDX(1)", "end");
     return;
   }
-  const ir::Shape outer(m_.space.begin(), m_.space.end() - 1);
+  const ir::Shape outer(m_.space.begin(), m_.space.end() - long(row_axes));
   const Node* anchor = m_.anchor == ir::kNoNode ? nullptr : &m_.node(m_.anchor);
   std::optional<ir::Pool2dAttrs> pool;
-  if (anchor && is_pool(anchor->op)) {
+  if (anchor && is_pool(anchor->op) && row_axes == 1) {
     ir::Pool2dAttrs pa;
     if (const auto* attrs = std::get_if<ir::Pool2dAttrs>(&anchor->attrs)) pa = *attrs;
     if (pa.channels_last && row <= kCpuMaxPoolRow) pool = pa;
@@ -85,10 +95,15 @@ void Emitter::emit_cpu_pointwise() {
   p.space = m_.space;
   p.linear = "lin";
   p.coords = decompose("row", outer);
-  p.coords.push_back("col");
   line("IDX row_start = row * row_length;");
   line("IDX col_begin = begin > row_start ? begin - row_start : TO_IDX(0);");
   line("IDX col_end = end < row_start + row_length ? end - row_start : row_length;");
+  // Declared inside the column loop below: the column's coordinates on the row's axes.
+  std::vector<std::string> row_coords;
+  if (row_axes == 1) row_coords.push_back("col");
+  else
+    for (size_t i = 0; i < row_axes; ++i) row_coords.push_back(fresh("rc"));
+  p.coords.insert(p.coords.end(), row_coords.begin(), row_coords.end());
   std::function<std::string(const Node&)> anchor_value = [&](const Node& a) { return pointwise_anchor(a, p, "lin"); };
   std::string pooled;
   if (pool) {
@@ -102,6 +117,15 @@ void Emitter::emit_cpu_pointwise() {
   line("#pragma clang loop vectorize(assume_safety)");
   open("for (IDX col = col_begin; col < col_end; ++col)");
   line("IDX lin = row_start + col;");
+  if (row_axes > 1) {
+    const std::string rest = fresh("ru");
+    line("unsigned " + rest + " = (unsigned)col;");
+    for (size_t i = row_axes; i-- > 0;) {
+      const std::string size = std::to_string(m_.space[m_.space.size() - row_axes + i].size()) + "u";
+      if (i == 0) line("IDX " + row_coords[i] + " = (IDX)" + rest + ";");
+      else line("IDX " + row_coords[i] + " = (IDX)(" + rest + " % " + size + "); " + rest + " /= " + size + ";");
+    }
+  }
   emit_pointwise_element(p, anchor_value);
   close();
   close();
