@@ -42,8 +42,8 @@ options:
   -o FILE                  output file ('-' for stdout); default: INPUT with its suffix
                            replaced (.kiln, .opt.graph, .dot, .plan); stdout for
                            --emit=kernels
-  --target=LIST            comma list of cuda, vulkan, opencl; default: every target this
-                           build has (every --opt=VALUE option also takes --opt VALUE)
+  --target=LIST            comma list of cuda, vulkan, opencl, cpu; default: every target
+                           this build has (every --opt=VALUE option also takes --opt VALUE)
   -O0 | -O1 | -O2          -O0: no simplification or fusion (one kernel per op); default -O2
   -fno-fuse                keep the other optimizations, fuse nothing
   -fchannels-last          run every float convolution network in NHWC (-O1 and up); by
@@ -71,6 +71,12 @@ options:
                            sm_80,sm_90; sm_80 or newer); PTX for compute_80 is always
                            embedded too
   --allow-tf32             f32 matmuls run by cuBLASLt may use TF32 tensor cores (cuda)
+  --cpu=CPU                the CPU the cpu target builds for: an LLVM CPU name of x86-64
+                           (x86-64-v2, x86-64-v3, skylake-avx512, znver3, ...) or of AArch64
+                           (neoverse-n1, cortex-a76, ...), aarch64 for a generic AArch64 CPU,
+                           or native; default x86-64-v3 (generic on AArch64 machines).
+                           Cross-compiling for AArch64 needs its C library (Debian:
+                           libc6-arm64-cross)
   --sign=KEY               sign the artifact with the secret key file KEY (Ed25519), so that
                            runtimes given its public key (KEY.pub) as trusted load it
   --new-signing-key=KEY    write a new key pair, KEY (secret, mode 600) and KEY.pub, and exit
@@ -123,13 +129,6 @@ std::vector<std::string> split_commas(std::string_view list) {
     start = end + 1;
   }
   return items;
-}
-
-bool contains(const std::vector<std::string>& list, std::string_view item) {
-  for (const std::string& s : list) {
-    if (s == item) return true;
-  }
-  return false;
 }
 
 std::string join(const std::vector<std::string>& list) {

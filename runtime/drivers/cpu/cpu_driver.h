@@ -12,8 +12,8 @@
 // artifact compiled for cpu and opencl runs on an OpenCL GPU when there is one, else natively.
 //
 // Device options:
-//   cpu.threads = N   threads a launch runs on, the calling thread included (0 or unset: one
-//                     per hardware thread, std::thread::hardware_concurrency())
+//   cpu.threads = N   threads a launch runs on, the calling thread included, oneDNN's calls
+//                     too (0 or unset: one per hardware thread, hardware_concurrency())
 //
 // Artifact records (target "cpu"):
 //   ModuleBinary {target "cpu", format "so:x86_64" (on AArch64 machines "so:aarch64"), id}: the

@@ -52,6 +52,8 @@ class ThreadPool {
   // chunk has run. `fn` must not
   // throw, and must not call parallel_for of the same pool.
   void parallel_for(int64_t units, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // The most threads a launch runs on, the caller included.
+  unsigned threads() const { return threads_; }
 
  private:
   struct Job {

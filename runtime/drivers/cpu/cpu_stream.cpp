@@ -179,6 +179,7 @@ Status CpuStream::run_launch(const Execution& ex, const ir::Launch& launch,
 Status CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index, const CpuExecutable::Kernel& kernel) {
   const artifact::KernelBinary& binary = *kernel.binary;
   const artifact::LibraryEpilogue* rest = nullptr;
+  set_onednn_threads(*ex.exe.onednn(), int(device_.pool().threads()));
   if (kernel.library == CpuExecutable::Kernel::Library::kGemm) {
     const artifact::GemmCall& call = *binary.gemm;
     KILN_ASSIGN_OR_RETURN(const OneDnnMatmul::Key key, OneDnnMatmul::key(call, args_, ex.bindings));

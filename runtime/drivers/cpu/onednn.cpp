@@ -1,5 +1,6 @@
 #include "runtime/drivers/cpu/onednn.h"
 
+#include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -47,6 +48,7 @@ struct OneDnnApi {
   KILN_DNNL_FN(dnnl_primitive_execute)
 #undef KILN_DNNL_FN
   dnnl_engine_t engine = nullptr;  // the CPU engine, for the process
+  void (*omp_set_num_threads)(int) = nullptr;  // libgomp's, which oneDNN runs on (null: another runtime)
 };
 
 Result<const OneDnnApi*> load_onednn() {
@@ -54,7 +56,8 @@ Result<const OneDnnApi*> load_onednn() {
   static OneDnnApi api;
   static Status status = Status::ok();
   std::call_once(once, [] {
-    setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);  // before OpenMP starts (see the header)
+    // Before OpenMP starts (see the header): a short spin unless the user chose a policy.
+    if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "10000", 0);
     status = load_vendor_api({"libdnnl.so.3", "libdnnl.so.2"}, "oneDNN", "KILN_ONEDNN", api, [](auto load) {
 #define KILN_DNNL_LOAD(name) load(#name, api.name);
       KILN_DNNL_LOAD(dnnl_sgemm)
@@ -88,9 +91,16 @@ Result<const OneDnnApi*> load_onednn() {
     });
     if (status.is_ok() && api.dnnl_engine_create(&api.engine, dnnl_cpu, 0) != dnnl_success)
       status = Status(ErrorCode::kUnavailable, "oneDNN: cannot create its CPU engine");
+    // Debian's oneDNN runs on libgomp, loaded with it (the handle stays open with the library).
+    if (void* gomp = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD))
+      api.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(gomp, "omp_set_num_threads"));
   });
   if (!status.is_ok()) return status;
   return &api;
+}
+
+void set_onednn_threads(const OneDnnApi& api, int threads) {
+  if (api.omp_set_num_threads && threads > 0) api.omp_set_num_threads(threads);
 }
 
 bool onednn_runs(const artifact::GemmCall& call) { return call.dtype == ir::DType::kF32; }
