@@ -32,14 +32,23 @@ struct ClangModule {
   decltype(&kiln_cpu_clang_compile) compile = nullptr;
 };
 
-// Where the module is: KILN_CPU_CLANG_MODULE, else beside an installed kilnc
-// (<prefix>/lib/kiln/ for <prefix>/bin/kilnc), else where this build made it.
+// Where the module is: KILN_CPU_CLANG_MODULE; else next to the binary holding this code, as
+// installed: <prefix>/lib/kiln/ for <prefix>/bin/kilnc, or the same folder for the Python
+// package's extension (kiln/_kiln*.so beside kiln/libkiln_cpu_clang.so); else where this build
+// made it.
 std::vector<std::string> module_paths() {
   std::vector<std::string> paths;
   if (const char* env = std::getenv("KILN_CPU_CLANG_MODULE"); env && *env) return {env};
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) paths.push_back((exe.parent_path().parent_path() / "lib" / "kiln" / KILN_CPU_CLANG_MODULE_NAME).string());
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&module_paths), &self) && self.dli_fname && *self.dli_fname) {
+    std::error_code ec;
+    std::filesystem::path image = std::filesystem::canonical(self.dli_fname, ec);
+    if (ec) image = std::filesystem::read_symlink("/proc/self/exe", ec);  // the main program's "name" may be bare
+    if (!ec) {
+      paths.push_back((image.parent_path() / KILN_CPU_CLANG_MODULE_NAME).string());
+      paths.push_back((image.parent_path().parent_path() / "lib" / "kiln" / KILN_CPU_CLANG_MODULE_NAME).string());
+    }
+  }
   paths.push_back(KILN_CPU_CLANG_MODULE_PATH);
   return paths;
 }

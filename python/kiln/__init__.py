@@ -32,21 +32,23 @@ def _is_graph_text(text: str) -> bool:
 
 
 def compile(source: Source, targets: Optional[Sequence[str]] = None, *, opt_level: int = 2,
-            gpu_archs: Sequence[str] = (), jobs: int = 0, cache: bool = True,
+            gpu_archs: Sequence[str] = (), cpu: str = "", jobs: int = 0, cache: bool = True,
             base_dir: Optional[str] = None) -> Artifact:
     """Compiles a model into an Artifact.
 
     source: a path to a .onnx or .graph file (str or os.PathLike), the bytes of an ONNX model,
-    or .graph source text. targets: a list of "cuda", "vulkan", "opencl" (default: every target
+    or .graph source text. targets: a list of "cuda", "vulkan", "opencl", "cpu" (default: every target
     this build has, kiln.build_targets()). opt_level: 0, 1 or 2 (kilnc's -O). gpu_archs: cuda
-    cubin architectures (default sm_80, sm_90). jobs: compile threads (0: every core). cache:
+    cubin architectures (default sm_80, sm_90). cpu: what the cpu target builds for, as kilnc's
+    --cpu (an LLVM CPU name, "native", or "aarch64" to cross-compile; default: x86-64-v3 on x86-64
+    machines). jobs: compile threads (0: every core). cache:
     use the persistent compile cache. base_dir: where a .graph text's `weights` file and an ONNX
     model's external data are found (default: the current directory).
     """
     target_list = None if targets is None else [str(t) for t in targets]
     if isinstance(targets, str):
         raise TypeError("targets must be a list of target names, e.g. ['opencl']")
-    args = (target_list, int(opt_level), [str(a) for a in gpu_archs], int(jobs), bool(cache))
+    args = (target_list, int(opt_level), [str(a) for a in gpu_archs], str(cpu), int(jobs), bool(cache))
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _kiln._compile_onnx_bytes(bytes(source), base_dir or os.getcwd(), *args)
     if isinstance(source, os.PathLike):

@@ -185,13 +185,15 @@ Artifact load_bytes(nb::bytes data, const std::vector<std::string>& trusted_keys
 // ---- Compiling --------------------------------------------------------------------------------
 
 kiln::compiler::CompileOptions compile_options(std::optional<std::vector<std::string>> targets, int opt_level,
-                                               std::vector<std::string> gpu_archs, int jobs, bool cache) {
+                                               std::vector<std::string> gpu_archs, std::string cpu, int jobs,
+                                               bool cache) {
   if (opt_level < 0 || opt_level > 2) throw nb::value_error("opt_level must be 0, 1 or 2");
   if (jobs < 0) throw nb::value_error("jobs must be 0 (every core) or more");
   kiln::compiler::CompileOptions options;
   options.targets = std::move(targets);
   options.opt_level = opt_level;
   options.gpu_archs = std::move(gpu_archs);
+  options.cpu = std::move(cpu);
   options.jobs = jobs;
   options.use_cache = cache;
   return options;
@@ -214,27 +216,27 @@ Artifact compile_with(Read read, const kiln::compiler::CompileOptions& options) 
 }
 
 Artifact compile_file(const std::string& path, std::optional<std::vector<std::string>> targets, int opt_level,
-                      std::vector<std::string> gpu_archs, int jobs, bool cache) {
+                      std::vector<std::string> gpu_archs, std::string cpu, int jobs, bool cache) {
   return compile_with([&](kiln::Diagnostics& d) { return kiln::compiler::read_source_file(path, d); },
-                      compile_options(std::move(targets), opt_level, std::move(gpu_archs), jobs, cache));
+                      compile_options(std::move(targets), opt_level, std::move(gpu_archs), std::move(cpu), jobs, cache));
 }
 
 Artifact compile_graph_text(const std::string& text, const std::string& base_dir,
                             std::optional<std::vector<std::string>> targets, int opt_level,
-                            std::vector<std::string> gpu_archs, int jobs, bool cache) {
+                            std::vector<std::string> gpu_archs, std::string cpu, int jobs, bool cache) {
   return compile_with([&](kiln::Diagnostics& d) { return kiln::compiler::read_graph_text(text, "<string>", base_dir, d); },
-                      compile_options(std::move(targets), opt_level, std::move(gpu_archs), jobs, cache));
+                      compile_options(std::move(targets), opt_level, std::move(gpu_archs), std::move(cpu), jobs, cache));
 }
 
 Artifact compile_onnx_bytes(nb::bytes model, const std::string& base_dir,
                             std::optional<std::vector<std::string>> targets, int opt_level,
-                            std::vector<std::string> gpu_archs, int jobs, bool cache) {
+                            std::vector<std::string> gpu_archs, std::string cpu, int jobs, bool cache) {
   const std::string copy(model.c_str(), model.size());
   return compile_with([&](kiln::Diagnostics& d) {
                         return kiln::compiler::read_onnx_bytes(std::as_bytes(std::span(copy.data(), copy.size())),
                                                                "<bytes>", base_dir, d);
                       },
-                      compile_options(std::move(targets), opt_level, std::move(gpu_archs), jobs, cache));
+                      compile_options(std::move(targets), opt_level, std::move(gpu_archs), std::move(cpu), jobs, cache));
 }
 
 // ---- Devices ------------------------------------------------------------------------------------
@@ -463,12 +465,12 @@ NB_MODULE(_kiln, m) {
 
   m.def("_load_file", &load_file, "path"_a, "trusted_keys"_a);
   m.def("_load_bytes", &load_bytes, "data"_a, "trusted_keys"_a);
-  m.def("_compile_file", &compile_file, "path"_a, "targets"_a.none(), "opt_level"_a, "gpu_archs"_a, "jobs"_a,
-        "cache"_a);
+  m.def("_compile_file", &compile_file, "path"_a, "targets"_a.none(), "opt_level"_a, "gpu_archs"_a, "cpu"_a,
+        "jobs"_a, "cache"_a);
   m.def("_compile_graph_text", &compile_graph_text, "text"_a, "base_dir"_a, "targets"_a.none(), "opt_level"_a,
-        "gpu_archs"_a, "jobs"_a, "cache"_a);
+        "gpu_archs"_a, "cpu"_a, "jobs"_a, "cache"_a);
   m.def("_compile_onnx_bytes", &compile_onnx_bytes, "model"_a, "base_dir"_a, "targets"_a.none(), "opt_level"_a,
-        "gpu_archs"_a, "jobs"_a, "cache"_a);
+        "gpu_archs"_a, "cpu"_a, "jobs"_a, "cache"_a);
 
   nb::class_<KernelTime>(m, "KernelTime", "One kernel's time in a profiled run.")
       .def_ro("name", &KernelTime::name)

@@ -62,6 +62,22 @@ def test_run_every_device_against_numpy(device):
         assert out["y"].dtype == np.float32 and out["s"].shape == (batch,)
 
 
+def test_cpu_option():
+    if "cpu" not in kiln.build_targets():
+        pytest.skip("this build has no cpu target")
+    # An older x86-64 level builds code this machine runs; a name no back end knows is a
+    # CompileError naming it.
+    art = kiln.compile(SMALL_GRAPH, targets=["cpu"], cpu="x86-64-v2")
+    assert art.targets == ["cpu"]
+    if "cpu:0" in kiln.devices():
+        x = np.ones((3, 4), dtype=np.float32)
+        b = np.zeros(4, dtype=np.float32)
+        out = kiln.Session(art, device="cpu:0").run({"x": x, "b": b})
+        np.testing.assert_allclose(out["y"], small_reference(x, b)[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(kiln.CompileError, match="pentium-9000"):
+        kiln.compile(SMALL_GRAPH, targets=["cpu"], cpu="pentium-9000")
+
+
 def test_sources_path_pathlike_onnx_bytes_agree():
     x = np.linspace(-1, 1, 3 * 784, dtype=np.float32).reshape(3, 784)
     results = []

@@ -127,7 +127,6 @@ struct Owned {
   }
 };
 
-
 using Memory = Owned<dnnl_memory_t, dnnl_status_t (*)(dnnl_memory_t)>;
 
 // `data` (laid out as `from`) reordered into a new buffer laid out as `to`.
@@ -232,7 +231,8 @@ bool OneDnnMatmul::applies(const artifact::GemmCall& call, const Key& key) {
   // neither operand's batch varies cannot be broadcast to the batch by the primitive; empty
   // products are sgemm's (which fills a k = 0 product with its additions); and so are small
   // ones, which sgemm runs on the calling thread while the primitive wakes every OpenMP thread
-  // (measured: the transformer example's products took 10x longer through primitives).
+  // (measured with those threads asleep between calls: the transformer example's products took
+  // 10x longer through primitives).
   constexpr double kMinFlops = 1 << 22;
   const double flops = 2.0 * double(key.batch) * double(key.m) * double(key.n) * double(key.k);
   return (call.alpha == 1.0f || call.bias_arg < 0) && (call.a_batched || call.b_batched || key.batch == 1) &&
