@@ -190,10 +190,10 @@ Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<ui
                                        "/usr/" + arch + "-linux-gnu/lib"};
   if (arch == "x86_64") lib_dirs.insert(lib_dirs.end(), {"/lib64", "/usr/lib64"});
   bool found_libm = false;
-  for (const std::string& dir : lib_dirs) {
+  for (const std::string& lib_dir : lib_dirs) {
     std::error_code ec;
-    if (!std::filesystem::exists(dir + "/libm.so.6", ec)) continue;
-    args.insert(args.end(), {"-L", dir});
+    if (!std::filesystem::exists(lib_dir + "/libm.so.6", ec)) continue;
+    args.insert(args.end(), {"-L", lib_dir});
     found_libm = true;
   }
   if (!found_libm)
