@@ -157,8 +157,8 @@ Status CpuExecutable::load_module(uint32_t module_id) {
                        std::string(artifact::kHostCpuModuleFormat) + "'");
   if (!found) return corrupt("the artifact's cpu kernels name " + what + ", which it does not hold");
   if (std::string fault = shared_object_fault(found->blob); !fault.empty())
-    return corrupt(what + " (" + std::to_string(found->blob.size()) + " bytes) is not a loadable " + std::string(kHostArchitecture) + " shared object: " +
-                   fault);
+    return corrupt(what + " (" + std::to_string(found->blob.size()) + " bytes) is not a loadable " +
+                   kHostArchitecture + " shared object: " + fault);
 
   // An anonymous in-memory file: dlopen needs a path, and nothing should reach the disk.
   const int fd = memfd_create("kiln-cpu-module", MFD_CLOEXEC);

@@ -187,7 +187,7 @@ Status CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index, c
       KILN_ASSIGN_OR_RETURN(const OneDnnMatmul* matmul, ex.exe.matmul(kernel_index, key));
       KILN_RETURN_IF_ERROR(matmul->run(args_));
     } else {
-      KILN_RETURN_IF_ERROR(run_onednn_gemm(*ex.exe.onednn(), call, args_, ex.bindings));
+      KILN_RETURN_IF_ERROR(run_onednn_gemm(*ex.exe.onednn(), call, args_, key));
     }
     rest = &binary.gemm->in_place_epilogue;
   } else {

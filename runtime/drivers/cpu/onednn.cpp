@@ -129,27 +129,6 @@ struct Owned {
 
 using Memory = Owned<dnnl_memory_t, dnnl_status_t (*)(dnnl_memory_t)>;
 
-// `data` (laid out as `from`) reordered into a new buffer laid out as `to`.
-Result<std::vector<float>> reorder_once(const OneDnnApi& api, const dnnl_memory_desc_t& from_md,
-                                        const dnnl_memory_desc_t& to_md, const void* data) {
-  std::vector<float> out((api.dnnl_memory_desc_get_size(&to_md) + sizeof(float) - 1) / sizeof(float));
-  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&pd.handle, &from_md, api.engine, &to_md,
-                                                                         api.engine, nullptr),
-                                  "weights reorder descriptor"));
-  Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, pd.handle), "weights reorder"));
-  Memory from{nullptr, api.dnnl_memory_destroy}, to{nullptr, api.dnnl_memory_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&from.handle, &from_md, api.engine, const_cast<void*>(data)), "weights memory"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&to.handle, &to_md, api.engine, out.data()), "weights memory"));
-  const dnnl_exec_arg_t exec[] = {{DNNL_ARG_FROM, from.handle}, {DNNL_ARG_TO, to.handle}};
-  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(reorder.handle, stream.handle, 2, exec), "weights reorder"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_wait(stream.handle), "weights reorder"));
-  return out;
-}
-
 // One argument of a primitive's execution: its DNNL_ARG_* index, layout and host address.
 struct ExecArg {
   int arg;
@@ -173,14 +152,26 @@ Status execute(const OneDnnApi& api, dnnl_primitive_t primitive, std::span<const
   return dnnl_check(api.dnnl_stream_wait(stream.handle), what);
 }
 
+// `data` (laid out as `from`) reordered into a new buffer laid out as `to`.
+Result<std::vector<float>> reorder_once(const OneDnnApi& api, const dnnl_memory_desc_t& from_md,
+                                        const dnnl_memory_desc_t& to_md, const void* data) {
+  std::vector<float> out((api.dnnl_memory_desc_get_size(&to_md) + sizeof(float) - 1) / sizeof(float));
+  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&pd.handle, &from_md, api.engine, &to_md,
+                                                                         api.engine, nullptr),
+                                  "weights reorder descriptor"));
+  Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, pd.handle), "weights reorder"));
+  const ExecArg args[] = {{DNNL_ARG_FROM, &from_md, const_cast<void*>(data)}, {DNNL_ARG_TO, &to_md, out.data()}};
+  KILN_RETURN_IF_ERROR(execute(api, reorder.handle, args, "weights reorder"));
+  return out;
+}
+
 }  // namespace
 
 Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std::span<void* const> args,
-                       const ir::SymbolBindings& bindings) {
-  KILN_ASSIGN_OR_RETURN(int64_t batch, call.batch.evaluate(bindings));
-  KILN_ASSIGN_OR_RETURN(int64_t m, call.m.evaluate(bindings));
-  KILN_ASSIGN_OR_RETURN(int64_t n, call.n.evaluate(bindings));
-  KILN_ASSIGN_OR_RETURN(int64_t k, call.k.evaluate(bindings));
+                       const OneDnnMatmul::Key& sizes) {
+  const int64_t batch = sizes.batch, m = sizes.m, n = sizes.n, k = sizes.k;
   const auto* a = static_cast<const float*>(args[call.a_arg]);
   const auto* w = static_cast<const float*>(args[call.b_arg]);
   auto* out = static_cast<float*>(args[call.out_arg]);

@@ -49,12 +49,6 @@ void set_onednn_threads(const OneDnnApi& api, int threads);
 bool onednn_runs(const artifact::GemmCall& call);
 bool onednn_runs(const artifact::ConvCall& call);
 
-// Runs `call` through dnnl_sgemm, with the additions and the activation as separate passes:
-// for the calls OneDnnMatmul does not apply to. `args[i]` is the host address of
-// KernelBinary::args[i] (null for symbol args).
-Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std::span<void* const> args,
-                       const ir::SymbolBindings& bindings);
-
 // One GemmCall at one set of sizes: a matmul primitive with the bias, the residual and the
 // activation fused into it, and b reordered once into the primitive's packed layout when it is a
 // constant shared by the batch.
@@ -67,6 +61,7 @@ class OneDnnMatmul {
     bool residual_in_place = false;
     auto operator<=>(const Key&) const = default;
   };
+  // The call's sizes at `bindings`, and whether its residual is the output's memory in `args`.
   static Result<Key> key(const artifact::GemmCall& call, std::span<void* const> args, const ir::SymbolBindings& bindings);
   // Whether a primitive runs `call` at `key` (else run_onednn_gemm does).
   static bool applies(const artifact::GemmCall& call, const Key& key);
@@ -77,7 +72,8 @@ class OneDnnMatmul {
   OneDnnMatmul(const OneDnnMatmul&) = delete;
   OneDnnMatmul& operator=(const OneDnnMatmul&) = delete;
 
-  // `args` as for run_onednn_gemm, at the sizes of the key.
+  // `args[i]` is the host address of KernelBinary::args[i] (null for symbol args); the sizes are
+  // the key's.
   Status run(std::span<void* const> args) const;
 
  private:
@@ -85,6 +81,12 @@ class OneDnnMatmul {
   explicit OneDnnMatmul(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+
+// Runs `call` at `sizes` (OneDnnMatmul::key's) through dnnl_sgemm, with the additions and the
+// activation as separate passes: for the calls OneDnnMatmul does not apply to. `args[i]` is the
+// host address of KernelBinary::args[i] (null for symbol args).
+Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std::span<void* const> args,
+                       const OneDnnMatmul::Key& sizes);
 
 // One ConvCall at one batch size: the primitive and its reordered weights (owned).
 class OneDnnConvolution {
