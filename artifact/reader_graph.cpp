@@ -89,6 +89,11 @@ Result<std::array<int64_t, N>> fixed_longs(const Vector<int64_t>* v, const std::
 // The attribute table of a node, as the ir:: struct. Which struct a kind needs is checked by
 // the caller against ir::default_attrs(kind).
 Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
+  // The verifier accepts a union whose type is set and whose table is absent; every case below
+  // reads the table, so one check here covers them all (fuzz_artifact found a GeluAttrs without
+  // its table).
+  if (node.attrs_type() != fb::Attrs::NONE && !node.attrs())
+    return bad(where + ": attribute table " + std::to_string(int(node.attrs_type())) + " is missing");
   switch (node.attrs_type()) {
     case fb::Attrs::NONE: return bad(where + ": missing attributes");
     case fb::Attrs::NoAttrs: return ir::Attrs(ir::NoAttrs{});
