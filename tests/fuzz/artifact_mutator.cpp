@@ -34,11 +34,21 @@ struct ArtifactParts {
   std::vector<uint8_t> model;
 };
 
+// Whether the object API (UnPackModel, used below) can read the verified model: it dereferences
+// the table of every typed union, which the verifier allows to be absent (the reader refuses such
+// a node; byte-level mutation still reaches it).
+bool unpackable(const fb::Model& model) {
+  if (!model.graph() || !model.graph()->nodes()) return true;
+  for (const fb::Node* node : *model.graph()->nodes())
+    if (node && node->attrs_type() != fb::Attrs::NONE && !node->attrs()) return false;
+  return true;
+}
+
 bool verify_model(const std::vector<uint8_t>& model) {
   flatbuffers::Verifier verifier(model.data(), model.size());
   // The identifier sits at bytes 4-7: a shorter buffer has none (and must not be read past).
   return model.size() >= 8 && flatbuffers::BufferHasIdentifier(model.data(), fb::ModelIdentifier()) &&
-         fb::VerifyModelBuffer(verifier);
+         fb::VerifyModelBuffer(verifier) && unpackable(*fb::GetModel(model.data()));
 }
 
 std::optional<ArtifactParts> split(std::span<const uint8_t> file) {
