@@ -136,6 +136,11 @@ inline constexpr int64_t kMaxImportElements = int64_t(1) << 26;
 // kMaxImportElements elements; `what` names the constant.
 Status check_import_size(const Importer& im, const ir::Shape& shape, std::string_view what);
 
+// An ONNX Conv of x by w (plus bias unless kNoNode), 1-D or 2-D, with the current node's
+// window attributes (strides, dilations, pads, auto_pad, group): shared by Conv and the
+// quantized convolutions.
+Result<ir::NodeId> convolution(Importer& im, ir::NodeId x, ir::NodeId w, ir::NodeId bias);
+
 using Converter = std::function<Status(Importer&)>;
 // Registers the converters of one op family into `table` (keyed by ONNX op_type).
 void register_elementwise_ops(std::map<std::string, Converter>& table);
@@ -146,5 +151,6 @@ void register_norm_ops(std::map<std::string, Converter>& table);
 void register_loss_ops(std::map<std::string, Converter>& table);
 void register_resize_ops(std::map<std::string, Converter>& table);
 void register_attention_ops(std::map<std::string, Converter>& table);
+void register_quantization_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

@@ -96,9 +96,9 @@ Shape with_unit_height(const Shape& s) {
   return out;
 }
 
-Status conv_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  KILN_ASSIGN_OR_RETURN(NodeId w, im.input(1));
+}  // namespace
+
+Result<NodeId> convolution(Importer& im, NodeId x, NodeId w, NodeId bias) {
   const Shape xs = im.type(x).shape;
   const Shape ws = im.type(w).shape;
   if (xs.size() != 3 && xs.size() != 4) return im.unsupported("only 1-D and 2-D convolutions are supported");
@@ -118,16 +118,26 @@ Status conv_op(Importer& im) {
   attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
   attrs.groups = im.attr_int("group", 1);
   std::vector<NodeId> inputs = {x, w};
-  if (im.has_input(2)) {
-    KILN_ASSIGN_OR_RETURN(NodeId b, im.input(2));
-    inputs.push_back(b);
-  }
+  if (bias != ir::kNoNode) inputs.push_back(bias);
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConv2d, inputs, attrs));
   if (one_d) {
     Shape ys = im.type(y).shape;
     ys.erase(ys.begin() + 2);
     KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
   }
+  return y;
+}
+
+namespace {
+
+Status conv_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId w, im.input(1));
+  NodeId bias = ir::kNoNode;
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(bias, im.input(2));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, convolution(im, x, w, bias));
   return im.set_output(0, y);
 }
 

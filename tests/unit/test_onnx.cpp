@@ -713,3 +713,54 @@ TEST_CASE("onnx: TensorProto .pb files decode, and bad ones are errors") {
 }
 
 #endif  // KILN_HAVE_ONNX
+
+TEST_CASE("onnx: quantization forms Kiln cannot import exactly are diagnosed at the node") {
+  struct Case {
+    const char* op;
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "output_dtype", onnx::TensorProto::INT16); },
+       "node 'bad' (QuantizeLinear, opset 23): quantization to INT16 is not supported (Kiln quantizes to int8 and uint8)"},
+      {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "precision", onnx::TensorProto::FLOAT16); },
+       "node 'bad' (QuantizeLinear, opset 23): precision=FLOAT16 is not supported (Kiln divides by the scale in float32)"},
+      {"QuantizeLinear", {"i", "scale"}, [](onnx::NodeProto*) {},
+       "node 'bad' (QuantizeLinear, opset 23): quantizing a i32 input is not supported (float inputs only)"},
+      {"QuantizeLinear", {"x", "scale3"}, [](onnx::NodeProto*) {},
+       "node 'bad' (QuantizeLinear, opset 23): y_scale has 3 entries for an axis of 4"},
+      {"QuantizeLinear", {"x", "scale3"}, [](onnx::NodeProto* n) { set_int(n, "block_size", 2); },
+       "node 'bad' (QuantizeLinear, opset 23): y_scale must have the input's rank for blocked quantization"},
+      {"DequantizeLinear", {"q", "scale", "zp_i8"}, [](onnx::NodeProto*) {},
+       "node 'bad' (DequantizeLinear, opset 23): x_zero_point must have x's type"},
+      // A runtime weight of 4 x 3 x 3 x 300 8-bit values may accumulate 255 * 255 * 2700.
+      {"ConvInteger", {"image", "weight"}, [](onnx::NodeProto*) {},
+       "node 'bad' (ConvInteger, opset 23): the int32 accumulation of this quantized convolution may reach 175567500, "
+       "beyond float32's exact integers (2^24); Kiln has no integer convolution"},
+      {"QLinearConv", {"small_image", "scale", "zp_u8", "small_weight", "scale", "zp_u8", "scale", "zp_u8", "bias"},
+       [](onnx::NodeProto*) {},
+       "node 'bad' (QLinearConv, opset 23): a quantized convolution with a bias computed at run time is not supported"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(23);
+    m.input("x", {"2", "4"});
+    m.input("i", {"2", "4"}, onnx::TensorProto::INT32);
+    m.input("q", {"2", "4"}, onnx::TensorProto::UINT8);
+    m.input("scale", {});
+    m.input("scale3", {"3"});
+    m.input("zp_i8", {}, onnx::TensorProto::INT8);
+    m.input("zp_u8", {}, onnx::TensorProto::UINT8);
+    m.input("image", {"1", "300", "8", "8"}, onnx::TensorProto::UINT8);
+    m.input("weight", {"4", "300", "3", "3"}, onnx::TensorProto::UINT8);
+    m.input("small_image", {"1", "2", "8", "8"}, onnx::TensorProto::UINT8);
+    m.input("small_weight", {"4", "2", "3", "3"}, onnx::TensorProto::UINT8);
+    m.input("bias", {"4"}, onnx::TensorProto::INT32);
+    c.attrs(m.node(c.op, c.inputs, {"y"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
