@@ -43,6 +43,12 @@ using ir::OpKind;
 constexpr int kNoGroup = -1;
 constexpr int kAliasGroup = -2;  // a reshape view: in no kernel
 constexpr size_t kMaxRecomputeKernels = 4;
+// A kernel reads each operand it does not compute through one buffer argument, and devices bound
+// how many one kernel may take: Vulkan's maxPerStageDescriptorStorageBuffers is 32 on lavapipe
+// (the specification guarantees only 4; desktop GPUs allow thousands). Joining stops at this
+// many operands, so a chain over many tensors (a pooling window unrolled into slices, a sum of
+// many inputs) splits into several kernels rather than one that a device cannot bind.
+constexpr size_t kMaxKernelOperands = 24;
 
 using ir::FusionClass;
 
@@ -156,10 +162,29 @@ class Fuser {
     return u.inputs[0] == producer && graph_.node(u.inputs[0]).type.shape == shape;
   }
 
+  // Whether group `gid` with `producer` joined reads at most kMaxKernelOperands values it does
+  // not compute.
+  bool within_operand_limit(int gid, NodeId producer) const {
+    const Group& group = groups_[size_t(gid)];
+    auto computed = [&](NodeId n) {
+      return n == producer || std::find(group.members.begin(), group.members.end(), n) != group.members.end();
+    };
+    std::vector<NodeId> operands;
+    auto add_operands_of = [&](NodeId n) {
+      for (NodeId in : graph_.node(n).inputs) {
+        if (!computed(in) && std::find(operands.begin(), operands.end(), in) == operands.end()) operands.push_back(in);
+      }
+    };
+    for (NodeId member : group.members) add_operands_of(member);
+    add_operands_of(producer);
+    return operands.size() <= kMaxKernelOperands;
+  }
+
   // Can `producer`, all of whose in-kernel readers are in group `gid`, be computed there?
   bool can_join(int gid, NodeId producer) const {
     const Group& group = groups_[size_t(gid)];
     const Node& p = graph_.node(producer);
+    if (!within_operand_limit(gid, producer)) return false;
     if (ir::is_elementwise(p.op)) {
       for (NodeId user : users_[producer]) {
         if (group_of_[user] == gid && !accepts_elementwise(group, user, producer)) return false;

@@ -1,8 +1,9 @@
-// Converters for ONNX neural-network operators: Conv, ConvTranspose, MaxPool, AveragePool, LpPool
-// (2-D, and 1-D as 2-D with a unit height), the global pools, BatchNormalization (inference) and LayerNormalization.
+// Converters for ONNX neural-network operators: Conv, ConvTranspose (2-D, and 1-D as 2-D with a
+// unit height), MaxPool, AveragePool, LpPool (1-D, 2-D and 3-D), the global pools, BatchNormalization (inference) and LayerNormalization.
 // auto_pad and ceil_mode are resolved here into Kiln's explicit (possibly asymmetric) pads.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "frontend/onnx/onnx_internal.h"
 
@@ -17,6 +18,9 @@ using ir::Shape;
 // The spatial geometry of a window op, in ONNX order (one entry per spatial axis).
 struct Window {
   std::vector<int64_t> kernel, strides, dilations, pads_begin, pads_end;
+  // pads_end before ceil_mode extends it: ceil mode's extra positions are not padding that
+  // count_include_pad counts.
+  std::vector<int64_t> declared_pads_end;
 };
 
 // Reads strides / dilations / pads / auto_pad / ceil_mode for `spatial` axes of `x`.
@@ -64,6 +68,7 @@ Result<Window> window_of(Importer& im, const Shape& x, std::vector<int64_t> kern
   } else if (auto_pad != "NOTSET") {
     return im.error("unknown auto_pad '" + auto_pad + "'");
   }
+  w.declared_pads_end = w.pads_end;
   if (im.attr_int("ceil_mode", 0) != 0) {
     if (!allow_ceil) return im.unsupported("ceil_mode=1 is not supported here");
     for (size_t i = 0; i < n; ++i) {
@@ -270,25 +275,131 @@ Status conv_transpose_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// x padded along `axis` with `before` and `after` copies of the scalar `fill`.
+Result<NodeId> pad_with(Importer& im, NodeId x, NodeId fill, int64_t axis, int64_t before, int64_t after) {
+  std::vector<NodeId> parts;
+  for (int64_t count : {before, int64_t(-1), after}) {
+    if (count < 0) {
+      parts.push_back(x);
+    } else if (count > 0) {
+      Shape shape = im.type(x).shape;
+      shape[size_t(axis)] = Dim::of(count);
+      KILN_ASSIGN_OR_RETURN(NodeId piece, im.add(OpKind::kBroadcastTo, {fill}, ir::BroadcastToAttrs{shape}));
+      parts.push_back(piece);
+    }
+  }
+  if (parts.size() == 1) return x;
+  return im.add(OpKind::kConcat, parts, ir::AxisAttrs{axis});
+}
+
+enum class PoolKind { kMax, kAverage, kLp };
+
+// Pooling that Kiln's 2-D pool ops do not express (3-D windows, dilations, ceil_mode with
+// count_include_pad): the input padded with the reduction's identity (-inf or the type's lowest
+// for max, 0 otherwise), then one strided slice per window position, combined elementwise.
+// Averages divide by a constant of per-output-position counts: the positions inside the input
+// or, with count_include_pad, inside the declared padding (never ceil mode's extension), as
+// ONNX's reference counts them. Needs static spatial dims; the elementwise chain fuses into one
+// kernel, which reads each input element once per window position that covers it.
+Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind kind, bool count_include_pad) {
+  constexpr int64_t kMaxWindowPositions = 512;
+  const Shape xs = im.type(x).shape;
+  const size_t spatial = xs.size() - 2;
+  int64_t positions = 1;
+  for (int64_t k : win.kernel) positions *= k;
+  if (positions > kMaxWindowPositions) {
+    return im.unsupported("a pooling window of " + std::to_string(positions) + " positions is not supported here (at most " +
+                          std::to_string(kMaxWindowPositions) + " for 3-D, dilated or ceil-mode-counting-padding pools)");
+  }
+  std::vector<int64_t> in(spatial), out(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    if (xs[2 + i].is_symbolic()) return im.unsupported("this pooling form needs static spatial dims");
+    in[i] = xs[2 + i].size();
+    const int64_t span = in[i] + win.pads_begin[i] + win.pads_end[i] - ((win.kernel[i] - 1) * win.dilations[i] + 1);
+    if (span < 0) return im.error("the pooling window is larger than the padded input");
+    out[i] = span / win.strides[i] + 1;
+  }
+  const ir::DType dtype = im.type(x).dtype;
+  double fill_value = 0;
+  if (kind == PoolKind::kMax) {
+    if (ir::is_float(dtype)) fill_value = -std::numeric_limits<double>::infinity();
+    else if (dtype == ir::DType::kU8) fill_value = 0;
+    else if (dtype == ir::DType::kI8) fill_value = -128;
+    else return im.unsupported("MaxPool of " + std::string(ir::dtype_name(dtype)) + " in this form is not supported");
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId fill, im.scalar(fill_value, dtype));
+  NodeId padded = x;
+  for (size_t i = 0; i < spatial; ++i) {
+    KILN_ASSIGN_OR_RETURN(padded, pad_with(im, padded, fill, int64_t(2 + i), win.pads_begin[i], win.pads_end[i]));
+  }
+  NodeId result = ir::kNoNode;
+  std::vector<int64_t> offset(spatial, 0);
+  for (int64_t p = 0; p < positions; ++p) {
+    ir::SliceAttrs attrs;
+    for (size_t i = 0; i < spatial; ++i) {
+      const int64_t start = offset[i] * win.dilations[i];
+      attrs.starts.push_back(start);
+      attrs.ends.push_back(start + (out[i] - 1) * win.strides[i] + 1);
+      attrs.axes.push_back(int64_t(2 + i));
+      attrs.steps.push_back(win.strides[i]);
+    }
+    KILN_ASSIGN_OR_RETURN(NodeId term, im.add(OpKind::kSlice, {padded}, attrs));
+    if (result == ir::kNoNode) {
+      result = term;
+    } else {
+      KILN_ASSIGN_OR_RETURN(result, im.apply(kind == PoolKind::kMax ? OpKind::kMaximum : OpKind::kAdd, {result, term}));
+    }
+    for (size_t i = spatial; i-- > 0;) {  // the next window position, last axis fastest
+      if (++offset[i] < win.kernel[i]) break;
+      offset[i] = 0;
+    }
+  }
+  if (kind != PoolKind::kAverage) return result;
+  // The divisor per output position is the product of per-axis counts.
+  Shape divisor_shape(xs.size(), Dim::of(1));
+  int64_t divisor_size = 1;
+  for (size_t i = 0; i < spatial; ++i) {
+    divisor_shape[2 + i] = Dim::of(out[i]);
+    divisor_size *= out[i];
+  }
+  KILN_RETURN_IF_ERROR(check_import_size(im, divisor_shape, "the pooling divisor"));
+  KILN_ASSIGN_OR_RETURN(ir::Tensor divisor, ir::Tensor::zeros(dtype, ir::static_sizes(divisor_shape)));
+  for (int64_t flat = 0; flat < divisor_size; ++flat) {
+    int64_t rest = flat;
+    double count = 1;
+    for (size_t i = spatial; i-- > 0;) {
+      const int64_t o = rest % out[i];
+      rest /= out[i];
+      const int64_t lo = count_include_pad ? 0 : win.pads_begin[i];
+      const int64_t hi = count_include_pad ? in[i] + win.pads_begin[i] + win.declared_pads_end[i] : win.pads_begin[i] + in[i];
+      int64_t inside = 0;
+      for (int64_t k = 0; k < win.kernel[i]; ++k) {
+        const int64_t at = o * win.strides[i] + k * win.dilations[i];
+        inside += at >= lo && at < hi;
+      }
+      count *= double(inside);
+    }
+    divisor.set_element_from_double(flat, count);
+  }
+  const NodeId divisor_node = im.add_constant(std::move(divisor), "pool_divisor");
+  return im.apply(OpKind::kDiv, {result, divisor_node});
+}
+
 // MaxPool and AveragePool; with `lp`, LpPool: (sum over the window of |x|^p)^(1/p), as an
-// average pool counting the padding (which adds 0) times the window's area.
+// average pool counting the padding (which adds 0) times the window's area. 1-D and 2-D pools
+// map to Kiln's 2-D pool ops; 3-D ones, dilated ones and averages that count padding under
+// ceil_mode are unrolled over the window (unrolled_pool).
 Converter pool(OpKind op, bool lp = false) {
   return [op, lp](Importer& im) -> Status {
     KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
     const Shape xs = im.type(x).shape;
-    if (xs.size() != 3 && xs.size() != 4) return im.unsupported("only 1-D and 2-D pooling is supported");
+    if (xs.size() < 3 || xs.size() > 5) return im.unsupported("only 1-D, 2-D and 3-D pooling is supported");
     const auto kernel = im.attr_ints("kernel_shape");
     if (!kernel || kernel->size() != xs.size() - 2) return im.error("kernel_shape must list every spatial dim");
     if (im.attr_int("storage_order", 0) != 0) return im.unsupported("storage_order=1 is not supported");
     KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, *kernel, /*allow_ceil=*/true));
-    for (int64_t d : win.dilations) {
-      if (d != 1) return im.unsupported("pooling dilations other than 1 are not supported");
-    }
     const bool count_include_pad = lp || im.attr_int("count_include_pad", 0) != 0;
-    if (!lp && count_include_pad && im.attr_int("ceil_mode", 0) != 0) {
-      return im.unsupported("ceil_mode=1 with count_include_pad=1 is not supported");
-    }
     const int64_t p = lp ? im.attr_int("p", 2) : 0;
     if (lp) {
       if (p < 1) return im.error("p must be at least 1");
@@ -299,29 +410,37 @@ Converter pool(OpKind op, bool lp = false) {
       }
       x = magnitude;
     }
-    const bool one_d = xs.size() == 3;
-    if (one_d) {
-      lift_1d(win);
-      KILN_ASSIGN_OR_RETURN(x, im.reshape(x, with_unit_height(xs)));
-    }
-    ir::Pool2dAttrs attrs;
-    attrs.kernel = {win.kernel[0], win.kernel[1]};
-    attrs.strides = {win.strides[0], win.strides[1]};
-    attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
-    attrs.count_include_pad = count_include_pad;
-    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(op, {x}, attrs));
-    if (lp) {
-      KILN_ASSIGN_OR_RETURN(NodeId area, im.scalar_like(y, double(win.kernel[0] * win.kernel[1])));
-      KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {y, area}));
-      if (p > 1) {
-        KILN_ASSIGN_OR_RETURN(NodeId root, im.scalar_like(y, 1.0 / double(p)));
-        KILN_ASSIGN_OR_RETURN(y, p == 2 ? im.apply(OpKind::kSqrt, {y}) : im.apply(OpKind::kPow, {y, root}));
+    const bool dilated = std::any_of(win.dilations.begin(), win.dilations.end(), [](int64_t d) { return d != 1; });
+    const bool ceil_counts_padding = !lp && count_include_pad && im.attr_int("ceil_mode", 0) != 0;
+    NodeId y;
+    if (xs.size() == 5 || dilated || ceil_counts_padding) {
+      const PoolKind kind = op == OpKind::kMaxPool2d ? PoolKind::kMax : lp ? PoolKind::kLp : PoolKind::kAverage;
+      KILN_ASSIGN_OR_RETURN(y, unrolled_pool(im, x, win, kind, count_include_pad));
+    } else {
+      const bool one_d = xs.size() == 3;
+      if (one_d) {
+        lift_1d(win);
+        KILN_ASSIGN_OR_RETURN(x, im.reshape(x, with_unit_height(xs)));
+      }
+      ir::Pool2dAttrs attrs;
+      attrs.kernel = {win.kernel[0], win.kernel[1]};
+      attrs.strides = {win.strides[0], win.strides[1]};
+      attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
+      attrs.count_include_pad = count_include_pad;
+      KILN_ASSIGN_OR_RETURN(y, im.add(op, {x}, attrs));
+      if (lp) {
+        KILN_ASSIGN_OR_RETURN(NodeId area, im.scalar_like(y, double(win.kernel[0] * win.kernel[1])));
+        KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {y, area}));
+      }
+      if (one_d) {
+        Shape ys = im.type(y).shape;
+        ys.erase(ys.begin() + 2);
+        KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
       }
     }
-    if (one_d) {
-      Shape ys = im.type(y).shape;
-      ys.erase(ys.begin() + 2);
-      KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
+    if (lp && p > 1) {
+      KILN_ASSIGN_OR_RETURN(NodeId root, im.scalar_like(y, 1.0 / double(p)));
+      KILN_ASSIGN_OR_RETURN(y, p == 2 ? im.apply(OpKind::kSqrt, {y}) : im.apply(OpKind::kPow, {y, root}));
     }
     return im.set_output(0, y);
   };

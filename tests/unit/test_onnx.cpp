@@ -764,3 +764,28 @@ TEST_CASE("onnx: quantization forms Kiln cannot import exactly are diagnosed at 
     CHECK(diags.to_string().find(c.message) != std::string::npos);
   }
 }
+
+TEST_CASE("onnx: 3-D and dilated pools unroll over their window; too large a window is diagnosed") {
+  ModelBuilder m(22);
+  m.input("x", {"1", "2", "6", "6", "6"});
+  auto* pool = m.node("AveragePool", {"x"}, {"y"}, "pool");
+  set_ints(pool, "kernel_shape", {2, 2, 2});
+  set_ints(pool, "dilations", {2, 2, 2});
+  set_int(pool, "count_include_pad", 1);
+  set_ints(pool, "pads", {1, 1, 1, 1, 1, 1});
+  m.output("y");
+  Diagnostics diags;
+  Result<ir::Graph> g = import(m.bytes(), diags);
+  REQUIRE(g.is_ok());
+  // 8 window positions, each a strided slice of the padded input; the divisor counts the padding.
+  CHECK(count_ops(*g, ir::OpKind::kSlice) == 8);
+
+  ModelBuilder big(22);
+  big.input("x", {"1", "1", "40", "40", "40"});
+  set_ints(big.node("MaxPool", {"x"}, {"y"}, "big"), "kernel_shape", {9, 9, 9});
+  big.output("y");
+  Diagnostics big_diags;
+  CHECK_FALSE(import(big.bytes(), big_diags).is_ok());
+  CHECK(big_diags.to_string().find("node 'big' (MaxPool, opset 22): a pooling window of 729 positions is not supported here") !=
+        std::string::npos);
+}

@@ -61,6 +61,20 @@ TEST_CASE("passes fusion: the 8-op elementwise chain is exactly one kernel at -O
   testing::check_same_results(original, b.graph);
 }
 
+TEST_CASE("passes fusion: a sum of 60 inputs splits into kernels of at most 24 operands") {
+  GraphBuilder b;
+  NodeId sum = b.input("x0", "4, 8");
+  for (int i = 1; i < 60; ++i) {
+    NodeId x = b.input("x" + std::to_string(i), "4, 8");
+    sum = b.op(OpKind::kAdd, "s" + std::to_string(i), {sum, x});
+  }
+  b.output(sum);
+  compile(b.graph, options_at(2));
+  // Vulkan devices bind as few as 32 buffers per kernel (lavapipe); one kernel would need 61.
+  CHECK(b.graph.kernels().size() == 3);
+  for (const ir::Kernel& k : b.graph.kernels()) CHECK(k.inputs.size() <= 24);
+}
+
 TEST_CASE("passes fusion: -O0 gives one kernel per op, named after the op") {
   GraphBuilder b = ew_chain();
   compile(b.graph, options_at(0));

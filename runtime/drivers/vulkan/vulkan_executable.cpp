@@ -151,6 +151,12 @@ Status VulkanExecutable::build_pipeline(const artifact::KernelBinary& binary, Ke
   const DeviceFunctions& fn = context_->fn();
   const VkDevice device = context_->device();
   KILN_RETURN_IF_ERROR(count_args(binary, p));
+  // Drivers need not check this limit themselves (lavapipe crashes past it); kilnc's fusion keeps
+  // kernels well below the limits of real devices.
+  const uint32_t max_buffers = context_->limits().maxPerStageDescriptorStorageBuffers;
+  if (p.buffer_args > max_buffers)
+    return unsupported("Vulkan kernel '" + binary.kernel_name + "' takes " + std::to_string(p.buffer_args) +
+                       " buffers; this device binds at most " + std::to_string(max_buffers) + " per kernel");
   if (p.symbol_args * 4 > context_->limits().maxPushConstantsSize)
     return unsupported("Vulkan kernel '" + binary.kernel_name + "' needs " + std::to_string(p.symbol_args * 4) +
                        " bytes of push constants; the device allows " +
