@@ -1,5 +1,7 @@
-// Converters for ONNX neural-network operators: Conv, ConvTranspose (2-D, and 1-D as 2-D with a
-// unit height), MaxPool, AveragePool, LpPool (1-D, 2-D and 3-D), the global pools, BatchNormalization (inference) and LayerNormalization.
+// Converters for ONNX neural-network operators: Conv (1-D and 2-D as Kiln's conv2d, 1-D with a
+// unit height; 3-D as 2-D convolutions per kernel depth), ConvTranspose (1-D and 2-D), MaxPool,
+// AveragePool, LpPool (1-D, 2-D and 3-D), the global pools, BatchNormalization (inference) and
+// LayerNormalization.
 // auto_pad and ceil_mode are resolved here into Kiln's explicit (possibly asymmetric) pads.
 #include <algorithm>
 #include <cmath>
@@ -101,30 +103,92 @@ Shape with_unit_height(const Shape& s) {
   return out;
 }
 
+// x padded along `axis` with `before` and `after` copies of the scalar `fill`.
+Result<NodeId> pad_with(Importer& im, NodeId x, NodeId fill, int64_t axis, int64_t before, int64_t after) {
+  std::vector<NodeId> parts;
+  for (int64_t count : {before, int64_t(-1), after}) {
+    if (count < 0) {
+      parts.push_back(x);
+    } else if (count > 0) {
+      Shape shape = im.type(x).shape;
+      shape[size_t(axis)] = Dim::of(count);
+      KILN_ASSIGN_OR_RETURN(NodeId piece, im.add(OpKind::kBroadcastTo, {fill}, ir::BroadcastToAttrs{shape}));
+      parts.push_back(piece);
+    }
+  }
+  if (parts.size() == 1) return x;
+  return im.add(OpKind::kConcat, parts, ir::AxisAttrs{axis});
+}
+
+ir::Conv2dAttrs conv2d_attrs(Importer& im, const Window& win, size_t first) {
+  ir::Conv2dAttrs attrs;
+  attrs.strides = {win.strides[first], win.strides[first + 1]};
+  attrs.dilations = {win.dilations[first], win.dilations[first + 1]};
+  attrs.pads = {win.pads_begin[first], win.pads_begin[first + 1], win.pads_end[first], win.pads_end[first + 1]};
+  attrs.groups = im.attr_int("group", 1);
+  return attrs;
+}
+
+// A 3-D convolution as one 2-D convolution per kernel depth: the input, zero-padded in depth,
+// is sliced at that depth offset with the depth stride, its output depths moved into the batch
+// ([N, C, Do, H, W] -> [N * Do, C, H, W]) and convolved with that depth's [O, C/g, KH, KW]
+// weights; the sum over depths is moved back to [N, O, Do, Ho, Wo]. The input's depth must be
+// static.
+Result<NodeId> convolution_3d(Importer& im, NodeId x, NodeId w, NodeId bias, const Window& win) {
+  const Shape xs = im.type(x).shape;
+  const Shape ws = im.type(w).shape;
+  if (xs[2].is_symbolic()) return im.unsupported("a 3-D convolution over a dynamic depth");
+  const int64_t depth = xs[2].size(), kernel_depth = ws[2].size();
+  const int64_t span = depth + win.pads_begin[0] + win.pads_end[0] - ((kernel_depth - 1) * win.dilations[0] + 1);
+  if (span < 0) return im.error("the kernel is deeper than the padded input");
+  const int64_t out_depth = span / win.strides[0] + 1;
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId padded, pad_with(im, x, zero, 2, win.pads_begin[0], win.pads_end[0]));
+  const std::optional<Dim> images = Dim::product(xs[0], Dim::of(out_depth));
+  if (!images) return im.error("the batch times the output depth overflows");
+  const ir::Conv2dAttrs attrs = conv2d_attrs(im, win, 1);
+  NodeId sum = ir::kNoNode;
+  for (int64_t k = 0; k < kernel_depth; ++k) {
+    const int64_t start = k * win.dilations[0];
+    KILN_ASSIGN_OR_RETURN(NodeId slab, im.add(OpKind::kSlice, {padded},
+                                              ir::SliceAttrs{{start}, {start + (out_depth - 1) * win.strides[0] + 1}, {2}, {win.strides[0]}}));
+    KILN_ASSIGN_OR_RETURN(slab, im.add(OpKind::kTranspose, {slab}, ir::TransposeAttrs{{0, 2, 1, 3, 4}}));
+    KILN_ASSIGN_OR_RETURN(slab, im.reshape(slab, {*images, xs[1], xs[3], xs[4]}));
+    KILN_ASSIGN_OR_RETURN(NodeId weight, im.add(OpKind::kSlice, {w}, ir::SliceAttrs{{k}, {k + 1}, {2}, {1}}));
+    KILN_ASSIGN_OR_RETURN(weight, im.reshape(weight, {ws[0], ws[1], ws[3], ws[4]}));
+    KILN_ASSIGN_OR_RETURN(NodeId term, im.add(OpKind::kConv2d, {slab, weight}, attrs));
+    KILN_ASSIGN_OR_RETURN(sum, im.add_term(sum, term));
+  }
+  const Shape ys = im.type(sum).shape;  // [N * Do, O, Ho, Wo]
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.reshape(sum, {xs[0], Dim::of(out_depth), ys[1], ys[2], ys[3]}));
+  KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kTranspose, {y}, ir::TransposeAttrs{{0, 2, 1, 3, 4}}));
+  if (bias != ir::kNoNode) {
+    KILN_ASSIGN_OR_RETURN(NodeId b, im.reshape(bias, {Dim::of(1), ws[0], Dim::of(1), Dim::of(1), Dim::of(1)}));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kAdd, {y, b}));
+  }
+  return y;
+}
+
 }  // namespace
 
 Result<NodeId> convolution(Importer& im, NodeId x, NodeId w, NodeId bias) {
   const Shape xs = im.type(x).shape;
   const Shape ws = im.type(w).shape;
-  if (xs.size() != 3 && xs.size() != 4) return im.unsupported("only 1-D and 2-D convolutions are supported");
+  if (xs.size() < 3 || xs.size() > 5) return im.unsupported("only 1-D, 2-D and 3-D convolutions are supported");
   if (ws.size() != xs.size() || !ir::is_static(ws)) return im.error("the weight must be static with the input's rank");
   std::vector<int64_t> kernel;
   for (size_t i = 2; i < ws.size(); ++i) kernel.push_back(ws[i].size());
   KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, kernel, /*allow_ceil=*/false));
+  if (xs.size() == 5) return convolution_3d(im, x, w, bias, win);
   const bool one_d = xs.size() == 3;
   if (one_d) {
     lift_1d(win);
     KILN_ASSIGN_OR_RETURN(x, im.reshape(x, with_unit_height(xs)));
     KILN_ASSIGN_OR_RETURN(w, im.reshape(w, with_unit_height(ws)));
   }
-  ir::Conv2dAttrs attrs;
-  attrs.strides = {win.strides[0], win.strides[1]};
-  attrs.dilations = {win.dilations[0], win.dilations[1]};
-  attrs.pads = {win.pads_begin[0], win.pads_begin[1], win.pads_end[0], win.pads_end[1]};
-  attrs.groups = im.attr_int("group", 1);
   std::vector<NodeId> inputs = {x, w};
   if (bias != ir::kNoNode) inputs.push_back(bias);
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConv2d, inputs, attrs));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kConv2d, inputs, conv2d_attrs(im, win, 0)));
   if (one_d) {
     Shape ys = im.type(y).shape;
     ys.erase(ys.begin() + 2);
@@ -273,23 +337,6 @@ Status conv_transpose_op(Importer& im) {
     KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ys));
   }
   return im.set_output(0, y);
-}
-
-// x padded along `axis` with `before` and `after` copies of the scalar `fill`.
-Result<NodeId> pad_with(Importer& im, NodeId x, NodeId fill, int64_t axis, int64_t before, int64_t after) {
-  std::vector<NodeId> parts;
-  for (int64_t count : {before, int64_t(-1), after}) {
-    if (count < 0) {
-      parts.push_back(x);
-    } else if (count > 0) {
-      Shape shape = im.type(x).shape;
-      shape[size_t(axis)] = Dim::of(count);
-      KILN_ASSIGN_OR_RETURN(NodeId piece, im.add(OpKind::kBroadcastTo, {fill}, ir::BroadcastToAttrs{shape}));
-      parts.push_back(piece);
-    }
-  }
-  if (parts.size() == 1) return x;
-  return im.add(OpKind::kConcat, parts, ir::AxisAttrs{axis});
 }
 
 enum class PoolKind { kMax, kAverage, kLp };

@@ -789,3 +789,64 @@ TEST_CASE("onnx: 3-D and dilated pools unroll over their window; too large a win
   CHECK(big_diags.to_string().find("node 'big' (MaxPool, opset 22): a pooling window of 729 positions is not supported here") !=
         std::string::npos);
 }
+
+TEST_CASE("onnx: a 3-D Conv matches a direct convolution (strides, dilations, asymmetric pads, groups, bias)") {
+  struct Case {
+    int64_t group;
+    std::vector<int64_t> strides, dilations, pads;
+  };
+  const std::vector<Case> cases = {{1, {2, 1, 2}, {1, 2, 1}, {1, 0, 1, 1, 1, 0}}, {3, {1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}}};
+  for (const Case& c : cases) {
+    CAPTURE(c.group);
+    const int64_t N = 2, C = 3, D = 5, H = 6, W = 7, O = 6, KD = 3, KH = 2, KW = 3, Cg = C / c.group, Og = O / c.group;
+    std::vector<float> xv(static_cast<size_t>(N * C * D * H * W)), wv(static_cast<size_t>(O * Cg * KD * KH * KW)),
+        bv(static_cast<size_t>(O));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = float((i * 37) % 17) / 8.0f - 1.0f;
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = float((i * 11) % 13) / 6.0f - 1.0f;
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(i) - 2.5f;
+    ModelBuilder m(13);
+    m.input("x", {"2", "3", "5", "6", "7"});
+    m.init_floats("w", {O, Cg, KD, KH, KW}, wv);
+    m.init_floats("b", {O}, bv);
+    auto* n = m.node("Conv", {"x", "w", "b"}, {"y"});
+    set_int(n, "group", c.group);
+    set_ints(n, "strides", c.strides);
+    set_ints(n, "dilations", c.dilations);
+    set_ints(n, "pads", c.pads);
+    m.output("y");
+    Diagnostics diags;
+    auto r = import(m.bytes(), diags);
+    REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+    const ir::Tensor x = floats({N, C, D, H, W}, xv);
+    auto out = ir::interpret(*r, std::span(&x, 1));
+    REQUIRE(out.is_ok());
+    const int64_t in[3] = {D, H, W}, k[3] = {KD, KH, KW};
+    int64_t o[3];
+    for (int a = 0; a < 3; ++a) {
+      o[a] = (in[a] + c.pads[a] + c.pads[3 + a] - c.dilations[a] * (k[a] - 1) - 1) / c.strides[a] + 1;
+    }
+    REQUIRE((*out)[0].shape() == std::vector<int64_t>{N, O, o[0], o[1], o[2]});
+    const float* y = (*out)[0].data_as<float>();
+    size_t at = 0;
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t oc = 0; oc < O; ++oc)
+        for (int64_t od = 0; od < o[0]; ++od)
+          for (int64_t oh = 0; oh < o[1]; ++oh)
+            for (int64_t ow = 0; ow < o[2]; ++ow, ++at) {
+              double sum = bv[size_t(oc)];
+              for (int64_t ic = 0; ic < Cg; ++ic)
+                for (int64_t kd = 0; kd < KD; ++kd)
+                  for (int64_t kh = 0; kh < KH; ++kh)
+                    for (int64_t kw = 0; kw < KW; ++kw) {
+                      const int64_t id = od * c.strides[0] + kd * c.dilations[0] - c.pads[0];
+                      const int64_t ih = oh * c.strides[1] + kh * c.dilations[1] - c.pads[1];
+                      const int64_t iw = ow * c.strides[2] + kw * c.dilations[2] - c.pads[2];
+                      if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                      const int64_t channel = (oc / Og) * Cg + ic;
+                      sum += double(xv[size_t((((b * C + channel) * D + id) * H + ih) * W + iw)]) *
+                             wv[size_t((((oc * Cg + ic) * KD + kd) * KH + kh) * KW + kw)];
+                    }
+              CHECK(y[at] == doctest::Approx(sum).epsilon(1e-5));
+            }
+  }
+}
