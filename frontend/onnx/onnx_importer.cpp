@@ -63,6 +63,7 @@ const std::map<std::string, Converter>& converters() {
     register_attention_ops(t);
     register_resize_ops(t);
     register_quantization_ops(t);
+    register_roi_ops(t);
     return t;
   }();
   return table;

@@ -152,5 +152,6 @@ void register_loss_ops(std::map<std::string, Converter>& table);
 void register_resize_ops(std::map<std::string, Converter>& table);
 void register_attention_ops(std::map<std::string, Converter>& table);
 void register_quantization_ops(std::map<std::string, Converter>& table);
+void register_roi_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

@@ -850,3 +850,16 @@ TEST_CASE("onnx: a 3-D Conv matches a direct convolution (strides, dilations, as
             }
   }
 }
+
+TEST_CASE("onnx: RoiAlign needs a fixed sampling grid") {
+  ModelBuilder m(16);
+  m.input("x", {"1", "2", "8", "8"});
+  m.input("rois", {"3", "4"});
+  m.input("batch", {"3"}, onnx::TensorProto::INT64);
+  m.node("RoiAlign", {"x", "rois", "batch"}, {"y"}, "align");
+  m.output("y");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'align' (RoiAlign, opset 16): sampling_ratio=0 (a sampling grid sized by each box, "
+                               "known only from the data) is not supported") != std::string::npos);
+}
