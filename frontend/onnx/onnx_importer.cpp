@@ -64,6 +64,7 @@ const std::map<std::string, Converter>& converters() {
     register_resize_ops(t);
     register_quantization_ops(t);
     register_roi_ops(t);
+    register_rnn_ops(t);
     return t;
   }();
   return table;
@@ -86,6 +87,8 @@ int64_t min_opset_of(const std::string& op) {
       {"ConstantOfShape", 9}, {"Constant", 9}, {"Tan", 7}, {"InstanceNormalization", 6},
       {"Split", 2}, {"Pad", 2}, {"Tile", 6}, {"Shrink", 9}, {"Sinh", 9}, {"Cosh", 9},
       {"IsNaN", 9}, {"IsInf", 10}, {"EyeLike", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9},
+      // v7 dropped v1's output_sequence attribute (and GRU's v3 form).
+      {"RNN", 7}, {"GRU", 7}, {"LSTM", 7},
   };
   auto it = table.find(op);
   return it == table.end() ? 1 : it->second;
@@ -391,6 +394,16 @@ std::optional<std::vector<int64_t>> Importer::attr_ints(std::string_view name) c
   const auto* a = typed(attr(name), onnx::AttributeProto::INTS, attr_type_error);
   if (a == nullptr) return std::nullopt;
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+std::optional<std::vector<double>> Importer::attr_floats(std::string_view name) const {
+  const auto* a = typed(attr(name), onnx::AttributeProto::FLOATS, attr_type_error);
+  if (a == nullptr) return std::nullopt;
+  return std::vector<double>(a->floats().begin(), a->floats().end());
+}
+std::optional<std::vector<std::string>> Importer::attr_strings(std::string_view name) const {
+  const auto* a = typed(attr(name), onnx::AttributeProto::STRINGS, attr_type_error);
+  if (a == nullptr) return std::nullopt;
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
 }
 
 Status check_import_size(const Importer& im, const ir::Shape& shape, std::string_view what) {

@@ -111,6 +111,8 @@ class Importer {
   double attr_float(std::string_view name, double fallback) const;
   std::string attr_string(std::string_view name, std::string fallback) const;
   std::optional<std::vector<int64_t>> attr_ints(std::string_view name) const;
+  std::optional<std::vector<double>> attr_floats(std::string_view name) const;
+  std::optional<std::vector<std::string>> attr_strings(std::string_view name) const;
 
   Status error(std::string message) const;        // kInvalidArgument about the current node
   Status unsupported(std::string message) const;  // kUnsupported about the current node
@@ -153,5 +155,6 @@ void register_resize_ops(std::map<std::string, Converter>& table);
 void register_attention_ops(std::map<std::string, Converter>& table);
 void register_quantization_ops(std::map<std::string, Converter>& table);
 void register_roi_ops(std::map<std::string, Converter>& table);
+void register_rnn_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

@@ -94,6 +94,31 @@ void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> 
   for (auto x : v) a->add_ints(x);
 }
 
+void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+void set_strings(onnx::NodeProto* n, const std::string& name, std::vector<std::string> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (auto& x : v) a->add_strings(x);
+}
+void set_float(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+void set_floats(onnx::NodeProto* n, const std::string& name, std::vector<float> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float x : v) a->add_floats(x);
+}
+
 Result<ir::Graph> import(const std::string& bytes, Diagnostics& diags, const std::string& base_dir = "") {
   return onnx_import::import_onnx_bytes(std::as_bytes(std::span(bytes.data(), bytes.size())), "model.onnx",
                                         base_dir, diags);
@@ -710,6 +735,101 @@ TEST_CASE("onnx: TensorProto .pb files decode, and bad ones are errors") {
   const std::string dbl = t.SerializeAsString();
   auto unsupported = onnx_import::parse_tensor_proto(std::as_bytes(std::span(dbl.data(), dbl.size())), "t.pb");
   CHECK(unsupported.status().code() == ErrorCode::kUnsupported);
+}
+
+TEST_CASE("onnx: RNN, GRU and LSTM mistakes and unsupported forms are diagnosed at the node") {
+  // X [seq 4, batch 2, input 3]; hidden 2; W / R sized for the op's gates.
+  struct Case {
+    const char* op;
+    std::vector<std::string> x_dims;
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+    int64_t opset = 14;
+  };
+  const std::vector<Case> cases = {
+      {"RNN", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_strings(n, "activations", {"Gelu"}); },
+       "node 'bad' (RNN, opset 14): activation 'Gelu' is not supported"},
+      {"GRU", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_strings(n, "activations", {"Sigmoid"}); },
+       "node 'bad' (GRU, opset 14): activations lists 1 functions; the operator takes 2 per direction (2 here)"},
+      {"LSTM", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_string(n, "direction", "sideways"); },
+       "node 'bad' (LSTM, opset 14): unknown direction 'sideways'"},
+      {"LSTM", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_int(n, "hidden_size", 5); },
+       "node 'bad' (LSTM, opset 14): hidden_size is 5 but R is [1, 8, 2]"},
+      {"GRU", {"seq", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto*) {},
+       "node 'bad' (GRU, opset 14): the sequence length 'seq' is dynamic"},
+      {"RNN", {"1025", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto*) {},
+       "node 'bad' (RNN, opset 14): a sequence of 1025 steps is not supported (Kiln unrolls 1 to 1024 steps)"},
+      {"RNN", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_strings(n, "activations", {"Affine"}); },
+       "node 'bad' (RNN, opset 14): activation Affine needs its alpha in activation_alpha"},
+      {"RNN", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_floats(n, "activation_alpha", {0.5f}); },
+       "node 'bad' (RNN, opset 14): activation_alpha / activation_beta hold 1 / 0 values, but the activations take "
+       "only 0 / 0"},
+      {"LSTM", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_float(n, "clip", -1.0f); },
+       "node 'bad' (LSTM, opset 14): clip must be positive"},
+      {"GRU", {"4", "2", "3"}, {"x", "w", "r", "", "lens"}, [](onnx::NodeProto*) {},
+       "node 'bad' (GRU, opset 14): sequence_lens holds 5, outside [0, 4]"},
+      {"GRU", {"4", "2", "3"}, {"x", "w", "r", "", "", "h0"}, [](onnx::NodeProto*) {},
+       "node 'bad' (GRU, opset 14): initial_h has shape [2, 2]; expected [1, 2, 2]"},
+      {"LSTM", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto* n) { set_int(n, "layout", 1); },
+       "node 'bad' (LSTM, opset 13): layout is an attribute from opset 14", 13},
+      {"LSTM", {"4", "2", "3"}, {"x", "w", "r"}, [](onnx::NodeProto*) {},
+       "node 'bad' (LSTM, opset 6): the opset 6 form of LSTM is not supported", 6},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    const int64_t gates = std::string(c.op) == "LSTM" ? 4 : std::string(c.op) == "GRU" ? 3 : 1;
+    ModelBuilder m(c.opset);
+    m.input("x", c.x_dims);
+    m.init_floats("w", {1, gates * 2, 3}, std::vector<float>(size_t(gates * 6), 0.5f));
+    m.init_floats("r", {1, gates * 2, 2}, std::vector<float>(size_t(gates * 4), 0.5f));
+    m.init_ints("lens", {5, 1});
+    m.init_floats("h0", {2, 2}, {0, 0, 0, 0});
+    c.attrs(m.node(c.op, c.inputs, {"y", "y_h"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("onnx: a bidirectional RNN is one input projection and one product per step; sequence_lens mask it") {
+  // Affine(x) = x, hidden 1, input 1, W = 1, R = 2: H(t) = x(t) + 2 H(t-1). Batch entry 1 has
+  // length 2 (given at run time): its third step is masked.
+  ModelBuilder m(14);
+  m.input("x", {"3", "2", "1"});
+  m.input("lens", {"2"}, onnx::TensorProto::INT32);
+  m.input("h0", {"2", "2", "1"});
+  m.init_floats("w", {2, 1, 1}, {1, 1});
+  m.init_floats("r", {2, 1, 1}, {2, 2});
+  auto* n = m.node("RNN", {"x", "w", "r", "", "lens", "h0"}, {"y", "y_h"}, "rnn");
+  set_string(n, "direction", "bidirectional");
+  set_strings(n, "activations", {"Affine", "Affine"});
+  set_floats(n, "activation_alpha", {1, 1});
+  set_floats(n, "activation_beta", {0, 0});
+  m.output("y");
+  m.output("y_h");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  // X * W^T for every step and direction, then H * R^T once per step and direction.
+  CHECK(count_ops(*r, ir::OpKind::kMatMul) == 1 + 2 * 3);
+  auto lens = ir::Tensor::zeros(ir::DType::kI32, {2});
+  REQUIRE(lens.is_ok());
+  lens->set_element_from_double(0, 3);
+  lens->set_element_from_double(1, 2);
+  const std::vector<ir::Tensor> inputs = {floats({3, 2, 1}, {1, 10, 2, 20, 3, 30}), *lens,
+                                          floats({2, 2, 1}, {0, 0, 0, 0})};
+  auto out = ir::interpret(*r, inputs);
+  REQUIRE(out.is_ok());
+  // Y [seq, direction, batch, 1]. Forward: 1, 4, 11 and 10, 40, (masked: 0). Reverse: entry 0
+  // runs 3, 8, 17 from t = 2; entry 1 starts at its own last step t = 1: 20, 50.
+  const std::vector<float> y = {1, 10, 17, 50, 4, 40, 8, 20, 11, 0, 3, 0};
+  const std::vector<float> y_h = {11, 40, 17, 50};  // entry 1's forward state held at 40
+  REQUIRE((*out)[0].num_elements() == int64_t(y.size()));
+  for (size_t i = 0; i < y.size(); ++i) CHECK((*out)[0].data_as<float>()[i] == y[i]);
+  REQUIRE((*out)[1].num_elements() == int64_t(y_h.size()));
+  for (size_t i = 0; i < y_h.size(); ++i) CHECK((*out)[1].data_as<float>()[i] == y_h[i]);
 }
 
 #endif  // KILN_HAVE_ONNX
