@@ -43,12 +43,6 @@ using ir::OpKind;
 constexpr int kNoGroup = -1;
 constexpr int kAliasGroup = -2;  // a reshape view: in no kernel
 constexpr size_t kMaxRecomputeKernels = 4;
-// A kernel reads each operand it does not compute through one buffer argument, and devices bound
-// how many one kernel may take: Vulkan's maxPerStageDescriptorStorageBuffers is 32 on lavapipe
-// (the specification guarantees only 4; desktop GPUs allow thousands). Joining stops at this
-// many operands, so a chain over many tensors (a pooling window unrolled into slices, a sum of
-// many inputs) splits into several kernels rather than one that a device cannot bind.
-constexpr size_t kMaxKernelOperands = 24;
 
 using ir::FusionClass;
 
@@ -163,7 +157,9 @@ class Fuser {
   }
 
   // Whether group `gid` with `producer` joined reads at most kMaxKernelOperands values it does
-  // not compute.
+  // not compute (graph_edit.h): a chain over many tensors (a pooling window unrolled into
+  // slices, a sum of many inputs) splits into several kernels rather than one that a device
+  // cannot bind.
   bool within_operand_limit(int gid, NodeId producer) const {
     const Group& group = groups_[size_t(gid)];
     auto computed = [&](NodeId n) {
@@ -327,6 +323,7 @@ class Fuser {
 
 Status fuse_pass(Graph& graph, const PassContext&) {
   // Outputs defined directly by a constant or input need a kernel writing the output buffer.
+  KILN_RETURN_IF_ERROR(split_wide_concats(graph));
   fix_output_names(graph);
   return Fuser(graph).run();
 }

@@ -322,4 +322,38 @@ bool is_alias_reshape(const Graph& graph, NodeId id, const std::vector<bool>& is
   return opt_level >= 1 && graph.node(id).op == OpKind::kReshape && !is_output[id];
 }
 
+Status split_wide_concats(ir::Graph& graph) {
+  bool changed = false;
+  const size_t count = graph.num_nodes();
+  for (ir::NodeId id = 0; id < count; ++id) {
+    if (graph.node(id).erased || graph.node(id).op != ir::OpKind::kConcat ||
+        graph.node(id).inputs.size() <= kMaxKernelOperands) {
+      continue;
+    }
+    // Copies: appending nodes may move the node table.
+    std::vector<ir::NodeId> operands = graph.node(id).inputs;
+    const ir::Attrs attrs = graph.node(id).attrs;
+    const std::string base = graph.node(id).name + "_part";
+    const SourceLoc loc = graph.node(id).loc;
+    while (operands.size() > kMaxKernelOperands) {
+      std::vector<ir::NodeId> parts;
+      for (size_t first = 0; first < operands.size(); first += kMaxKernelOperands) {
+        const size_t last = std::min(operands.size(), first + kMaxKernelOperands);
+        if (last - first == 1) {
+          parts.push_back(operands[first]);
+          continue;
+        }
+        std::vector<ir::NodeId> chunk(operands.begin() + std::ptrdiff_t(first), operands.begin() + std::ptrdiff_t(last));
+        KILN_ASSIGN_OR_RETURN(ir::NodeId part, add_inferred_node(graph, ir::OpKind::kConcat, std::move(chunk), attrs, base, loc));
+        parts.push_back(part);
+      }
+      operands = std::move(parts);
+    }
+    graph.node(id).inputs = std::move(operands);
+    changed = true;
+  }
+  if (!changed) return Status::ok();
+  return reorder_topologically(graph);
+}
+
 }  // namespace kiln::passes

@@ -34,6 +34,17 @@ ir::NodeId add_constant_node(ir::Graph& graph, ir::Tensor data, ir::TensorType t
 Result<ir::NodeId> add_inferred_node(ir::Graph& graph, ir::OpKind op, std::vector<ir::NodeId> inputs, ir::Attrs attrs,
                                      const std::string& base, const SourceLoc& loc);
 
+// A kernel reads each operand it does not compute through one buffer argument, and devices bound
+// how many one kernel may take: Vulkan's maxPerStageDescriptorStorageBuffers is 32 on lavapipe
+// (the specification guarantees only 4; desktop GPUs allow thousands). Kernel formation keeps
+// every kernel at or below this many operands.
+inline constexpr size_t kMaxKernelOperands = 24;
+
+// Rewrites every concat of more than kMaxKernelOperands operands into a tree of concats of at
+// most that many (the root keeps the node's id and name), then restores the topological order.
+// Both kernel-forming passes start with it.
+Status split_wide_concats(ir::Graph& graph);
+
 // The kernel kind that runs a single op of this kind.
 ir::KernelKind kernel_kind_for(ir::OpKind op);
 

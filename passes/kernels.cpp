@@ -9,6 +9,7 @@ namespace kiln::passes {
 
 Status one_kernel_per_op_pass(ir::Graph& graph, const PassContext& context) {
   // Outputs defined directly by a constant or input need a kernel writing the output buffer.
+  KILN_RETURN_IF_ERROR(split_wide_concats(graph));
   fix_output_names(graph);
   std::vector<bool> is_output = output_mask(graph);
   std::vector<ir::Kernel>& kernels = graph.kernels();

@@ -75,6 +75,20 @@ TEST_CASE("passes fusion: a sum of 60 inputs splits into kernels of at most 24 o
   for (const ir::Kernel& k : b.graph.kernels()) CHECK(k.inputs.size() <= 24);
 }
 
+TEST_CASE("passes fusion: a concat of 60 inputs becomes a tree of concats of at most 24, at -O0 and -O2") {
+  for (int level : {0, 2}) {
+    CAPTURE(level);
+    GraphBuilder b;
+    std::vector<NodeId> parts;
+    for (int i = 0; i < 60; ++i) parts.push_back(b.input("x" + std::to_string(i), "2, 3"));
+    b.output(b.op(OpKind::kConcat, "y", parts));
+    compile(b.graph, options_at(level));
+    CHECK(b.graph.kernels().size() == 4);  // three of 24, 24 and 12 operands, then their concat
+    for (const ir::Kernel& k : b.graph.kernels()) CHECK(k.inputs.size() <= 24);
+    CHECK(b.graph.node(b.graph.outputs()[0].node).type.shape == testing::dims("120, 3"));  // the default axis is 0
+  }
+}
+
 TEST_CASE("passes fusion: -O0 gives one kernel per op, named after the op") {
   GraphBuilder b = ew_chain();
   compile(b.graph, options_at(0));
