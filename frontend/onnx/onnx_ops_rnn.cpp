@@ -161,28 +161,11 @@ Result<NodeId> take_first(Importer& im, NodeId x, int64_t index) {
 
 Result<NodeId> binary(Importer& im, OpKind op, NodeId a, NodeId b) { return im.apply(op, {a, b}); }
 
-// A concat kernel reads each operand from a buffer of its own, and some Vulkan devices bind at
-// most 32 storage buffers per kernel (lavapipe), so the step outputs are joined in rounds of at
-// most this many operands.
-constexpr size_t kMaxConcatOperands = 16;
-
-// parts joined along `axis` (in order) by concats of at most kMaxConcatOperands operands.
-Result<NodeId> concat_bounded(Importer& im, std::vector<NodeId> parts, int64_t axis) {
-  while (parts.size() > 1) {
-    std::vector<NodeId> joined;
-    for (size_t first = 0; first < parts.size(); first += kMaxConcatOperands) {
-      const size_t last = std::min(parts.size(), first + kMaxConcatOperands);
-      if (last - first == 1) {
-        joined.push_back(parts[first]);
-        continue;
-      }
-      std::vector<NodeId> group(parts.begin() + long(first), parts.begin() + long(last));
-      KILN_ASSIGN_OR_RETURN(NodeId c, im.add(OpKind::kConcat, std::move(group), ir::AxisAttrs{axis}));
-      joined.push_back(c);
-    }
-    parts = std::move(joined);
-  }
-  return parts[0];
+// parts joined along `axis`, in order (kernel formation splits a concat of many step outputs
+// into kernels a device can bind: passes/graph_edit.h).
+Result<NodeId> concat(Importer& im, std::vector<NodeId> parts, int64_t axis) {
+  if (parts.size() == 1) return parts[0];
+  return im.add(OpKind::kConcat, std::move(parts), ir::AxisAttrs{axis});
 }
 
 Result<NodeId> times_scalar(Importer& im, NodeId x, double v) {
@@ -602,10 +585,10 @@ Status recurrent_op(Importer& im, Cell cell) {
         KILN_ASSIGN_OR_RETURN(NodeId lifted, im.reshape(y_t, step_shape));
         steps.push_back(lifted);
       }
-      KILN_ASSIGN_OR_RETURN(NodeId joined, concat_bounded(im, std::move(steps), seq_axis));
+      KILN_ASSIGN_OR_RETURN(NodeId joined, concat(im, std::move(steps), seq_axis));
       per_direction.push_back(joined);
     }
-    KILN_ASSIGN_OR_RETURN(NodeId y, concat_bounded(im, std::move(per_direction), direction_axis));
+    KILN_ASSIGN_OR_RETURN(NodeId y, concat(im, std::move(per_direction), direction_axis));
     KILN_RETURN_IF_ERROR(im.set_output(0, y));
   }
   // Y_h, Y_c: [directions, batch, hidden] (layout 0) or [batch, directions, hidden].
@@ -628,7 +611,7 @@ Status recurrent_op(Importer& im, Cell cell) {
       KILN_ASSIGN_OR_RETURN(NodeId lifted, im.reshape(state, lifted_shape));
       parts.push_back(lifted);
     }
-    return concat_bounded(im, std::move(parts), layout == 0 ? 0 : 1);
+    return concat(im, std::move(parts), layout == 0 ? 0 : 1);
   };
   if (wants_output(1)) {
     KILN_ASSIGN_OR_RETURN(NodeId y_h, final_state(&DirectionResult::h));
