@@ -62,6 +62,7 @@ const std::map<std::string, Converter>& converters() {
     register_loss_ops(t);
     register_attention_ops(t);
     register_resize_ops(t);
+    register_grid_ops(t);
     return t;
   }();
   return table;

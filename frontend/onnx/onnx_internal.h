@@ -146,5 +146,6 @@ void register_norm_ops(std::map<std::string, Converter>& table);
 void register_loss_ops(std::map<std::string, Converter>& table);
 void register_resize_ops(std::map<std::string, Converter>& table);
 void register_attention_ops(std::map<std::string, Converter>& table);
+void register_grid_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import
