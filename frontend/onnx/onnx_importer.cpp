@@ -65,6 +65,7 @@ const std::map<std::string, Converter>& converters() {
     register_quantization_ops(t);
     register_roi_ops(t);
     register_rnn_ops(t);
+    register_grid_ops(t);
     return t;
   }();
   return table;

@@ -263,6 +263,133 @@ TEST_CASE("onnx: mistakes in Split, Pad, OneHot, GatherElements, GatherND, Resiz
   }
 }
 
+TEST_CASE("onnx: mistakes in GridSample and AffineGrid are diagnosed at the node") {
+  auto set_string = [](onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  };
+  struct Case {
+    int64_t opset;
+    const char* op;
+    // The node's inputs: "x" f32[2, 3, 4, 5], "grid" f32[2, 6, 7, 2], "x3" f32[2, 3, 4],
+    // "dyn" f32[2, 3, h, 5], "ints" i64[2, 3, 4, 5], "igrid" i64[2, 6, 7, 2], "empty"
+    // f32[2, 3, 0, 5], "theta" f32[2, 2, 3], "vtheta" f32[n, 2, 3], "itheta" i64[2, 2, 3];
+    // initializers "size" [2, 3, 4, 5], "size3" [2, 3], "size_n" [3, 3, 4, 5], "size_0"
+    // [2, 3, 0, 5]; "shape_dyn" is Shape(dyn), "sizes_in" a graph input.
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  auto none = [](onnx::NodeProto*) {};
+  const std::vector<Case> cases = {
+      {20, "GridSample", {"x", "grid"}, [&](onnx::NodeProto* n) { set_string(n, "mode", "area"); },
+       "node 'bad' (GridSample, opset 20): unknown mode 'area'"},
+      {20, "GridSample", {"x", "grid"}, [&](onnx::NodeProto* n) { set_string(n, "mode", "bicubic"); },
+       "node 'bad' (GridSample, opset 20): mode='bicubic' is the opset 16-19 spelling; from opset 20 it is 'cubic'"},
+      {16, "GridSample", {"x", "grid"}, [&](onnx::NodeProto* n) { set_string(n, "mode", "linear"); },
+       "node 'bad' (GridSample, opset 16): mode='linear' needs opset 20; before it is 'bilinear'"},
+      {20, "GridSample", {"x", "grid"}, [&](onnx::NodeProto* n) { set_string(n, "padding_mode", "wrap"); },
+       "node 'bad' (GridSample, opset 20): unknown padding_mode 'wrap'"},
+      {16, "GridSample", {"x3", "grid"}, none, "node 'bad' (GridSample, opset 16): X must be 4-D (N, C, H, W) before opset 20"},
+      {20, "GridSample", {"x3", "grid"}, none,
+       "node 'bad' (GridSample, opset 20): grid must be [N, W_out, 1] for X of rank 3, got f32[2, 6, 7, 2]"},
+      {20, "GridSample", {"x", "x"}, none,
+       "node 'bad' (GridSample, opset 20): grid must be [N, H_out, W_out, 2] for X of rank 4, got f32[2, 3, 4, 5]"},
+      {20, "GridSample", {"x", "igrid"}, none, "node 'bad' (GridSample, opset 20): grid must be a float tensor, got i64[2, 6, 7, 2]"},
+      {20, "GridSample", {"ints", "grid"}, none,
+       "node 'bad' (GridSample, opset 20): linear and cubic modes need a float X, got i64 (mode='nearest' takes any dtype)"},
+      {20, "GridSample", {"dyn", "grid"}, none, "node 'bad' (GridSample, opset 20): X's spatial dims must be static (dim 2 is h)"},
+      {20, "GridSample", {"x", "grid3"}, none, "node 'bad' (GridSample, opset 20): X and grid differ in N (2 and 3)"},
+      {20, "AffineGrid", {"theta", "size3"}, none,
+       "node 'bad' (AffineGrid, opset 20): size must hold 4 (N, C, H, W) or 5 (N, C, D, H, W) entries, got 2"},
+      {20, "AffineGrid", {"x3", "size"}, none,
+       "node 'bad' (AffineGrid, opset 20): theta must be [N, 2, 3] for a 2-D size, got f32[2, 3, 4]"},
+      {20, "AffineGrid", {"itheta", "size"}, none,
+       "node 'bad' (AffineGrid, opset 20): theta must be a float tensor, got i64[2, 2, 3]"},
+      {20, "AffineGrid", {"theta", "size_n"}, none,
+       "node 'bad' (AffineGrid, opset 20): size[0] (3) differs from theta's N (2)"},
+      {20, "AffineGrid", {"theta", "sizes_in"}, none,
+       "node 'bad' (AffineGrid, opset 20): size must be a constant (computed at import)"},
+      {20, "AffineGrid", {"vtheta", "shape_dyn"}, none,
+       "node 'bad' (AffineGrid, opset 20): size's spatial entries must be constants (computed at import); entry 2 is h"},
+      {20, "AffineGrid", {"theta", "size_0"}, none,
+       "node 'bad' (AffineGrid, opset 20): an empty output grid (size entry 2 is 0)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(c.opset);
+    m.input("x", {"2", "3", "4", "5"});
+    m.input("grid", {"2", "6", "7", "2"});
+    m.input("grid3", {"3", "6", "7", "2"});
+    m.input("x3", {"2", "3", "4"});
+    m.input("dyn", {"2", "3", "h", "5"});
+    m.input("ints", {"2", "3", "4", "5"}, onnx::TensorProto::INT64);
+    m.input("igrid", {"2", "6", "7", "2"}, onnx::TensorProto::INT64);
+    m.input("theta", {"2", "2", "3"});
+    m.input("vtheta", {"n", "2", "3"});
+    m.input("itheta", {"2", "2", "3"}, onnx::TensorProto::INT64);
+    m.input("sizes_in", {"4"}, onnx::TensorProto::INT64);
+    m.init_ints("size", {2, 3, 4, 5});
+    m.init_ints("size3", {2, 3});
+    m.init_ints("size_n", {3, 3, 4, 5});
+    m.init_ints("size_0", {2, 3, 0, 5});
+    m.node("Shape", {"dyn"}, {"shape_dyn"});
+    c.attrs(m.node(c.op, c.inputs, {"y"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("onnx: AffineGrid over Shape(x) and GridSample with a dynamic batch; nearest rounds half to even") {
+  // A spatial transformer: the identity theta samples every pixel centre, so y == x.
+  ModelBuilder m(20);
+  m.input("x", {"batch", "2", "3", "4"});
+  m.input("theta", {"batch", "2", "3"});
+  m.node("Shape", {"x"}, {"size"});
+  m.node("AffineGrid", {"theta", "size"}, {"grid"});
+  m.node("GridSample", {"x", "grid"}, {"y"});
+  m.output("y");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(r->outputs().at(0).declared.to_string() == "f32[batch, 2, 3, 4]");
+  std::vector<float> xs(2 * 2 * 3 * 4), thetas;
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i) * 0.5f - 3.0f;
+  for (int b = 0; b < 2; ++b) thetas.insert(thetas.end(), {1, 0, 0, 0, 1, 0});
+  std::vector<ir::Tensor> inputs;
+  inputs.push_back(floats({2, 2, 3, 4}, xs));
+  inputs.push_back(floats({2, 2, 3}, thetas));
+  auto out = ir::interpret(*r, inputs);
+  REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+  for (size_t i = 0; i < xs.size(); ++i) CHECK((*out)[0].data_as<float>()[i] == doctest::Approx(xs[i]));
+
+  // 1-D nearest over [0, 10, 20, 30]: -0.5, 0 and 0.5 land on positions 0.5, 1.5 and 2.5, which
+  // round to 0, 2 and 2; 1.25 is outside (zeros padding).
+  ModelBuilder n(20);
+  n.input("x", {"1", "1", "4"});
+  n.input("grid", {"1", "4", "1"});
+  auto* node = n.node("GridSample", {"x", "grid"}, {"y"});
+  auto* mode = node->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("nearest");
+  n.output("y");
+  Diagnostics nearest_diags;
+  auto nearest = import(n.bytes(), nearest_diags);
+  REQUIRE_MESSAGE(nearest.is_ok(), nearest_diags.to_string());
+  std::vector<ir::Tensor> nearest_inputs;
+  nearest_inputs.push_back(floats({1, 1, 4}, {0, 10, 20, 30}));
+  nearest_inputs.push_back(floats({1, 4, 1}, {-0.5f, 0.0f, 0.5f, 1.25f}));
+  auto picked = ir::interpret(*nearest, nearest_inputs);
+  REQUIRE_MESSAGE(picked.is_ok(), picked.status().message());
+  const std::vector<float> expected = {0, 20, 20, 0};
+  for (size_t i = 0; i < expected.size(); ++i) CHECK((*picked)[0].data_as<float>()[i] == expected[i]);
+}
+
 TEST_CASE("onnx: Shape -> Gather -> Concat -> Reshape keeps a dynamic batch symbolic") {
   ModelBuilder m(13);
   m.input("x", {"batch", "4", "6"});
