@@ -66,6 +66,7 @@ const std::map<std::string, Converter>& converters() {
     register_roi_ops(t);
     register_rnn_ops(t);
     register_grid_ops(t);
+    register_control_flow_ops(t);
     return t;
   }();
   return table;
@@ -416,6 +417,172 @@ Status check_import_size(const Importer& im, const ir::Shape& shape, std::string
   return Status::ok();
 }
 
+// ---- subgraphs and local functions -------------------------------------------------------
+
+namespace {
+
+// The local function a node calls, or null.
+const onnx::FunctionProto* called_function(const Importer& im, const onnx::NodeProto& node) {
+  if (im.functions == nullptr) return nullptr;
+  for (const onnx::FunctionProto& f : *im.functions) {
+    if (f.name() == node.op_type() && f.domain() == node.domain()) return &f;
+  }
+  return nullptr;
+}
+
+// A unique name for a value defined inside an inlined body: `label`/`name`, counted on collision.
+std::string unique_value_name(const Importer& im, const std::string& label, const std::string& name) {
+  std::string unique = label + "/" + name;
+  for (int n = 2; im.values.count(unique); ++n) unique = label + "/" + name + "#" + std::to_string(n);
+  return unique;
+}
+
+// `node` with its input names resolved through the scopes and its outputs renamed to unique
+// names bound in the innermost scope (when one is open).
+onnx::NodeProto scoped_copy(Importer& im, const onnx::NodeProto& node, const std::string& label) {
+  onnx::NodeProto copy = node;
+  for (int i = 0; i < copy.input_size(); ++i) {
+    for (auto scope = im.scopes.rbegin(); scope != im.scopes.rend(); ++scope) {
+      auto it = scope->find(copy.input(i));
+      if (it != scope->end()) {
+        copy.set_input(i, it->second);
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < copy.output_size(); ++i) {
+    if (copy.output(i).empty()) continue;
+    const std::string unique = unique_value_name(im, label, copy.output(i));
+    im.scopes.back()[copy.output(i)] = unique;
+    copy.set_output(i, unique);
+  }
+  return copy;
+}
+
+// Inlines a call of local function `f`: its inputs bound to the node's, attribute references
+// in its body replaced by the node's attributes (an attribute the call leaves out is absent
+// there: Debian's ONNX 1.12 protobuf has no field for a function's attribute defaults).
+Status inline_function(Importer& im, const onnx::NodeProto& node, const onnx::FunctionProto& f) {
+  if (im.scopes.size() >= 64) return im.error("local functions nest more than 64 deep");
+  std::map<std::string, onnx::AttributeProto> attributes;
+  for (const onnx::AttributeProto& a : node.attribute()) attributes[a.name()] = a;
+  const std::string label = node.output_size() > 0 && !node.output(0).empty() ? node.output(0) : node.op_type();
+  std::unordered_map<std::string, std::string> scope;
+  for (int i = 0; i < f.input_size(); ++i) {
+    if (i < node.input_size() && !node.input(i).empty()) scope[f.input(i)] = node.input(i);
+  }
+  im.scopes.push_back(std::move(scope));
+  Status status = Status::ok();
+  for (const onnx::NodeProto& inner : f.node()) {
+    onnx::NodeProto copy = scoped_copy(im, inner, label);
+    for (onnx::AttributeProto& a : *copy.mutable_attribute()) {
+      if (a.ref_attr_name().empty()) continue;
+      auto it = attributes.find(a.ref_attr_name());
+      const std::string name = a.name();
+      if (it == attributes.end()) {
+        a.Clear();  // an optional attribute the call leaves out: absent
+        a.set_name("");
+        continue;
+      }
+      a = it->second;
+      a.set_name(name);
+    }
+    // Drop the attributes cleared above.
+    auto* attrs = copy.mutable_attribute();
+    for (int k = attrs->size(); k-- > 0;) {
+      if (attrs->Get(k).name().empty()) attrs->DeleteSubrange(k, 1);
+    }
+    status = convert_node(im, copy);
+    if (!status.is_ok()) break;
+  }
+  std::unordered_map<std::string, std::string> inner_scope = std::move(im.scopes.back());
+  im.scopes.pop_back();
+  KILN_RETURN_IF_ERROR(status);
+  for (int i = 0; i < node.output_size() && i < f.output_size(); ++i) {
+    if (node.output(i).empty()) continue;
+    auto it = inner_scope.find(f.output(i));
+    const std::string& inner_name = it == inner_scope.end() ? f.output(i) : it->second;
+    auto value = im.values.find(inner_name);
+    if (value == im.values.end()) return im.error("function output '" + f.output(i) + "' is never computed");
+    im.values[node.output(i)] = value->second;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status convert_node(Importer& im, const onnx::NodeProto& node) {
+  const onnx::NodeProto* saved = im.current;
+  im.current = &node;
+  struct Restore {
+    Importer& im;
+    const onnx::NodeProto* saved;
+    ~Restore() { im.current = saved; }
+  } restore{im, saved};
+  if (const onnx::FunctionProto* f = called_function(im, node)) return inline_function(im, node, *f);
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    return unsupported(node_label(node, im.opset) + ": operators of domain '" + node.domain() + "' are not supported");
+  }
+  const auto& table = converters();
+  auto it = table.find(node.op_type());
+  if (it == table.end()) return unsupported(node_label(node, im.opset) + ": unsupported operator");
+  if (im.opset < min_opset_of(node.op_type())) {
+    return unsupported(node_label(node, im.opset) + ": the opset " + std::to_string(im.opset) + " form of " +
+                       node.op_type() + " is not supported (Kiln supports it from opset " +
+                       std::to_string(std::max(min_opset_of(node.op_type()), im.opset)) + ")");
+  }
+  im.attr_type_error.clear();
+  Status s = it->second(im);
+  if (!im.attr_type_error.empty()) return invalid_argument(node_label(node, im.opset) + ": " + im.attr_type_error);
+  return s;
+}
+
+Result<std::vector<Value>> inline_graph(Importer& im, const onnx::GraphProto& body, const std::string& label,
+                                        const std::vector<Value>& bound) {
+  if (im.scopes.size() >= 64) return im.error("subgraphs nest more than 64 deep");
+  if (size_t(body.input_size()) != bound.size()) {
+    return im.error("the subgraph takes " + std::to_string(body.input_size()) + " inputs, " +
+                    std::to_string(bound.size()) + " are given");
+  }
+  im.scopes.emplace_back();
+  struct PopScope {
+    Importer& im;
+    ~PopScope() { im.scopes.pop_back(); }
+  } pop{im};
+  for (int i = 0; i < body.input_size(); ++i) {
+    const std::string unique = unique_value_name(im, label, body.input(i).name());
+    im.values[unique] = bound[size_t(i)];
+    im.scopes.back()[body.input(i).name()] = unique;
+  }
+  for (const onnx::TensorProto& init : body.initializer()) {
+    KILN_ASSIGN_OR_RETURN(ir::Tensor t, tensor_from_proto(init, im.base_dir));
+    const std::string unique = unique_value_name(im, label, init.name());
+    Value v;
+    v.node = im.add_constant(std::move(t), init.name());
+    im.values[unique] = v;
+    im.scopes.back()[init.name()] = unique;
+  }
+  for (const onnx::NodeProto& node : body.node()) {
+    onnx::NodeProto copy = scoped_copy(im, node, label);
+    KILN_RETURN_IF_ERROR(convert_node(im, copy));
+  }
+  std::vector<Value> results;
+  for (const onnx::ValueInfoProto& out : body.output()) {
+    std::string name = out.name();
+    for (auto scope = im.scopes.rbegin(); scope != im.scopes.rend(); ++scope) {
+      auto it = scope->find(name);
+      if (it != scope->end()) {
+        name = it->second;
+        break;
+      }
+    }
+    auto it = im.values.find(name);
+    if (it == im.values.end()) return im.error("subgraph output '" + out.name() + "' is never computed");
+    results.push_back(it->second);
+  }
+  return results;
+}
+
 // ---- the driver -------------------------------------------------------------------------
 
 namespace {
@@ -524,38 +691,14 @@ Result<ir::Graph> import_model(onnx::ModelProto& model, const std::string& filen
 
   // Every node: an unknown op, an unsupported attribute or a failed conversion is reported and
   // the import continues, so one run lists every offending node.
-  const auto& table = converters();
+  im.functions = &model.functions();
   bool failed = false;
   for (const auto& node : g.node()) {
-    im.current = &node;
-    if (!node.domain().empty() && node.domain() != "ai.onnx") {
-      diags.error(file_loc, node_label(node, opset) + ": operators of domain '" + node.domain() +
-                                "' are not supported");
-      failed = true;
-      continue;
-    }
-    auto it = table.find(node.op_type());
-    if (it == table.end()) {
-      diags.error(file_loc, node_label(node, opset) + ": unsupported operator");
-      failed = true;
-      continue;
-    }
-    if (opset < min_opset_of(node.op_type())) {
-      diags.error(file_loc, node_label(node, opset) + ": the opset " + std::to_string(opset) + " form of " +
-                                node.op_type() + " is not supported (Kiln supports it from opset " +
-                                std::to_string(std::max(min_opset_of(node.op_type()), opset)) + ")");
-      failed = true;
-      continue;
-    }
     bool inputs_ready = true;
     for (const auto& name : node.input()) inputs_ready = inputs_ready && (name.empty() || im.values.count(name));
     if (!inputs_ready && failed) continue;  // downstream of a reported node
-    im.attr_type_error.clear();
-    Status s = it->second(im);
-    if (!im.attr_type_error.empty()) {
-      diags.error(file_loc, node_label(node, opset) + ": " + im.attr_type_error);
-      failed = true;
-    } else if (!s.is_ok()) {
+    Status s = convert_node(im, node);
+    if (!s.is_ok()) {
       diags.error(file_loc, s.message());
       failed = true;
     }

@@ -58,6 +58,12 @@ class Importer {
   std::unordered_map<std::string, Value> values;
   const onnx::NodeProto* current = nullptr;  // the node being converted
   int64_t next_symbol = 0;
+  // The model's local functions (nodes whose domain and op_type name one are inlined), or null.
+  const google::protobuf::RepeatedPtrField<onnx::FunctionProto>* functions = nullptr;
+  // Name scopes of the subgraphs and function bodies being inlined, innermost last: each maps a
+  // name used inside to the unique name its value has in `values`. Names no scope binds are the
+  // model graph's own (ONNX lets a subgraph read any value of the scopes around it).
+  std::vector<std::unordered_map<std::string, std::string>> scopes;
 
   // A Kiln IDENT for an ONNX value name, unique in the graph.
   std::string kiln_name(std::string_view onnx_name);
@@ -130,6 +136,18 @@ class Importer {
   }
 };
 
+// Converts one node (the converter of its op_type, or the inlined body of a local function) with
+// its input names resolved through the importer's scopes. Errors name the node.
+Status convert_node(Importer& im, const onnx::NodeProto& node);
+
+// Inlines `body` (a subgraph of If, Loop or Scan) in a new scope: its inputs are bound to
+// `bound` (one value each), its initializers become constants, every node is converted under
+// fresh unique names (`label` starts them), and the values of its outputs are returned in
+// order. Outer values are read by name, as in ONNX. Not reentrant across Importers; nested
+// subgraphs nest scopes.
+Result<std::vector<Value>> inline_graph(Importer& im, const onnx::GraphProto& body, const std::string& label,
+                                        const std::vector<Value>& bound);
+
 // Constants the importer builds itself (masks, ConstantOfShape, Range, zero biases, ...) larger
 // than this are refused, so a corrupt or hostile model cannot make the import allocate without
 // bound.
@@ -157,5 +175,6 @@ void register_quantization_ops(std::map<std::string, Converter>& table);
 void register_roi_ops(std::map<std::string, Converter>& table);
 void register_rnn_ops(std::map<std::string, Converter>& table);
 void register_grid_ops(std::map<std::string, Converter>& table);
+void register_control_flow_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

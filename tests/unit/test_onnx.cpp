@@ -1110,3 +1110,102 @@ TEST_CASE("onnx: RoiAlign needs a fixed sampling grid") {
   CHECK(diags.to_string().find("node 'align' (RoiAlign, opset 16): sampling_ratio=0 (a sampling grid sized by each box, "
                                "known only from the data) is not supported") != std::string::npos);
 }
+
+TEST_CASE("onnx: local functions are inlined with their attribute references bound") {
+  ModelBuilder m(18);
+  auto* domain = m.model.add_opset_import();
+  domain->set_domain("my.domain");
+  domain->set_version(1);
+  // Scale(x) = x * factor, factor an attribute of the call.
+  onnx::FunctionProto* f = m.model.add_functions();
+  f->set_name("Scale");
+  f->set_domain("my.domain");
+  f->add_input("x");
+  f->add_output("y");
+  f->add_attribute("factor");
+  f->add_opset_import()->set_version(18);
+  onnx::NodeProto* c = f->add_node();
+  c->set_op_type("Constant");
+  c->add_output("c");
+  auto* ref = c->add_attribute();
+  ref->set_name("value_float");
+  ref->set_type(onnx::AttributeProto::FLOAT);
+  ref->set_ref_attr_name("factor");
+  onnx::NodeProto* mul = f->add_node();
+  mul->set_op_type("Mul");
+  mul->add_input("x");
+  mul->add_input("c");
+  mul->add_output("y");
+  m.input("x", {"3"});
+  for (const char* out : {"a", "b"}) {  // two calls: the body's names must not collide
+    onnx::NodeProto* call = m.node("Scale", {std::string(out) == "a" ? "x" : "a"}, {out});
+    call->set_domain("my.domain");
+    auto* factor = call->add_attribute();
+    factor->set_name("factor");
+    factor->set_type(onnx::AttributeProto::FLOAT);
+    factor->set_f(std::string(out) == "a" ? 3.0f : 0.5f);
+  }
+  m.output("b");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  const ir::Tensor x = floats({3}, {1, 2, -4});
+  auto out = ir::interpret(*r, std::span(&x, 1));
+  REQUIRE(out.is_ok());
+  CHECK((*out)[0].data_as<float>()[0] == 1.5f);
+  CHECK((*out)[0].data_as<float>()[2] == -6.0f);
+}
+
+TEST_CASE("onnx: control flow decided at run time is diagnosed at the node") {
+  // Loop with a trip count that is a graph input.
+  {
+    ModelBuilder m(13);
+    m.input("n", {}, onnx::TensorProto::INT64);
+    m.input("x", {"2"});
+    onnx::NodeProto* loop = m.node("Loop", {"n", "", "x"}, {"y"}, "loop");
+    auto* body_attr = loop->add_attribute();
+    body_attr->set_name("body");
+    body_attr->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* body = body_attr->mutable_g();
+    for (const char* in : {"i", "cond_in", "v"}) body->add_input()->set_name(in);
+    onnx::NodeProto* id = body->add_node();
+    id->set_op_type("Identity");
+    id->add_input("cond_in");
+    id->add_output("cond_out");
+    onnx::NodeProto* twice = body->add_node();
+    twice->set_op_type("Add");
+    twice->add_input("v");
+    twice->add_input("v");
+    twice->add_output("v_out");
+    body->add_output()->set_name("cond_out");
+    body->add_output()->set_name("v_out");
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find("node 'loop' (Loop, opset 13): the trip count M must be a constant (computed at import)") !=
+          std::string::npos);
+  }
+  // If on a run-time condition whose branches compute different shapes.
+  {
+    ModelBuilder m(13);
+    m.input("c", {}, onnx::TensorProto::BOOL);
+    m.input("x", {"2"});
+    m.input("z", {"3"});
+    onnx::NodeProto* node = m.node("If", {"c"}, {"y"}, "choose");
+    for (const char* branch : {"then_branch", "else_branch"}) {
+      auto* a = node->add_attribute();
+      a->set_name(branch);
+      a->set_type(onnx::AttributeProto::GRAPH);
+      onnx::NodeProto* n = a->mutable_g()->add_node();
+      n->set_op_type("Identity");
+      n->add_input(std::string(branch) == "then_branch" ? "x" : "z");
+      n->add_output("out");
+      a->mutable_g()->add_output()->set_name("out");
+    }
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find("node 'choose' (If, opset 13): output 0 is f32[2] in then_branch and f32[3] in else_branch") !=
+          std::string::npos);
+  }
+}
