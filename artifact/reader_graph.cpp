@@ -178,6 +178,14 @@ Result<ir::Attrs> read_attrs(const fb::Node& node, const std::string& where) {
       const auto* a = node.attrs_as_TopKAttrs();
       return ir::Attrs(ir::TopKAttrs{a->k(), a->axis(), a->largest()});
     }
+    case fb::Attrs::ScatterAttrs: {
+      const auto* a = node.attrs_as_ScatterAttrs();
+      // The enum's values are the ir:: ones in order; anything past Min is a damaged file.
+      if (uint8_t(a->reduction()) > uint8_t(fb::ScatterReduction::MAX)) {
+        return bad(where + ": scatter with an unknown reduction " + std::to_string(int(a->reduction())));
+      }
+      return ir::Attrs(ir::ScatterAttrs{a->axis(), ir::ScatterReduction(uint8_t(a->reduction()))});
+    }
     case fb::Attrs::IotaAttrs: {
       const auto* a = node.attrs_as_IotaAttrs();
       KILN_ASSIGN_OR_RETURN(ir::Shape shape, read_shape(a->shape(), 0, where));

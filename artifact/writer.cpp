@@ -138,6 +138,9 @@ std::pair<fb::Attrs, Offset<void>> Writer::attrs(const ir::Attrs& attrs) {
           return {fb::Attrs::BroadcastToAttrs, fb::CreateBroadcastToAttrs(fbb_, shape).Union()};
         } else if constexpr (std::is_same_v<A, ir::TopKAttrs>) {
           return {fb::Attrs::TopKAttrs, fb::CreateTopKAttrs(fbb_, a.k, a.axis, a.largest).Union()};
+        } else if constexpr (std::is_same_v<A, ir::ScatterAttrs>) {
+          return {fb::Attrs::ScatterAttrs,
+                  fb::CreateScatterAttrs(fbb_, a.axis, fb::ScatterReduction(uint8_t(a.reduction))).Union()};
         } else if constexpr (std::is_same_v<A, ir::IotaAttrs>) {
           auto shape = dims(a.shape);
           return {fb::Attrs::IotaAttrs, fb::CreateIotaAttrs(fbb_, shape, a.axis, detail::to_fb(a.dtype)).Union()};

@@ -1,6 +1,6 @@
 // The pointwise template (one work item per output element, grid-stride) and the anchors it
-// hosts: layout ops (reshape copy, transpose, broadcast_to, slice, concat, gather), conv2d and
-// pooling. Their elementwise epilogues run at the same output coordinates.
+// hosts: layout ops (reshape copy, transpose, broadcast_to, slice, concat, gather, topk, iota,
+// scatter), conv2d and pooling. Their elementwise epilogues run at the same output coordinates.
 #include <algorithm>
 
 #include "codegen/c_family_internal.h"
@@ -278,6 +278,50 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
       line(pi + " = " + bi + ";");
       close();
       return convert(pi, glsl() ? Num::kI : Num::kL, a.type.dtype);
+    }
+    case OpKind::kScatter: {
+      // Each output element starts from the data and applies, in order, the updates of its line
+      // along the axis (the same coordinates off the axis, within the updates' extents) whose
+      // index hits it: no atomics, and duplicates resolve as in the reference (the last one
+      // wins without a reduction). The work per element is the updates' extent along the axis.
+      const auto& attrs = std::get<ir::ScatterAttrs>(a.attrs);
+      const size_t axis = size_t(attrs.axis);
+      const ir::Shape& x = m_.node(a.inputs[0]).type.shape;
+      const ir::Shape& u = m_.node(a.inputs[2]).type.shape;
+      const int bi = buffer_of(a.inputs[1]), bu = buffer_of(a.inputs[2]);
+      const std::string acc = fresh("sc");
+      line(ctype(kind) + " " + acc + " = " + load(buffer_of(a.inputs[0]), lin) + ";");
+      // Off the axis, an output coordinate beyond the updates' extent has no update.
+      std::string inside;
+      for (size_t d = 0; d < x.size(); ++d) {
+        if (d == axis || u[d] == x[d] || (u[d].is_static() && x[d].is_static() && u[d].size() >= x[d].size())) continue;
+        inside += (inside.empty() ? "" : " && ") + p.coords[d] + " < " + dim(u[d]);
+      }
+      if (!inside.empty()) open("if (" + inside + ")");
+      // The index semantics of every device and the reference: a negative index counts from the
+      // end once; one still out of range matches no element (the update is dropped). i64
+      // indices compare in 64 bits, so huge values cannot wrap onto a valid coordinate in GLSL.
+      const bool wide = m_.node(a.inputs[1]).type.dtype == DType::kI64;
+      const std::string to = wide ? "TO_L" : "TO_IDX";
+      const std::string j = fresh("j"), off = fresh("uo"), g = fresh("g");
+      open("for (IDX " + j + " = TO_IDX(0); " + j + " < " + dim(u[axis]) + "; ++" + j + ")");
+      std::vector<std::string> uc = p.coords;
+      uc[axis] = j;
+      line("IDX " + off + " = " + row_major_offset(u, uc) + ";");
+      line(std::string(wide ? "I64 " : "IDX ") + g + " = " + to + "(" + load(bi, off) + ");");
+      line("if (" + g + " < " + to + "(0)) " + g + " += " + to + "(" + dim(x[axis]) + ");");
+      line("if (" + g + " != " + to + "(" + p.coords[axis] + ")) continue;");
+      const std::string v = load(bu, off);
+      if (const std::optional<OpKind> op = ir::scatter_combine_op(attrs.reduction)) {
+        // add, mul, maximum, minimum: their table templates (NaN-propagating max and min).
+        const ir::CExpr& e = ir::op_info(*op).expr;
+        line(acc + " = " + expand(kind == Num::kF ? e.float_form : e.int_form, {acc, v}, kind) + ";");
+      } else {
+        line(acc + " = " + v + ";");
+      }
+      close();
+      if (!inside.empty()) close();
+      return acc;
     }
     case OpKind::kIota: {
       const auto& attrs = std::get<ir::IotaAttrs>(a.attrs);

@@ -201,6 +201,18 @@ std::optional<std::string> apply_attribute(ir::OpKind kind, ir::Attrs& attrs, co
     if (name == "largest") return get_bool(c, a->largest);
     return unknown(c);
   }
+  if (auto* a = std::get_if<ir::ScatterAttrs>(&attrs)) {
+    if (name == "axis") return get_int(c, a->axis);
+    if (name == "reduction") {
+      const char* expected = "\"none\", \"add\", \"mul\", \"max\" or \"min\"";
+      if (v.kind != Kind::kString) return c.wrong(expected, v);
+      std::optional<ir::ScatterReduction> r = ir::parse_scatter_reduction(v.text);
+      if (!r) return c.bad("must be " + std::string(expected) + ", not \"" + v.text + "\"", v);
+      a->reduction = *r;
+      return std::nullopt;
+    }
+    return unknown(c);
+  }
   if (auto* a = std::get_if<ir::IotaAttrs>(&attrs)) {
     if (name == "shape") return get_shape(c, a->shape, /*allow_minus_one=*/false);
     if (name == "axis") return get_int(c, a->axis);

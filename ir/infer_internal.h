@@ -42,6 +42,7 @@ Result<TensorType> infer_transpose(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_broadcast_to(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_iota(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_topk(OpKind op, const Operands& in, Attrs& attrs);
+Result<TensorType> infer_scatter(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_slice(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_concat(OpKind op, const Operands& in, Attrs& attrs);
 Result<TensorType> infer_gather(OpKind op, const Operands& in, Attrs& attrs);

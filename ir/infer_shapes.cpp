@@ -270,6 +270,40 @@ Result<TensorType> infer_topk(OpKind op, const Operands& in, Attrs& node_attrs) 
   return TensorType{DType::kI64, std::move(shape)};
 }
 
+Result<TensorType> infer_scatter(OpKind op, const Operands& in, Attrs& node_attrs) {
+  auto& attrs = std::get<ScatterAttrs>(node_attrs);
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  const TensorType& updates = in[2];
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, data));
+  if (attrs.reduction != ScatterReduction::kNone && data.dtype == DType::kBool) {
+    return invalid_argument("scatter reduction=\"" + std::string(scatter_reduction_name(attrs.reduction)) +
+                            "\" needs numeric data, got " + data.to_string());
+  }
+  if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64) {
+    return invalid_argument("scatter needs i32 or i64 indices, got " + indices.to_string());
+  }
+  KILN_RETURN_IF_ERROR(require_same_dtype("scatter data and updates", data, updates));
+  if (data.rank() == 0) return invalid_argument("scatter needs data of rank 1 or more, got " + data.to_string());
+  if (indices.shape != updates.shape || indices.rank() != data.rank()) {
+    return invalid_argument("scatter needs indices and updates of one shape and of the data's rank, got " +
+                            data.to_string() + ", " + indices.to_string() + " and " + updates.to_string());
+  }
+  KILN_ASSIGN_OR_RETURN(attrs.axis, normalize_axis(attrs.axis, data.rank()));
+  // Off the axis an update lands at its own coordinates: an extent beyond the data's is a
+  // mistake where both are known (symbolic ones are not compared; updates outside the data are
+  // dropped at run time, as out-of-range indices are).
+  for (size_t d = 0; d < data.shape.size(); ++d) {
+    const Dim& u = updates.shape[d];
+    const Dim& x = data.shape[d];
+    if (int64_t(d) != attrs.axis && u.is_static() && x.is_static() && u.size() > x.size()) {
+      return invalid_argument("scatter updates " + updates.to_string() + " are larger than the data " +
+                              data.to_string() + " along axis " + std::to_string(d));
+    }
+  }
+  return data;
+}
+
 Result<TensorType> infer_slice(OpKind, const Operands& in, Attrs& node_attrs) {
   auto& attrs = std::get<SliceAttrs>(node_attrs);
   const TensorType& x = in[0];

@@ -169,6 +169,7 @@ Result<Tensor> eval_concat(const EvalContext& ctx);
 Result<Tensor> eval_gather(const EvalContext& ctx);
 Result<Tensor> eval_iota(const EvalContext& ctx);
 Result<Tensor> eval_topk(const EvalContext& ctx);
+Result<Tensor> eval_scatter(const EvalContext& ctx);
 // interp_conv.cpp: conv2d; max_pool2d and avg_pool2d; global_avg_pool2d.
 Result<Tensor> eval_conv2d(const EvalContext& ctx);
 Result<Tensor> eval_pool2d(const EvalContext& ctx);

@@ -1,5 +1,5 @@
 // Reference evaluation of layout ops: reshape, transpose, broadcast_to, slice, concat, gather,
-// iota.
+// iota, scatter.
 // They move raw elements, so every dtype is copied bit-exactly; the output dtype must equal the
 // (data) input dtype.
 #include <algorithm>
@@ -237,6 +237,84 @@ Result<Tensor> eval_gather(const EvalContext& ctx) {
     }
   }
   return out;
+}
+
+// scatter(data, indices, updates, axis, reduction): the data, then each update in row-major
+// order combined into the element at its own coordinates with the one along `axis` replaced by
+// its index. A negative index counts from the end once; an update that still lands outside the
+// data is dropped (every device does the same: docs/graph-format.md). Float reductions run in
+// the compute type with the scalar functions of add, mul, maximum and minimum; integer ones in
+// int64 (wrapping), then wrap to the dtype, as the kernels' 32- or 64-bit registers do.
+Result<Tensor> eval_scatter(const EvalContext& ctx) {
+  const auto* attrs = std::get_if<ScatterAttrs>(&ctx.node.attrs);
+  if (attrs == nullptr) return node_error(ctx, "missing scatter attributes");
+  const Tensor& data = *ctx.inputs[0];
+  const Tensor& indices = *ctx.inputs[1];
+  const Tensor& updates = *ctx.inputs[2];
+  if (!is_integer(indices.dtype())) return node_error(ctx, "scatter indices must be i32 or i64");
+  if (updates.dtype() != data.dtype() || ctx.out_dtype != data.dtype()) {
+    return node_error(ctx, "scatter data, updates and result must have one dtype");
+  }
+  const std::vector<int64_t>& ds = data.shape();
+  const std::vector<int64_t>& us = updates.shape();
+  if (indices.shape() != us || us.size() != ds.size()) {
+    return node_error(ctx, "scatter indices " + sizes_to_string(indices.shape()) + " and updates " +
+                               sizes_to_string(us) + " must have one shape of the data's rank " +
+                               std::to_string(ds.size()));
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t axis, checked_axis(ctx, attrs->axis, data.rank()));
+  const std::optional<OpKind> combine_op = scatter_combine_op(attrs->reduction);
+  if (combine_op && data.dtype() == DType::kBool) return node_error(ctx, "scatter reductions need numeric data");
+
+  // The data offset each update lands at, in the updates' row-major order; -1: dropped.
+  const std::vector<int64_t> strides = row_major_strides(ds);
+  const std::vector<int64_t> idx = load_ints(indices);
+  std::vector<int64_t> target(idx.size(), -1);
+  std::vector<int64_t> coord(us.size(), 0);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (i > 0) {  // the odometer: the next row-major coordinates of the updates
+      for (size_t d = us.size(); d-- > 0;) {
+        if (++coord[d] < us[d]) break;
+        coord[d] = 0;
+      }
+    }
+    int64_t offset = 0;
+    bool inside = true;
+    for (size_t d = 0; d < ds.size() && inside; ++d) {
+      int64_t c = coord[d];
+      if (int64_t(d) == axis) {
+        c = idx[i];
+        if (c < 0) c += ds[d];
+      }
+      inside = c >= 0 && c < ds[d];
+      offset += c * strides[d];
+    }
+    if (inside) target[i] = offset;
+  }
+
+  if (is_float(data.dtype())) {
+    return with_compute_type(ctx, [&](auto zero) -> Result<Tensor> {
+      using T = decltype(zero);
+      std::vector<T> out = load_values<T>(data);
+      const std::vector<T> u = load_values<T>(updates);
+      double (*combine)(double, double) = combine_op ? op_info(*combine_op).scalar.binary_f : nullptr;
+      for (size_t i = 0; i < u.size(); ++i) {
+        if (target[i] < 0) continue;
+        T& o = out[size_t(target[i])];
+        o = combine ? T(combine(double(o), double(u[i]))) : u[i];
+      }
+      return tensor_from_values<T>(ctx.out_dtype, ds, std::span<const T>(out));
+    });
+  }
+  std::vector<int64_t> out = load_ints(data);
+  const std::vector<int64_t> u = load_ints(updates);
+  int64_t (*combine)(int64_t, int64_t) = combine_op ? op_info(*combine_op).scalar.binary_i : nullptr;
+  for (size_t i = 0; i < u.size(); ++i) {
+    if (target[i] < 0) continue;
+    int64_t& o = out[size_t(target[i])];
+    o = combine ? combine(o, u[i]) : u[i];
+  }
+  return tensor_from_ints(ctx.out_dtype, ds, out);
 }
 
 Result<Tensor> eval_iota(const EvalContext& ctx) {

@@ -318,6 +318,9 @@ constexpr OpInfo kOpTable[] = {
        interp::eval_iota),
     op(K::kTopK, "topk", F::kLayout, 1, 1, X::kOwnKernel, D::kNumeric, defaults<TopKAttrs>, {"k"}, infer_topk,
        interp::eval_topk),
+    // Any data dtype replaces; the combining reductions need numeric data (infer_scatter).
+    op(K::kScatter, "scatter", F::kLayout, 3, 3, X::kOwnKernel, D::kAny, defaults<ScatterAttrs>, {}, infer_scatter,
+       interp::eval_scatter),
 
     op(K::kConv2d, "conv2d", F::kConv, 2, 3, X::kEpilogueAnchor, D::kAny, defaults<Conv2dAttrs>, {},
        infer_conv2d, interp::eval_conv2d),
@@ -357,6 +360,36 @@ std::string_view op_name(OpKind kind) { return op_info(kind).name; }
 std::string_view op_kind_id(OpKind kind) {
   KILN_CHECK(size_t(kind) < std::size(kOpKindIds), "OpKind out of range");
   return kOpKindIds[size_t(kind)];
+}
+
+std::string_view scatter_reduction_name(ScatterReduction r) {
+  switch (r) {
+    case ScatterReduction::kNone: return "none";
+    case ScatterReduction::kAdd: return "add";
+    case ScatterReduction::kMul: return "mul";
+    case ScatterReduction::kMax: return "max";
+    case ScatterReduction::kMin: return "min";
+  }
+  return "?";
+}
+
+std::optional<ScatterReduction> parse_scatter_reduction(std::string_view name) {
+  for (ScatterReduction r : {ScatterReduction::kNone, ScatterReduction::kAdd, ScatterReduction::kMul,
+                             ScatterReduction::kMax, ScatterReduction::kMin}) {
+    if (scatter_reduction_name(r) == name) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<OpKind> scatter_combine_op(ScatterReduction r) {
+  switch (r) {
+    case ScatterReduction::kNone: return std::nullopt;
+    case ScatterReduction::kAdd: return OpKind::kAdd;
+    case ScatterReduction::kMul: return OpKind::kMul;
+    case ScatterReduction::kMax: return OpKind::kMaximum;
+    case ScatterReduction::kMin: return OpKind::kMinimum;
+  }
+  return std::nullopt;
 }
 
 std::optional<OpKind> parse_op_name(std::string_view name) {

@@ -41,6 +41,7 @@ namespace kiln::ir {
   X(MatMul) X(Attention)                                                                      \
   /* layout */                                                                                \
   X(Reshape) X(Transpose) X(BroadcastTo) X(Slice) X(Concat) X(Gather) X(Iota) X(TopK)         \
+  X(Scatter)                                                                                  \
   /* convolution and pooling (NCHW, or NHWC with channels_last) */                                                        \
   X(Conv2d) X(MaxPool2d) X(AvgPool2d) X(GlobalAvgPool2d)
 
@@ -180,6 +181,26 @@ struct TopKAttrs {
   bool operator==(const TopKAttrs&) const = default;
 };
 
+// scatter(data, indices, updates, axis=0, reduction="none"): data, with every element of
+// `updates` (taken in row-major order) combined into the element whose coordinates are the
+// update's, except along `axis`, where they are the update's entry of `indices` (a negative
+// index counts from the end once; one still outside the data is dropped, on every device).
+// reduction "none" replaces (the last of several updates of one element wins), "add", "mul",
+// "max" and "min" combine (max and min propagate NaN, as maximum and minimum do). `indices` (i32
+// or i64) has the shape of `updates` and both have the data's rank; their extents may differ
+// from the data's. Kiln's extension, for ONNX ScatterElements and ScatterND.
+enum class ScatterReduction : uint8_t { kNone, kAdd, kMul, kMax, kMin };
+std::string_view scatter_reduction_name(ScatterReduction r);
+std::optional<ScatterReduction> parse_scatter_reduction(std::string_view name);
+// The binary op a reduction combines with (add, mul, maximum, minimum); nullopt for kNone.
+std::optional<OpKind> scatter_combine_op(ScatterReduction r);
+
+struct ScatterAttrs {
+  int64_t axis = 0;
+  ScatterReduction reduction = ScatterReduction::kNone;
+  bool operator==(const ScatterAttrs&) const = default;
+};
+
 struct IotaAttrs {
   Shape shape;
   int64_t axis = 0;
@@ -231,7 +252,7 @@ struct Pool2dAttrs {
 using Attrs = std::variant<NoAttrs, InputAttrs, ConstantAttrs, GeluAttrs, CastAttrs, ClampAttrs,
                            ReduceAttrs, ArgMaxAttrs, AxisAttrs, LayerNormAttrs, ReshapeAttrs,
                            TransposeAttrs, BroadcastToAttrs, SliceAttrs, Conv2dAttrs, Pool2dAttrs,
-                           AttentionAttrs, IotaAttrs, TopKAttrs>;
+                           AttentionAttrs, IotaAttrs, TopKAttrs, ScatterAttrs>;
 
 // ---- the operator table ---------------------------------------------------------------------
 //

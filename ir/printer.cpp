@@ -183,6 +183,11 @@ std::vector<std::string> attribute_strings(const Node& node) {
           out.push_back("k=" + std::to_string(a.k));
           if (!is_last_axis(a.axis)) out.push_back("axis=" + std::to_string(a.axis));
           if (!a.largest) out.push_back("largest=false");
+        } else if constexpr (std::is_same_v<A, ScatterAttrs>) {
+          if (a.axis != d.axis) out.push_back("axis=" + std::to_string(a.axis));
+          if (a.reduction != d.reduction) {
+            out.push_back("reduction=\"" + std::string(scatter_reduction_name(a.reduction)) + "\"");
+          }
         } else if constexpr (std::is_same_v<A, IotaAttrs>) {
           out.push_back("shape=" + shape_to_string(a.shape));
           if (a.axis != d.axis) out.push_back("axis=" + std::to_string(a.axis));

@@ -169,7 +169,7 @@ NodeId simplify_node(Graph& graph, NodeId id) {
     case OpKind::kGreaterEqual: case OpKind::kFmod: case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
     case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax: case OpKind::kSoftmax:
     case OpKind::kLogSoftmax: case OpKind::kLayerNorm: case OpKind::kMatMul: case OpKind::kAttention: case OpKind::kGather:
-    case OpKind::kIota: case OpKind::kTopK: case OpKind::kConv2d: case OpKind::kMaxPool2d: case OpKind::kAvgPool2d:
+    case OpKind::kIota: case OpKind::kTopK: case OpKind::kScatter: case OpKind::kConv2d: case OpKind::kMaxPool2d: case OpKind::kAvgPool2d:
       return kNoNode;
     case OpKind::kGlobalAvgPool2d: {
       ir::ReduceAttrs mean;

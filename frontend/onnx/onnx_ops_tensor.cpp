@@ -6,7 +6,6 @@
 // (Value::dims), so dynamic dims stay symbolic instead of becoming run-time tensors.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "frontend/onnx/onnx_importer.h"
@@ -298,101 +297,150 @@ Status topk_op(Importer& im) {
   return im.set_output(1, indices);
 }
 
-// ScatterND and ScatterElements (and opset 9-10's Scatter) of constants, evaluated at import:
-// exporters write them for tables built in Python (Swin's shifted-window attention mask). Kiln
-// has no scatter primitive yet, so a scatter of values computed at run time is reported.
-struct ScatterOperands {
-  const ir::Tensor* data;
-  const ir::Tensor* indices;
-  const ir::Tensor* updates;
-};
+// ScatterElements (and opset 9-10's Scatter, the same without a reduction) and ScatterND map
+// onto Kiln's scatter op: along one axis, each update combined into the element its index
+// names. Operands computed at run time become a scatter kernel; constant ones fold at import
+// (Importer::add). Indices are checked where they are constants: an out-of-range index is an
+// error then, as ONNX says; at run time one is dropped (docs/graph-format.md).
 
-Result<ScatterOperands> constant_scatter_operands(Importer& im) {
-  ScatterOperands ops{};
-  const ir::Tensor** slots[] = {&ops.data, &ops.indices, &ops.updates};
-  for (int i = 0; i < 3; ++i) {
-    KILN_ASSIGN_OR_RETURN(NodeId id, im.input(i));
-    *slots[i] = im.const_data(id);
-    if (*slots[i] == nullptr) {
-      return im.unsupported("a scatter into or from values computed at run time (only constant operands, "
-                            "evaluated at import, are supported)");
-    }
+// The reduction attribute: "none" before opset 16; add and mul from 16, max and min from 18.
+Result<ir::ScatterReduction> scatter_reduction(Importer& im) {
+  const std::string name = im.attr_string("reduction", "none");
+  const std::optional<ir::ScatterReduction> r = ir::parse_scatter_reduction(name);
+  if (!r) return im.error("unknown reduction '" + name + "' (none, add, mul, max or min)");
+  const int64_t since = *r == ir::ScatterReduction::kNone ? 0
+                        : (*r == ir::ScatterReduction::kAdd || *r == ir::ScatterReduction::kMul) ? 16
+                                                                                                 : 18;
+  if (im.opset < since) {
+    return im.error("reduction '" + name + "' needs opset " + std::to_string(since) + " or later");
   }
-  if (!ir::is_integer(ops.indices->dtype())) return im.error("indices must be integers");
-  if (ops.updates->dtype() != ops.data->dtype()) return im.error("updates must have the data's element type");
-  return ops;
+  return *r;
 }
 
-// out[i] = combine(out[i], v) per the `reduction` attribute (opset 16+; "none" replaces).
-Result<std::function<double(double, double)>> scatter_reduction(Importer& im) {
-  const std::string r = im.attr_string("reduction", "none");
-  if (r == "none") return std::function<double(double, double)>([](double, double v) { return v; });
-  if (r == "add") return std::function<double(double, double)>([](double a, double v) { return a + v; });
-  if (r == "mul") return std::function<double(double, double)>([](double a, double v) { return a * v; });
-  if (r == "max") return std::function<double(double, double)>([](double a, double v) { return std::max(a, v); });
-  if (r == "min") return std::function<double(double, double)>([](double a, double v) { return std::min(a, v); });
-  return im.error("unknown reduction '" + r + "'");
-}
-
-Status scatter_nd_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(ScatterOperands ops, constant_scatter_operands(im));
-  KILN_ASSIGN_OR_RETURN(auto combine, scatter_reduction(im));
-  const std::vector<int64_t>& ds = ops.data->shape();
-  const std::vector<int64_t>& is = ops.indices->shape();
-  if (is.empty()) return im.error("indices must have rank 1 or more");
-  const int64_t k = is.back();
-  if (k < 1 || k > int64_t(ds.size())) return im.error("the last dim of indices must be in 1..rank(data)");
-  int64_t slice = 1;
-  for (size_t d = size_t(k); d < ds.size(); ++d) slice *= ds[d];
-  const int64_t count = ops.indices->num_elements() / k;
-  if (ops.updates->num_elements() != count * slice) return im.error("updates do not have the shape indices and data imply");
-  ir::Tensor out = ops.data->clone();
-  for (int64_t u = 0; u < count; ++u) {
-    int64_t offset = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t idx = ops.indices->element_as_int(u * k + j);
-      const int64_t dim = ds[size_t(j)];
-      if (idx < 0) idx += dim;
-      if (idx < 0 || idx >= dim) return im.error("index " + std::to_string(idx) + " is out of range for a dim of " + std::to_string(dim));
-      offset = offset * dim + idx;
-    }
-    for (int64_t e = 0; e < slice; ++e) {
-      const int64_t at = offset * slice + e;
-      out.set_element_from_double(at, combine(out.element_as_double(at), ops.updates->element_as_double(u * slice + e)));
+// Constant indices must lie in [-extent, extent) of the axis they index (when it is static).
+Status check_constant_indices(Importer& im, const ir::Tensor& t, const std::vector<ir::Dim>& extents) {
+  const int64_t k = int64_t(extents.size());
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const ir::Dim& n = extents[size_t(i % k)];
+    const int64_t v = t.element_as_int(i);
+    if (n.is_static() && (v < -n.size() || v >= n.size())) {
+      return im.error("index " + std::to_string(v) + " is out of range for a dim of size " + std::to_string(n.size()));
     }
   }
-  return im.set_output(0, im.add_constant(std::move(out), "scattered"));
+  return Status::ok();
+}
+
+Result<NodeId> scatter_indices(Importer& im, int i) {
+  KILN_ASSIGN_OR_RETURN(NodeId idx, im.input(i));
+  if (im.type(idx).dtype != ir::DType::kI32 && im.type(idx).dtype != ir::DType::kI64) {
+    return im.error("indices must be int32 or int64, got " + im.type(idx).to_string());
+  }
+  return idx;
 }
 
 Status scatter_elements_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(ScatterOperands ops, constant_scatter_operands(im));
-  KILN_ASSIGN_OR_RETURN(auto combine, scatter_reduction(im));
-  const std::vector<int64_t>& ds = ops.data->shape();
-  const std::vector<int64_t>& is = ops.indices->shape();
-  if (is.size() != ds.size() || ops.updates->shape() != is) {
-    return im.error("data, indices and updates must have the same rank, and updates the shape of indices");
+  KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId idx, scatter_indices(im, 1));
+  KILN_ASSIGN_OR_RETURN(NodeId updates, im.input(2));
+  KILN_ASSIGN_OR_RETURN(ir::ScatterReduction reduction, scatter_reduction(im));
+  const int64_t rank = im.type(data).rank();
+  if (rank < 1 || im.type(idx).rank() != rank || im.type(updates).shape != im.type(idx).shape) {
+    return im.error("data, indices and updates must have the same rank (at least 1) and updates the shape of "
+                    "indices, got " + im.type(data).to_string() + ", " + im.type(idx).to_string() + " and " +
+                    im.type(updates).to_string());
   }
-  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), int64_t(ds.size())));
-  ir::Tensor out = ops.data->clone();
-  std::vector<int64_t> coord(is.size(), 0);
-  for (int64_t i = 0; i < ops.indices->num_elements(); ++i) {
-    int64_t rem = i;
-    for (size_t d = is.size(); d-- > 0;) {
-      coord[d] = rem % is[d];
-      rem /= is[d];
-    }
-    int64_t idx = ops.indices->element_as_int(i);
-    if (idx < 0) idx += ds[size_t(axis)];
-    if (idx < 0 || idx >= ds[size_t(axis)]) return im.error("index " + std::to_string(idx) + " is out of range");
-    int64_t at = 0;
-    for (size_t d = 0; d < ds.size(); ++d) {
-      const int64_t c = d == size_t(axis) ? idx : coord[d];
-      if (c >= ds[d]) return im.error("indices have a dim larger than the data's");
-      at = at * ds[d] + c;
-    }
-    out.set_element_from_double(at, combine(out.element_as_double(at), ops.updates->element_as_double(i)));
+  KILN_ASSIGN_OR_RETURN(int64_t axis, axis_in(im, im.attr_int("axis", 0), rank));
+  if (const ir::Tensor* t = im.const_data(idx)) {
+    KILN_RETURN_IF_ERROR(check_constant_indices(im, *t, {im.type(data).shape[size_t(axis)]}));
   }
-  return im.set_output(0, im.add_constant(std::move(out), "scattered"));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kScatter, {data, idx, updates}, ir::ScatterAttrs{axis, reduction}));
+  return im.set_output(0, y);
+}
+
+// ScatterND: each index tuple (the indices' last dim, k long) names a slice of the data after
+// its first k dims. Lowered to one scatter along axis 0 of the data seen as [R, rest...] (R: the
+// product of its first k dims): each tuple's row there is sum_j wrap(index_j) * stride_j (a
+// tuple with a component out of range gets row R, which the scatter drops), broadcast over the
+// rest; the updates become [M, rest...] (M: the number of tuples). Symbolic sizes work as in
+// GatherND (products of symbols; strides over them computed at run time); only k must be static.
+// The kernel visits all M updates for each output element.
+Status scatter_nd_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId data, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId idx, scatter_indices(im, 1));
+  KILN_ASSIGN_OR_RETURN(NodeId updates, im.input(2));
+  KILN_ASSIGN_OR_RETURN(ir::ScatterReduction reduction, scatter_reduction(im));
+  // Copies: adding nodes moves types.
+  const Shape ds = im.type(data).shape, is = im.type(idx).shape, us = im.type(updates).shape;
+  const int64_t rank = int64_t(ds.size()), irank = int64_t(is.size());
+  if (irank < 1) return im.error("indices must have rank 1 or more");
+  if (!is.back().is_static()) {
+    return im.unsupported("ScatterND with indices whose last dim (the index length) is dynamic: " +
+                          im.type(idx).to_string());
+  }
+  const int64_t k = is.back().size();
+  if (k < 1 || k > rank) {
+    return im.error("the last dim of indices (" + std::to_string(k) + ") must be in 1..rank(data) = 1.." +
+                    std::to_string(rank));
+  }
+  Shape tuple_shape(is.begin(), is.end() - 1);
+  const Shape rest(ds.begin() + k, ds.end());
+  Shape expected = tuple_shape;
+  expected.insert(expected.end(), rest.begin(), rest.end());
+  if (us != expected) {
+    return im.error("updates " + im.type(updates).to_string() + " do not have the shape " +
+                    ir::shape_to_string(expected) + " that indices " + im.type(idx).to_string() + " and data " +
+                    im.type(data).to_string() + " imply");
+  }
+  if (const ir::Tensor* t = im.const_data(idx)) {
+    KILN_RETURN_IF_ERROR(check_constant_indices(im, *t, std::vector<ir::Dim>(ds.begin(), ds.begin() + k)));
+  }
+  KILN_ASSIGN_OR_RETURN(auto layout, im.row_major_strides(Shape(ds.begin(), ds.begin() + k)));
+  const auto& [strides, rows] = layout;
+  KILN_ASSIGN_OR_RETURN(auto tuples, im.row_major_strides(tuple_shape));
+  const ir::Dim count = tuples.second;  // M
+  NodeId row = ir::kNoNode;
+  if (k == 1) {
+    // One component: the scatter wraps a negative index and drops an out-of-range one itself.
+    KILN_ASSIGN_OR_RETURN(row, im.reshape(idx, tuple_shape));
+  } else {
+    NodeId valid = ir::kNoNode;
+    KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0, ir::DType::kI64));
+    for (int64_t j = 0; j < k; ++j) {
+      KILN_ASSIGN_OR_RETURN(NodeId c, im.add(OpKind::kSlice, {idx}, ir::SliceAttrs{{j}, {j + 1}, {irank - 1}, {1}}));
+      KILN_ASSIGN_OR_RETURN(c, im.reshape(c, tuple_shape));
+      KILN_ASSIGN_OR_RETURN(c, im.wrap_negative(c, ds[size_t(j)]));
+      // A component outside its dim would land in another row: the tuple is dropped instead.
+      KILN_ASSIGN_OR_RETURN(NodeId extent, im.size_value(ds[size_t(j)]));
+      KILN_ASSIGN_OR_RETURN(NodeId above, im.apply(OpKind::kGreaterEqual, {c, zero}));
+      KILN_ASSIGN_OR_RETURN(NodeId below, im.apply(OpKind::kLess, {c, extent}));
+      KILN_ASSIGN_OR_RETURN(NodeId ok, im.apply(OpKind::kAnd, {above, below}));
+      if (valid == ir::kNoNode) {
+        valid = ok;
+      } else {
+        KILN_ASSIGN_OR_RETURN(valid, im.apply(OpKind::kAnd, {valid, ok}));
+      }
+      KILN_ASSIGN_OR_RETURN(c, im.times_size(c, strides[size_t(j)]));
+      KILN_ASSIGN_OR_RETURN(row, im.add_term(row, c));
+    }
+    KILN_ASSIGN_OR_RETURN(NodeId dropped, im.size_value(rows));
+    KILN_ASSIGN_OR_RETURN(row, im.add(OpKind::kWhere, {valid, row, dropped}, ir::NoAttrs{}));
+  }
+  // Rows as [M, 1, ...] broadcast over the rest, updates as [M, rest...], data as [R, rest...].
+  Shape row_shape = {count};
+  row_shape.insert(row_shape.end(), rest.size(), ir::Dim::of(1));
+  Shape update_shape = {count};
+  update_shape.insert(update_shape.end(), rest.begin(), rest.end());
+  Shape flat_shape = {rows};
+  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+  KILN_ASSIGN_OR_RETURN(row, im.reshape(row, row_shape));
+  if (row_shape != update_shape) {
+    KILN_ASSIGN_OR_RETURN(row, im.add(OpKind::kBroadcastTo, {row}, ir::BroadcastToAttrs{update_shape}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId flat_updates, im.reshape(updates, update_shape));
+  KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(data, flat_shape));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kScatter, {flat, row, flat_updates}, ir::ScatterAttrs{0, reduction}));
+  KILN_ASSIGN_OR_RETURN(y, im.reshape(y, ds));
+  return im.set_output(0, y);
 }
 
 // GatherND: each index tuple (the indices' last dim, k long) picks a slice of the data after its

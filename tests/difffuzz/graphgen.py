@@ -703,6 +703,31 @@ def topk_rule(g, op):
     return g.emit(op, [x], attrs, "i64", shape, float(x.shape[axis]), True)
 
 
+def scatter_rule(g, op):
+    rng = g.rng
+    x = g.operand(g.dtypes_of(op), pred=lambda v: v.rank >= 1 and any(d != SYMBOL for d in v.shape))
+    axis = rng.choice([i for i, d in enumerate(x.shape) if d != SYMBOL])
+    n = x.shape[axis]
+    # Updates as large as the data or smaller off the axis, any length along it.
+    shape = [d if d == SYMBOL or rng.random() < 0.6 else rng.randint(1, d) for d in x.shape]
+    shape[axis] = rng.randint(1, n + 2)
+    reduction = "none" if x.dtype == "bool" else rng.choice(["none", "none", "add", "mul", "max", "min"])
+    u = g.pick(lambda v: v.dtype == x.dtype and v.shape == shape and v is not x) or g.new_input(x.dtype, shape)
+    if reduction == "mul":
+        u = g.bounded(u, 1.0)  # products of updates must not grow past the budget
+    # Every index class the op defines: negative (from the end), in range, out of range (dropped).
+    idx = g.new_input(rng.choice(INTS), shape, domain="int [%d, %d]" % (-n - 1, n))
+    idx.mag = float(n + 1)
+    attrs = ([] if axis == 0 and rng.random() < 0.5 else ["axis=%d" % (axis - x.rank if rng.random() < 0.3 else axis)])
+    if reduction != "none" or rng.random() < 0.3:
+        attrs.append('reduction="%s"' % reduction)
+    k = shape[axis]  # updates one element can receive
+    mag = {"add": x.mag + k * u.mag, "mul": x.mag}.get(reduction, max(x.mag, u.mag))
+    # A float sum or product rounds differently in the reference's double than in f32 kernels.
+    exact = x.exact and u.exact and (reduction in ("none", "max", "min") or not is_float(x.dtype))
+    return g.emit(op, [x, idx, u], attrs, x.dtype, x.shape, mag, exact)
+
+
 def image(g, op, dtypes):
     rng = g.rng
     return g.pick(lambda v: v.dtype in dtypes and v.rank == 4 and SYMBOL not in v.shape[1:],
@@ -793,6 +818,7 @@ RULES.update({
     "gather": ("Axis", gather_rule, 0.8),
     "iota": ("Iota", iota_rule, 0.4),
     "topk": ("TopK", topk_rule, 0.6),
+    "scatter": ("Scatter", scatter_rule, 0.6),
     "conv2d": ("Conv2d", conv2d_rule, 1.0),
     "max_pool2d": ("Pool2d", pool_rule, 0.6),
     "avg_pool2d": ("Pool2d", pool_rule, 0.6),

@@ -455,6 +455,50 @@ def gen_layout():
     xts = rand("f16", (4, 5))
     case("topk_sym", [("x", "f16", xts, ["N", 5])], [("y", "i64", topk_ref(xts.astype(np.float64), 2, 1, False), ["N", 2])],
          "y = topk(x, k=2, largest=false)")
+    # scatter: each update (row-major order) combined into data at its own coordinates with the
+    # one along the axis replaced by its index; negative indices count from the end once, ones
+    # still out of range and updates beyond the data off the axis are dropped; duplicates apply in
+    # order (the last wins without a reduction).
+    def scatter_ref(data, idx, upd, axis, reduction):
+        out = data.astype(np.float64) if data.dtype.kind == "f" else data.astype(np.int64)
+        combine = {"none": lambda a, v: v, "add": lambda a, v: a + v, "mul": lambda a, v: a * v,
+                   "max": max, "min": min}[reduction]
+        n = data.shape[axis]
+        for p in np.ndindex(*upd.shape):
+            i = int(idx[p])
+            i = i + n if i < 0 else i
+            q = list(p)
+            q[axis] = i
+            if not all(0 <= c < d for c, d in zip(q, data.shape)):
+                continue
+            v = float(upd[p]) if data.dtype.kind == "f" else int(upd[p])
+            out[tuple(q)] = combine(out[tuple(q)], v)
+        return out
+
+    def scatter_case(name, dt, dshape, ushape, axis, reduction, idt="i64", lo=-3, hi=3, sym=None):
+        d = rand(dt, dshape, lo, hi)
+        u = rand(dt, ushape, lo, hi)
+        n = dshape[axis]
+        i = rand(idt, ushape, -n - 1, n)  # every class: negative, in range, out of range
+        attrs = ("" if axis == 0 else ", axis=%d" % axis) + ("" if reduction == "none" else ', reduction="%s"' % reduction)
+        dd = [sym] + list(dshape[1:]) if sym else dshape
+        ud = [sym] + list(ushape[1:]) if sym else ushape
+        case(name, [("d", dt, d, dd), ("i", idt, i, ud), ("u", dt, u, ud)],
+             [("y", dt, to_dtype(scatter_ref(d, i, u, axis if axis >= 0 else axis + len(dshape), reduction), dt), dd)],
+             "y = scatter(d, i, u%s)" % attrs)
+    scatter_case("scatter_f32_add", "f32", (3, 4), (7, 4), 0, "add")
+    scatter_case("scatter_i32_none_axis1", "i32", (2, 5), (2, 9), 1, "none", idt="i32")
+    scatter_case("scatter_f16_max", "f16", (4, 3, 2), (2, 5, 2), 1, "max")
+    scatter_case("scatter_f32_min_smaller", "f32", (4, 6), (3, 4), -1, "min")
+    scatter_case("scatter_i64_mul", "i64", (3, 4), (5, 2), 0, "mul", idt="i32")
+    scatter_case("scatter_u8_add_wraps", "u8", (5,), (9,), 0, "add", lo=0, hi=250)
+    scatter_case("scatter_bf16_none", "bf16", (2, 3), (4, 3), 0, "none")
+    scatter_case("scatter_sym", "f32", (3, 4), (3, 6), 1, "mul", sym="N")
+    db = rand("bool", (6,))
+    ub = rand("bool", (4,))
+    ib = np.array([5, -1, 0, 6], dtype=np.int64)
+    case("scatter_bool", [("d", "bool", db), ("i", "i64", ib), ("u", "bool", ub)],
+         [("y", "bool", scatter_ref(db, ib, ub, 0, "none").astype(np.bool_))], "y = scatter(d, i, u)")
     # iota: static (folded at -O1), and over a symbolic size bound by an input.
     case("iota_i64", [], [("y", "i64", np.broadcast_to(np.arange(4)[:, None], (4, 3)).copy())],
          "y = iota(shape=[4, 3])")

@@ -274,6 +274,50 @@ TEST_CASE("interpreter: gather wraps negative indices once and clamps out-of-ran
   CHECK(doubles((*empty)[0]) == std::vector<double>{0, 0, 0, 0});
 }
 
+TEST_CASE("interpreter: scatter applies updates in order, wraps negative indices once and drops the rest") {
+  // data [3, 2]; four updates along axis 0 in column 0 and one in column 1 ([2, 2] updates; the
+  // second row of column 1 is the update at (1, 1)).
+  auto scatter = [](ScatterReduction reduction, std::vector<double> index_values, DType dtype = DType::kF32) {
+    GraphMaker m;
+    NodeId d = m.input("d", dtype, shape_of({3, 2}));
+    NodeId i = m.input("i", DType::kI64, shape_of({2, 2}));
+    NodeId u = m.input("u", dtype, shape_of({2, 2}));
+    m.output(m.op(OpKind::kScatter, {d, i, u}, ScatterAttrs{0, reduction}));
+    return ints(run1(m, {make(dtype, {3, 2}, {1, 2, 3, 4, 5, 6}), make(DType::kI64, {2, 2}, index_values),
+                         make(dtype, {2, 2}, {10, 20, 30, 40})}));
+  };
+  // Rows: update (0, 0) -> row -1 = 2, (0, 1) -> row 0, (1, 0) -> row 2 again, (1, 1) -> row 0.
+  CHECK(scatter(ScatterReduction::kNone, {-1, 0, 2, 0}) == std::vector<int64_t>{1, 40, 3, 4, 30, 6});
+  CHECK(scatter(ScatterReduction::kAdd, {-1, 0, 2, 0}) == std::vector<int64_t>{1, 62, 3, 4, 45, 6});
+  CHECK(scatter(ScatterReduction::kMul, {-1, 0, 2, 0}, DType::kI32) ==
+        std::vector<int64_t>{1, 1600, 3, 4, 1500, 6});
+  CHECK(scatter(ScatterReduction::kMax, {-1, 0, 2, 0}) == std::vector<int64_t>{1, 40, 3, 4, 30, 6});
+  CHECK(scatter(ScatterReduction::kMin, {-1, 0, 2, 0}, DType::kI64) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  // Out of range after one wrap (3, -4) or far out (1e12): dropped, as on every device.
+  CHECK(scatter(ScatterReduction::kNone, {3, -4, 1e12, -1e12}) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(scatter(ScatterReduction::kAdd, {3, 1, -3, -4}, DType::kU8) == std::vector<int64_t>{31, 2, 3, 24, 5, 6});
+
+  // Updates smaller than the data off the axis leave the rest alone; along the axis they may be
+  // longer than the data (more updates than elements of a line).
+  GraphMaker m;
+  NodeId d = m.input("d", DType::kF32, shape_of({2, 3}));
+  NodeId i = m.input("i", DType::kI32, shape_of({1, 5}));
+  NodeId u = m.input("u", DType::kF32, shape_of({1, 5}));
+  m.output(m.op(OpKind::kScatter, {d, i, u}, ScatterAttrs{-1, ScatterReduction::kAdd}));
+  CHECK(doubles(run1(m, {make(DType::kF32, {2, 3}, {0, 0, 0, 0, 0, 0}), make(DType::kI32, {1, 5}, {0, 2, 0, -1, 7}),
+                         make(DType::kF32, {1, 5}, {1, 2, 4, 8, 16})})) == std::vector<double>{5, 0, 10, 0, 0, 0});
+  // max and min propagate NaN, as maximum and minimum do.
+  GraphMaker n;
+  NodeId nd = n.input("d", DType::kF32, shape_of({2}));
+  NodeId ni = n.input("i", DType::kI64, shape_of({2}));
+  NodeId nu = n.input("u", DType::kF32, shape_of({2}));
+  n.output(n.op(OpKind::kScatter, {nd, ni, nu}, ScatterAttrs{0, ScatterReduction::kMax}));
+  std::vector<double> y = doubles(run1(n, {make(DType::kF32, {2}, {std::nan(""), 1}), make(DType::kI64, {2}, {0, 1}),
+                                           make(DType::kF32, {2}, {5, std::nan("")})}));
+  CHECK(std::isnan(y[0]));
+  CHECK(std::isnan(y[1]));
+}
+
 TEST_CASE("interpreter: slice with negative steps clamps like Python") {
   Tensor x = make(DType::kI32, {6}, {0, 1, 2, 3, 4, 5});
   SliceAttrs reverse;

@@ -238,6 +238,21 @@ TEST_CASE("ir.infer: concat and gather") {
   CHECK(T(OpKind::kGather, {"f32[4, 5, 6]", "i32[2]"}, AxisAttrs{-2}) == "f32[4, 2, 6]");
   CHECK(T(OpKind::kGather, {"f32[4, 5]", "i32[]"}, AxisAttrs{1}) == "f32[4]");
   CHECK(T(OpKind::kGather, {"f32[4, 5]", "f32[2]"}) == "error: gather needs i32 or i64 indices, got f32[2]");
+
+  const ScatterAttrs add{-1, ScatterReduction::kAdd};
+  CHECK(T(OpKind::kScatter, {"f32[N, 5]", "i64[N, 7]", "f32[N, 7]"}, add) == "f32[N, 5]");
+  CHECK(T(OpKind::kScatter, {"bool[4, 5]", "i32[2, 2]", "bool[2, 2]"}) == "bool[4, 5]");
+  CHECK(T(OpKind::kScatter, {"bool[4]", "i32[2]", "bool[2]"}, add) ==
+        "error: scatter reduction=\"add\" needs numeric data, got bool[4]");
+  CHECK(T(OpKind::kScatter, {"f32[4]", "f32[2]", "f32[2]"}) == "error: scatter needs i32 or i64 indices, got f32[2]");
+  CHECK(T(OpKind::kScatter, {"f32[4]", "i64[2]", "f16[2]"}).rfind("error: scatter data and updates operands must have the same dtype", 0) == 0);
+  CHECK(T(OpKind::kScatter, {"f32[4, 2]", "i64[2, 2]", "f32[2, 1]"}) ==
+        "error: scatter needs indices and updates of one shape and of the data's rank, got f32[4, 2], i64[2, 2] and f32[2, 1]");
+  CHECK(T(OpKind::kScatter, {"f32[4, 2]", "i64[2]", "f32[2]"}).rfind("error: scatter needs indices and updates of one shape", 0) == 0);
+  CHECK(T(OpKind::kScatter, {"f32[4, 2]", "i64[9, 3]", "f32[9, 3]"}) ==
+        "error: scatter updates f32[9, 3] are larger than the data f32[4, 2] along axis 1");
+  CHECK(T(OpKind::kScatter, {"f32[4, 2]", "i64[1, 2]", "f32[1, 2]"}, ScatterAttrs{2, ScatterReduction::kNone})
+            .rfind("error: axis 2 is out of range", 0) == 0);
 }
 
 TEST_CASE("ir.infer: conv2d and pooling") {

@@ -549,6 +549,127 @@ TEST_CASE("onnx: dynamic sizes as tensor data, and GatherND over dynamic dims") 
   CHECK((*out)[1].element_as_double(1) == 2.0);
 }
 
+namespace {
+void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+ir::Tensor int64s(std::vector<int64_t> shape, std::vector<int64_t> v) {
+  auto t = ir::Tensor::zeros(ir::DType::kI64, shape);
+  REQUIRE(t.is_ok());
+  for (size_t i = 0; i < v.size(); ++i) t->mutable_data_as<int64_t>()[i] = v[i];
+  return *t;
+}
+}  // namespace
+
+TEST_CASE("onnx: ScatterElements and ScatterND of values computed at run time, over dynamic dims") {
+  ModelBuilder m(18);
+  m.input("x", {"batch", "3"});
+  m.input("cols", {"batch", "2"}, onnx::TensorProto::INT64);
+  m.input("vals", {"batch", "2"});
+  m.input("tuples", {"n", "2"}, onnx::TensorProto::INT64);
+  m.input("add", {"n"});
+  set_int(m.node("ScatterElements", {"x", "cols", "vals"}, {"rows"}), "axis", 1);
+  set_string(m.node("ScatterND", {"x", "tuples", "add"}, {"sums"}), "reduction", "add");
+  set_string(m.node("ScatterElements", {"x", "cols", "vals"}, {"peaks"}), "reduction", "max");
+  m.output("rows");
+  m.output("sums");
+  m.output("peaks");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(count_ops(*r, ir::OpKind::kScatter) == 3);
+  CHECK(r->outputs().at(1).declared.to_string() == "f32[batch, 3]");
+  std::vector<ir::Tensor> inputs;
+  inputs.push_back(floats({2, 3}, {0, 1, 2, 3, 4, 5}));
+  inputs.push_back(int64s({2, 2}, {-1, 0, 1, 1}));  // duplicates in row 1: the later update wins
+  inputs.push_back(floats({2, 2}, {10, 20, 30, 40}));
+  // (1, -1) and (0, 0) twice add; (2, 0) and (0, 3) are out of range, dropped (not wrapped into
+  // another row).
+  inputs.push_back(int64s({5, 2}, {1, -1, 0, 0, 2, 0, 0, 3, 0, 0}));
+  inputs.push_back(floats({5}, {100, 200, 300, 400, 500}));
+  auto out = ir::interpret(*r, inputs);
+  REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+  auto values = [](const ir::Tensor& t) {
+    std::vector<double> v;
+    for (int64_t i = 0; i < t.num_elements(); ++i) v.push_back(t.element_as_double(i));
+    return v;
+  };
+  CHECK(values((*out)[0]) == std::vector<double>{20, 1, 10, 3, 40, 5});
+  CHECK(values((*out)[1]) == std::vector<double>{700, 1, 2, 3, 4, 105});
+  // Axis 0 (the default): the updates of column 0 go to rows -1 (= 1) and 1, those of column 1
+  // to rows 0 and 1; each element keeps the largest of its value and its updates.
+  CHECK(values((*out)[2]) == std::vector<double>{0, 20, 2, 30, 40, 5});
+}
+
+TEST_CASE("onnx: mistakes in ScatterElements, Scatter and ScatterND are diagnosed at the node") {
+  struct Case {
+    int64_t opset;
+    const char* op;
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  auto none = [](onnx::NodeProto*) {};
+  const std::vector<Case> cases = {
+      {18, "ScatterElements", {"x", "i2", "u2"}, [](onnx::NodeProto* n) { set_string(n, "reduction", "sum"); },
+       "node 'bad' (ScatterElements, opset 18): unknown reduction 'sum' (none, add, mul, max or min)"},
+      {13, "ScatterElements", {"x", "i2", "u2"}, [](onnx::NodeProto* n) { set_string(n, "reduction", "add"); },
+       "node 'bad' (ScatterElements, opset 13): reduction 'add' needs opset 16 or later"},
+      {16, "ScatterND", {"x", "t1", "u4"}, [](onnx::NodeProto* n) { set_string(n, "reduction", "max"); },
+       "node 'bad' (ScatterND, opset 16): reduction 'max' needs opset 18 or later"},
+      {18, "ScatterElements", {"x", "far", "u2"}, none,
+       "node 'bad' (ScatterElements, opset 18): index 2 is out of range for a dim of size 2"},
+      {10, "Scatter", {"x", "i2", "u4"}, none,
+       "node 'bad' (Scatter, opset 10): data, indices and updates must have the same rank (at least 1) and "
+       "updates the shape of indices, got f32[2, 4], i64[1, 2] and f32[4]"},
+      {18, "ScatterElements", {"x", "u2", "u2"}, none,
+       "node 'bad' (ScatterElements, opset 18): indices must be int32 or int64, got f32[1, 2]"},
+      {18, "ScatterElements", {"x", "wide", "uwide"}, [](onnx::NodeProto* n) { set_int(n, "axis", 0); },
+       "node 'bad' (ScatterElements, opset 18): scatter updates f32[1, 5] are larger than the data f32[2, 4] along axis 1"},
+      {18, "ScatterND", {"x", "t3", "u4"}, none,
+       "node 'bad' (ScatterND, opset 18): the last dim of indices (3) must be in 1..rank(data) = 1..2"},
+      {18, "ScatterND", {"x", "t1", "u2"}, none,
+       "node 'bad' (ScatterND, opset 18): updates f32[1, 2] do not have the shape [1, 4] that indices i64[1, 1] "
+       "and data f32[2, 4] imply"},
+      {18, "ScatterND", {"x", "tfar", "u1"}, none,
+       "node 'bad' (ScatterND, opset 18): index -3 is out of range for a dim of size 2"},
+      {18, "ScatterND", {"x", "tdyn", "u4"}, none,
+       "node 'bad' (ScatterND, opset 18): ScatterND with indices whose last dim (the index length) "
+       "is dynamic: i64[1, k]"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(c.opset);
+    m.input("x", {"2", "4"});
+    m.input("tdyn", {"1", "k"}, onnx::TensorProto::INT64);
+    auto ints = [&](const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+      auto* t = m.graph->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::INT64);
+      for (auto d : dims) t->add_dims(d);
+      for (auto x : v) t->add_int64_data(x);
+    };
+    ints("i2", {1, 2}, {0, 1});
+    ints("far", {1, 2}, {-2, 2});
+    ints("wide", {1, 5}, {0, 1, 0, 1, 0});
+    ints("t1", {1, 1}, {1});
+    ints("t3", {1, 3}, {0, 0, 0});
+    ints("tfar", {1, 2}, {-3, 0});
+    m.init_floats("u2", {1, 2}, {1, 2});
+    m.init_floats("u4", {4}, {1, 2, 3, 4});
+    m.init_floats("u1", {1}, {1});
+    m.init_floats("uwide", {1, 5}, {1, 2, 3, 4, 5});
+    c.attrs(m.node(c.op, c.inputs, {"y"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
+
 TEST_CASE("onnx: Einsum as batched matmuls, sums and transposes; diagonals are reported") {
   // One equation per case over A [2, 3, 4] and B [2, 5, 4] (values i+1 and 2*i+1), checked
   // against a direct evaluation of the sum.

@@ -510,7 +510,7 @@ std::string_view attrs_name(const kiln::ir::Attrs& attrs) {
           [](const ir::BroadcastToAttrs&) { return "BroadcastTo"; }, [](const ir::SliceAttrs&) { return "Slice"; },
           [](const ir::Conv2dAttrs&) { return "Conv2d"; }, [](const ir::Pool2dAttrs&) { return "Pool2d"; },
           [](const ir::AttentionAttrs&) { return "Attention"; }, [](const ir::IotaAttrs&) { return "Iota"; },
-          [](const ir::TopKAttrs&) { return "TopK"; }},
+          [](const ir::TopKAttrs&) { return "TopK"; }, [](const ir::ScatterAttrs&) { return "Scatter"; }},
       attrs);
 }
 
