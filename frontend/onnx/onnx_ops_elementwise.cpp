@@ -388,7 +388,7 @@ Status dropout(Importer& im) {
       zero_ratio = r != nullptr && r->num_elements() == 1 && r->element_as_double(0) == 0.0;
     }
     if (!zero_ratio && (t == nullptr || t->num_elements() != 1 || t->element_as_int(0) != 0)) {
-      return im.unsupported("training_mode must be a constant false (training is not supported)");
+      return im.unsupported("training_mode must be a constant false, or the ratio a constant 0 (training-mode dropout is not supported)");
     }
   }
   if (im.current->output_size() < 2 || im.current->output(1).empty()) return identity(im);

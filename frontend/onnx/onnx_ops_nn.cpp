@@ -511,10 +511,49 @@ Converter global_pool(bool is_max) {
   };
 }
 
+// BatchNormalization in training mode (opsets 14+): normalized by the batch's own mean and
+// (biased) variance over every axis but the channels; the running statistics are blended with
+// them by `momentum`, as ONNX's reference computes them.
+Status batch_norm_training(Importer& im, NodeId x, const NodeId (&p)[4], const Shape& param_shape) {
+  if (im.opset < 14) return im.unsupported("training mode before opset 14 (its extra outputs) is not supported");
+  const int64_t rank = im.type(x).rank();
+  ir::ReduceAttrs stats;
+  stats.keepdims = true;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != 1) stats.axes.push_back(i);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId mean, im.add(OpKind::kReduceMean, {x}, stats));
+  KILN_ASSIGN_OR_RETURN(NodeId centered, im.apply(OpKind::kSub, {x, mean}));
+  KILN_ASSIGN_OR_RETURN(NodeId squared, im.apply(OpKind::kMul, {centered, centered}));
+  KILN_ASSIGN_OR_RETURN(NodeId var, im.add(OpKind::kReduceMean, {squared}, stats));
+  KILN_ASSIGN_OR_RETURN(NodeId eps, im.scalar_like(x, im.attr_float("epsilon", 1e-5)));
+  KILN_ASSIGN_OR_RETURN(NodeId inv, im.apply(OpKind::kAdd, {var, eps}));
+  KILN_ASSIGN_OR_RETURN(inv, im.apply(OpKind::kRsqrt, {inv}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMul, {centered, inv}));
+  KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kMul, {y, p[0]}));
+  KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kAdd, {y, p[1]}));
+  KILN_RETURN_IF_ERROR(im.set_output(0, y));
+  const double momentum = im.attr_float("momentum", 0.9);
+  KILN_ASSIGN_OR_RETURN(NodeId keep, im.scalar_like(x, momentum));
+  KILN_ASSIGN_OR_RETURN(NodeId take, im.scalar_like(x, 1.0 - momentum));
+  const Shape channel_shape{param_shape[0]};
+  for (int i = 0; i < 2; ++i) {  // running_mean from mean (input 3), running_var from var (input 4)
+    KILN_ASSIGN_OR_RETURN(NodeId batch_stat, im.reshape(i == 0 ? mean : var, param_shape));
+    KILN_ASSIGN_OR_RETURN(NodeId old_part, im.apply(OpKind::kMul, {p[2 + i], keep}));
+    KILN_ASSIGN_OR_RETURN(NodeId new_part, im.apply(OpKind::kMul, {batch_stat, take}));
+    KILN_ASSIGN_OR_RETURN(NodeId running, im.apply(OpKind::kAdd, {old_part, new_part}));
+    KILN_ASSIGN_OR_RETURN(running, im.reshape(running, channel_shape));
+    KILN_RETURN_IF_ERROR(im.set_output(1 + i, running));
+  }
+  return Status::ok();
+}
+
 Status batch_norm(Importer& im) {
-  if (im.attr_int("training_mode", 0) != 0) return im.unsupported("training_mode=1 is not supported");
   if (im.attr_int("spatial", 1) != 1) return im.unsupported("spatial=0 is not supported");
-  KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+  const bool training = im.attr_int("training_mode", 0) != 0;
+  if (!training) {
+    KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+  }
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const int64_t rank = im.type(x).rank();
   if (rank < 2) return im.error("needs an input of rank 2 or more");
@@ -526,6 +565,7 @@ Status batch_norm(Importer& im) {
     KILN_ASSIGN_OR_RETURN(p[i], im.input(i + 1));
     KILN_ASSIGN_OR_RETURN(p[i], im.reshape(p[i], param_shape));
   }
+  if (training) return batch_norm_training(im, x, p, param_shape);
   // a = scale / sqrt(var + eps); b = bias - mean * a; y = x * a + b (folded when constant).
   KILN_ASSIGN_OR_RETURN(NodeId eps, im.scalar(im.attr_float("epsilon", 1e-5), im.type(x).dtype));
   KILN_ASSIGN_OR_RETURN(NodeId var_eps, im.add(OpKind::kAdd, {p[3], eps}, ir::NoAttrs{}));

@@ -203,6 +203,42 @@ Status concat_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// Compress(input, condition): the slices along `axis` (of the flattened input without one) whose
+// condition entry is true; entries past the condition's length are dropped. The output's size
+// depends on the condition's values, so it must be a constant at import; the selection is then
+// a gather at the constant positions.
+Status compress_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId condition, im.input(1));
+  const ir::Tensor* keep = im.const_data(condition);
+  if (keep == nullptr) {
+    return im.unsupported("the condition must be a constant (computed at import): Compress's output size depends on "
+                          "its values, and data-dependent sizes are not supported");
+  }
+  if (keep->rank() != 1) return im.error("the condition must be 1-D");
+  int64_t axis = 0;
+  if (im.attr("axis") != nullptr) {
+    Result<int64_t> a = ir::normalize_axis(im.attr_int("axis", 0), im.type(x).rank());
+    if (!a.is_ok()) return im.error(a.status().message());
+    axis = *a;
+  } else {
+    const std::optional<int64_t> n = ir::static_num_elements(im.type(x).shape);
+    if (!n) return im.unsupported("Compress without an axis of an input of dynamic size");
+    KILN_ASSIGN_OR_RETURN(x, im.reshape(x, {Dim::of(*n)}));
+  }
+  const Dim extent = im.type(x).shape[size_t(axis)];
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < keep->num_elements(); ++i) {
+    if (keep->element_as_double(i) == 0) continue;
+    if (extent.is_static() && i >= extent.size()) break;
+    positions.push_back(i);
+  }
+  if (positions.empty()) return im.unsupported("a Compress that keeps nothing (an empty output) is not supported");
+  KILN_ASSIGN_OR_RETURN(NodeId index, im.ints_constant(positions));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kGather, {x, index}, ir::AxisAttrs{axis}));
+  return im.set_output(0, y);
+}
+
 Status gather_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
   const int64_t axis_attr = im.attr_int("axis", 0);
@@ -887,6 +923,7 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["Slice"] = slice_op;
   t["Concat"] = concat_op;
   t["Gather"] = gather_op;
+  t["Compress"] = compress_op;
   t["GatherElements"] = gather_elements_op;
   t["TopK"] = topk_op;
   t["GatherND"] = gather_nd_op;

@@ -550,12 +550,6 @@ TEST_CASE("onnx: dynamic sizes as tensor data, and GatherND over dynamic dims") 
 }
 
 namespace {
-void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(v);
-}
 ir::Tensor int64s(std::vector<int64_t> shape, std::vector<int64_t> v) {
   auto t = ir::Tensor::zeros(ir::DType::kI64, shape);
   REQUIRE(t.is_ok());
@@ -1329,4 +1323,16 @@ TEST_CASE("onnx: control flow decided at run time is diagnosed at the node") {
     CHECK(diags.to_string().find("node 'choose' (If, opset 13): output 0 is f32[2] in then_branch and f32[3] in else_branch") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("onnx: Compress selects at constant positions; a run-time condition is diagnosed") {
+  ModelBuilder m(13);
+  m.input("x", {"3", "2"});
+  m.input("keep", {"3"}, onnx::TensorProto::BOOL);
+  set_int(m.node("Compress", {"x", "keep"}, {"y"}, "pick"), "axis", 0);
+  m.output("y");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'pick' (Compress, opset 13): the condition must be a constant (computed at import)") !=
+        std::string::npos);
 }
