@@ -39,9 +39,9 @@ Result<double> scalar_float_input(Importer& im, int i, std::string_view what) {
 Result<ir::DType> output_datatype(const Importer& im) {
   const auto onnx_type = int32_t(im.attr_int("output_datatype", 1));
   const std::optional<ir::DType> dtype = dtype_from_onnx(onnx_type);
-  if (!dtype || *dtype == ir::DType::kBool) {
-    return im.unsupported(std::string("output_datatype ") + onnx_type_name(onnx_type) + " (Kiln has no such dtype)");
-  }
+  const std::string named = std::to_string(onnx_type) + " (" + onnx_type_name(onnx_type) + ")";
+  if (!dtype) return im.unsupported("output_datatype " + named + " has no Kiln dtype");
+  if (*dtype == ir::DType::kBool) return im.error("output_datatype " + named + " must be a numeric type");
   return *dtype;
 }
 
