@@ -67,6 +67,7 @@ const std::map<std::string, Converter>& converters() {
     register_rnn_ops(t);
     register_grid_ops(t);
     register_control_flow_ops(t);
+    register_signal_ops(t);
     return t;
   }();
   return table;

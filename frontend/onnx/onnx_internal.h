@@ -176,5 +176,6 @@ void register_roi_ops(std::map<std::string, Converter>& table);
 void register_rnn_ops(std::map<std::string, Converter>& table);
 void register_grid_ops(std::map<std::string, Converter>& table);
 void register_control_flow_ops(std::map<std::string, Converter>& table);
+void register_signal_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

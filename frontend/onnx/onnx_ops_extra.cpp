@@ -1,5 +1,5 @@
 // Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
-// trigonometric functions (Asin, Acos through atan), CumSum, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
+// trigonometric functions (Asin, Acos through atan), CumSum and CumProd, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
 // DepthToSpace/SpaceToDepth, CastLike, Pad, CenterCropPad and OneHot. Masks and index patterns are built as
 // constants at import, so these need static shapes where noted.
 #include <algorithm>
@@ -165,51 +165,56 @@ Status trilu_op(Importer& im) {
   return im.set_output(0, y);
 }
 
-// CumSum: along `axis` (an input), y[i] = sum of x[j] over j <= i (j < i when exclusive; j >= i
-// or j > i when reverse). Lowered to a masked sum: x with the axis moved last, as [..., 1, n],
-// where-selected by a constant [n, n] mask of the (i, j) pairs that count, summed over the last
-// axis, and moved back. n*n work per row, so the axis must be static and at most 2048 long (the
-// lengths of position ids and attention masks it is used on in exported transformers).
-Status cumsum_op(Importer& im) {
-  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  const Shape s = im.type(x).shape;  // a copy: adding nodes moves types
-  const int64_t rank = int64_t(s.size());
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axis_value, im.input_ints(1, "axis"));
-  if (axis_value.size() != 1 || rank == 0) return im.error("axis must be one integer and the input at least 1-D");
-  Result<int64_t> axis = ir::normalize_axis(axis_value[0], rank);
-  if (!axis.is_ok()) return im.error(axis.status().message());
-  const Dim& extent = s[size_t(*axis)];
-  constexpr int64_t kMaxLength = 2048;
-  if (extent.is_symbolic() || extent.size() > kMaxLength) {
-    return im.unsupported("CumSum along an axis that is dynamic or longer than " + std::to_string(kMaxLength));
-  }
-  const int64_t n = extent.size();
-  const bool exclusive = im.attr_int("exclusive", 0) != 0, reverse = im.attr_int("reverse", 0) != 0;
-  std::vector<int64_t> to_last;
-  std::vector<int64_t> from_last(static_cast<size_t>(rank));
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != *axis) to_last.push_back(d);
-  to_last.push_back(*axis);
-  for (int64_t d = 0; d < rank; ++d) from_last[size_t(to_last[size_t(d)])] = d;
-  NodeId moved = x;
-  if (*axis != rank - 1) {
-    KILN_ASSIGN_OR_RETURN(moved, im.add(OpKind::kTranspose, {x}, ir::TransposeAttrs{to_last}));
-  }
-  Shape lifted = im.type(moved).shape;
-  lifted.insert(lifted.end() - 1, Dim::of(1));
-  KILN_ASSIGN_OR_RETURN(NodeId row, im.reshape(moved, lifted));
-  KILN_ASSIGN_OR_RETURN(NodeId m, pair_mask(im, n, n, [&](int64_t i, int64_t j) {
-    return reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
-  }, "cumsum_mask"));
-  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId picked, im.apply(OpKind::kWhere, {m, row, zero}));
-  ir::ReduceAttrs sum;
-  sum.axes = {int64_t(lifted.size()) - 1};
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kReduceSum, {picked}, sum));
-  if (*axis != rank - 1) {
-    KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kTranspose, {y}, ir::TransposeAttrs{from_last}));
-  }
-  return im.set_output(0, y);
+// CumSum (opset 11) and CumProd (opset 26): along `axis` (an input), y[i] = sum (product) of x[j] over
+// j <= i (j < i when exclusive; j >= i or j > i when reverse). Lowered to a masked reduction: x
+// with the axis moved last, as [..., 1, n], where-selected by a constant [n, n] mask of the
+// (i, j) pairs that count (the others replaced by 0 for a sum, 1 for a product, so the result
+// is exact: no log/exp), reduced over the last axis, and moved back. n*n work per row, so the
+// axis must be static and at most 2048 long (the lengths of position ids and attention masks
+// CumSum is used on in exported transformers).
+Converter cumulative_op(bool product) {
+  return [product](Importer& im) -> Status {
+    const std::string op_name = product ? "CumProd" : "CumSum";
+    KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+    const Shape s = im.type(x).shape;  // a copy: adding nodes moves types
+    const int64_t rank = int64_t(s.size());
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> axis_value, im.input_ints(1, "axis"));
+    if (axis_value.size() != 1 || rank == 0) return im.error("axis must be one integer and the input at least 1-D");
+    Result<int64_t> axis = ir::normalize_axis(axis_value[0], rank);
+    if (!axis.is_ok()) return im.error(axis.status().message());
+    const Dim& extent = s[size_t(*axis)];
+    constexpr int64_t kMaxLength = 2048;
+    if (extent.is_symbolic() || extent.size() > kMaxLength) {
+      return im.unsupported(op_name + " along an axis that is dynamic or longer than " + std::to_string(kMaxLength));
+    }
+    const int64_t n = extent.size();
+    const bool exclusive = im.attr_int("exclusive", 0) != 0, reverse = im.attr_int("reverse", 0) != 0;
+    std::vector<int64_t> to_last;
+    std::vector<int64_t> from_last(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis) to_last.push_back(d);
+    to_last.push_back(*axis);
+    for (int64_t d = 0; d < rank; ++d) from_last[size_t(to_last[size_t(d)])] = d;
+    NodeId moved = x;
+    if (*axis != rank - 1) {
+      KILN_ASSIGN_OR_RETURN(moved, im.add(OpKind::kTranspose, {x}, ir::TransposeAttrs{to_last}));
+    }
+    Shape lifted = im.type(moved).shape;
+    lifted.insert(lifted.end() - 1, Dim::of(1));
+    KILN_ASSIGN_OR_RETURN(NodeId row, im.reshape(moved, lifted));
+    KILN_ASSIGN_OR_RETURN(NodeId m, pair_mask(im, n, n, [&](int64_t i, int64_t j) {
+      return reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+    }, product ? "cumprod_mask" : "cumsum_mask"));
+    KILN_ASSIGN_OR_RETURN(NodeId identity, im.scalar_like(x, product ? 1.0 : 0.0));
+    KILN_ASSIGN_OR_RETURN(NodeId picked, im.apply(OpKind::kWhere, {m, row, identity}));
+    ir::ReduceAttrs reduce;
+    reduce.axes = {int64_t(lifted.size()) - 1};
+    KILN_ASSIGN_OR_RETURN(NodeId y, im.add(product ? OpKind::kReduceProd : OpKind::kReduceSum, {picked}, reduce));
+    if (*axis != rank - 1) {
+      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kTranspose, {y}, ir::TransposeAttrs{from_last}));
+    }
+    return im.set_output(0, y);
+  };
 }
 
 Status split_op(Importer& im) {
@@ -678,7 +683,8 @@ void register_extra_ops(std::map<std::string, Converter>& t) {
   t["Einsum"] = einsum_op;
   t["Tan"] = tan_op;
   t["Asin"] = inverse_sine(false);
-  t["CumSum"] = cumsum_op;
+  t["CumSum"] = cumulative_op(false);
+  t["CumProd"] = cumulative_op(true);
   t["Acos"] = inverse_sine(true);
   t["Sinh"] = hyperbolic(false);
   t["Cosh"] = hyperbolic(true);

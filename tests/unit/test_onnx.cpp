@@ -344,6 +344,154 @@ TEST_CASE("onnx: mistakes in GridSample and AffineGrid are diagnosed at the node
   }
 }
 
+TEST_CASE("onnx: mistakes in the signal operators, LRN, CumProd, ReverseSequence and Det are diagnosed at the node") {
+  struct Case {
+    int64_t opset;
+    const char* op;
+    // The node's inputs: "x" f32[2, 3, 4, 1], "c3" f32[2, 3, 4, 3], "dyn" f32[2, n, 4, 1], "ints"
+    // i64[2, 3, 4, 1], "sig" f32[1, 10, 1], "sig4" f32[1, 10, 1, 1], "win" f32[4], "win2" f32[2, 2],
+    // "m5" f32[5, 5], "m23" f32[2, 3], "dynaxis" f32[2, n], "rs" f32[3, 4], "runtime" i64[] (a
+    // graph input); initializers "i0" [0], "i1" [1], "i2" [2], "i3" [3], "i4" [4], "i12" [12], "pair" [1, 2],
+    // "lens3" [1, 2], "lens_big" [1, 2, 9], "f0" f32 [0], "f9k" f32 [9000], "f16k" f32 [16000].
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  auto none = [](onnx::NodeProto*) {};
+  const std::vector<Case> cases = {
+      {17, "HannWindow", {"runtime"}, none, "node 'bad' (HannWindow, opset 17): size must be a constant (computed at import)"},
+      {17, "HammingWindow", {"pair"}, none, "node 'bad' (HammingWindow, opset 17): size must be a scalar, got 2 values"},
+      {17, "BlackmanWindow", {"i0"}, none, "node 'bad' (BlackmanWindow, opset 17): size must be in [1, 2^26], got 0"},
+      {17, "HannWindow", {"i4"}, [](onnx::NodeProto* n) { set_int(n, "output_datatype", onnx::TensorProto::DOUBLE); },
+       "node 'bad' (HannWindow, opset 17): output_datatype 11 (DOUBLE) has no Kiln dtype"},
+      {17, "HannWindow", {"i4"}, [](onnx::NodeProto* n) { set_int(n, "output_datatype", onnx::TensorProto::BOOL); },
+       "node 'bad' (HannWindow, opset 17): output_datatype 9 (BOOL) must be a numeric type"},
+      {17, "MelWeightMatrix", {"i4", "i12", "i0", "f0", "f9k"}, none,
+       "node 'bad' (MelWeightMatrix, opset 17): num_mel_bins, dft_length and sample_rate must be positive"},
+      {17, "MelWeightMatrix", {"i4", "i12", "runtime", "f0", "f9k"}, none,
+       "node 'bad' (MelWeightMatrix, opset 17): sample_rate must be a constant (computed at import)"},
+      {17, "MelWeightMatrix", {"i4", "i12", "f16k", "f0", "f9k"}, none,
+       "node 'bad' (MelWeightMatrix, opset 17): sample_rate must be integers"},
+      {17, "MelWeightMatrix", {"i4", "i12", "i12", "f0", "f9k"}, none,
+       "node 'bad' (MelWeightMatrix, opset 17): mel band edge 1 falls outside the 7 spectrogram bins (check lower_edge_hertz and upper_edge_hertz against sample_rate / 2)"},
+      {20, "DFT", {"ints"}, none, "node 'bad' (DFT, opset 20): the input must be a float tensor, got i64[2, 3, 4, 1]"},
+      {20, "DFT", {"c3"}, none, "node 'bad' (DFT, opset 20): the input's last dim must be 1 (real) or 2 (complex), got f32[2, 3, 4, 3]"},
+      {20, "DFT", {"x", "", "i3"}, none,
+       "node 'bad' (DFT, opset 20): axis 3 is outside [-4, -2] and [0, 2] (the last dim holds the complex parts)"},
+      {17, "DFT", {"x"}, [](onnx::NodeProto* n) { set_int(n, "axis", -1); },
+       "node 'bad' (DFT, opset 17): axis -1 is outside [-4, -2] and [0, 2] (the last dim holds the complex parts)"},
+      {20, "DFT", {"x", "runtime"}, none, "node 'bad' (DFT, opset 20): dft_length must be a constant (computed at import)"},
+      {20, "DFT", {"x", "", "runtime"}, none, "node 'bad' (DFT, opset 20): axis must be a constant (computed at import)"},
+      {20, "DFT", {"x", "i0"}, none, "node 'bad' (DFT, opset 20): dft_length must be positive, got 0"},
+      {20, "DFT", {"x", "pair"}, none, "node 'bad' (DFT, opset 20): dft_length must be a scalar, got 2 values"},
+      {20, "DFT", {"dyn", "", "i1"}, none, "node 'bad' (DFT, opset 20): a DFT along a dynamic axis (n)"},
+      {17, "STFT", {"sig4", "i2"}, none, "node 'bad' (STFT, opset 17): signal must be [batch, signal_length, 1 or 2], got f32[1, 10, 1, 1]"},
+      {17, "STFT", {"sig", "i0"}, none, "node 'bad' (STFT, opset 17): frame_step must be positive, got 0"},
+      {17, "STFT", {"sig", "runtime"}, none, "node 'bad' (STFT, opset 17): frame_step must be a constant (computed at import)"},
+      {17, "STFT", {"sig", "i2", "win", "i3"}, none,
+       "node 'bad' (STFT, opset 17): frame_length (3) differs from the window's length (4)"},
+      {17, "STFT", {"sig", "i2", "win2"}, none, "node 'bad' (STFT, opset 17): window must be 1-D of static length, got f32[2, 2]"},
+      {17, "STFT", {"sig", "i2", "", "i12"}, none, "node 'bad' (STFT, opset 17): frame_length must be in [1, signal_length = 10], got 12"},
+      {13, "LRN", {"x"}, none, "node 'bad' (LRN, opset 13): the attribute size is required"},
+      {13, "LRN", {"x"}, [](onnx::NodeProto* n) { set_int(n, "size", 0); }, "node 'bad' (LRN, opset 13): size must be positive, got 0"},
+      {13, "LRN", {"ints"}, [](onnx::NodeProto* n) { set_int(n, "size", 3); },
+       "node 'bad' (LRN, opset 13): X must be a float tensor, got i64[2, 3, 4, 1]"},
+      {13, "LRN", {"dynaxis"}, [](onnx::NodeProto* n) { set_int(n, "size", 3); },
+       "node 'bad' (LRN, opset 13): LRN over a dynamic channel count (n)"},
+      {26, "CumProd", {"dynaxis", "pair"}, none, "node 'bad' (CumProd, opset 26): axis must be one integer and the input at least 1-D"},
+      {26, "CumProd", {"dyn", "i1"}, none, "node 'bad' (CumProd, opset 26): CumProd along an axis that is dynamic or longer than 2048"},
+      {26, "CumProd", {"dyn", "runtime"}, none, "node 'bad' (CumProd, opset 26): axis must be a constant (computed at import)"},
+      {10, "ReverseSequence", {"rs", "lens3"}, [](onnx::NodeProto* n) { set_int(n, "batch_axis", 0); set_int(n, "time_axis", 0); },
+       "node 'bad' (ReverseSequence, opset 10): batch_axis and time_axis must be 0 and 1 (in either order), got 0 and 0"},
+      {10, "ReverseSequence", {"rs", "lens3"}, none,
+       "node 'bad' (ReverseSequence, opset 10): sequence_lens must be an integer tensor of shape [4], got i64[2]"},
+      {10, "ReverseSequence", {"rs", "lens_big"}, [](onnx::NodeProto* n) { set_int(n, "batch_axis", 0); set_int(n, "time_axis", 1); },
+       "node 'bad' (ReverseSequence, opset 10): sequence_lens[2] = 9 is outside [0, 4]"},
+      {22, "Det", {"m23"}, none, "node 'bad' (Det, opset 22): X's last two dims must be equal (square matrices), got f32[2, 3]"},
+      {22, "Det", {"m5"}, none, "node 'bad' (Det, opset 22): Det of 5x5 matrices (Kiln expands determinants by cofactors only up to 4x4)"},
+      {22, "Det", {"dynaxis"}, none, "node 'bad' (Det, opset 22): Det of matrices of dynamic size"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(c.opset);
+    m.input("x", {"2", "3", "4", "1"});
+    m.input("c3", {"2", "3", "4", "3"});
+    m.input("dyn", {"2", "n", "4", "1"});
+    m.input("ints", {"2", "3", "4", "1"}, onnx::TensorProto::INT64);
+    m.input("sig", {"1", "10", "1"});
+    m.input("sig4", {"1", "10", "1", "1"});
+    m.input("win", {"4"});
+    m.input("win2", {"2", "2"});
+    m.input("m5", {"5", "5"});
+    m.input("m23", {"2", "3"});
+    m.input("dynaxis", {"2", "n"});
+    m.input("rs", {"3", "4"});
+    m.input("runtime", {}, onnx::TensorProto::INT64);
+    m.init_ints("i0", {0});
+    m.init_ints("i1", {1});
+    m.init_ints("i2", {2});
+    m.init_ints("i3", {3});
+    m.init_ints("i4", {4});
+    m.init_ints("i12", {12});
+    m.init_ints("pair", {1, 2});
+    m.init_ints("lens3", {1, 2});
+    m.init_ints("lens_big", {1, 2, 9});
+    m.init_floats("f0", {}, {0});
+    m.init_floats("f9k", {}, {9000});
+    m.init_floats("f16k", {}, {16000});
+    c.attrs(m.node(c.op, c.inputs, {"y"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("onnx: Det by cofactors and CumProd as a masked product are exact") {
+  // det [[2, 0, 1], [1, 3, 2], [1, 1, 1]] = 2 (3 - 2) - 0 + 1 (1 - 3) = 0; the 4x4 one is
+  // 58 (NumPy's LU: 57.999999999999986), which the integer cofactor products give exactly.
+  ModelBuilder m(22);
+  m.input("x3", {"3", "3"});
+  m.input("x4", {"4", "4"});
+  m.node("Det", {"x3"}, {"d3"});
+  m.node("Det", {"x4"}, {"d4"});
+  m.output("d3");
+  m.output("d4");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(r->outputs().at(0).declared.to_string() == "f32[]");
+  std::vector<ir::Tensor> inputs;
+  inputs.push_back(floats({3, 3}, {2, 0, 1, 1, 3, 2, 1, 1, 1}));
+  inputs.push_back(floats({4, 4}, {1, 2, 0, 1, 0, 1, 3, 2, 4, 0, 1, 1, 2, 1, 0, 3}));
+  auto out = ir::interpret(*r, inputs);
+  REQUIRE_MESSAGE(out.is_ok(), out.status().message());
+  CHECK((*out)[0].data_as<float>()[0] == 0.0f);
+  CHECK((*out)[1].data_as<float>()[0] == 58.0f);
+
+  // A zero and an infinity in one row: the exclusive reverse product leaves each out in turn,
+  // with no 0 * inf (NaN) from multiplying the masked-out entries.
+  ModelBuilder p(26);
+  p.input("x", {"1", "4"});
+  p.init_ints("axis", {1});
+  auto* n = p.node("CumProd", {"x", "axis"}, {"y"});
+  set_int(n, "exclusive", 1);
+  set_int(n, "reverse", 1);
+  p.output("y");
+  Diagnostics pd;
+  auto pr = import(p.bytes(), pd);
+  REQUIRE_MESSAGE(pr.is_ok(), pd.to_string());
+  const float inf = std::numeric_limits<float>::infinity();
+  const ir::Tensor x = floats({1, 4}, {3, 0, inf, 2});
+  auto y = ir::interpret(*pr, std::span(&x, 1));
+  REQUIRE_MESSAGE(y.is_ok(), y.status().message());
+  const float* got = (*y)[0].data_as<float>();
+  CHECK(std::isnan(got[0]));  // 0 * inf * 2, as NumPy's cumprod
+  CHECK(got[1] == inf);
+  CHECK(got[2] == 2.0f);
+  CHECK(got[3] == 1.0f);
+}
+
 TEST_CASE("onnx: AffineGrid over Shape(x) and GridSample with a dynamic batch; nearest rounds half to even") {
   // A spatial transformer: the identity theta samples every pixel centre, so y == x.
   ModelBuilder m(20);
