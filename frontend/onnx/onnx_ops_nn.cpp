@@ -339,6 +339,41 @@ Status conv_transpose_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// For window position `offset`, the flattened input position each output element reads:
+// plane_base (n, c) plus the offset of its spatial coordinates in the plane, row-major or (with
+// `column_major`, MaxPool's storage_order=1) column-major. Padding positions get an index too,
+// but never hold a window's first maximum.
+Result<NodeId> window_position_index(Importer& im, const Shape& xs, const Window& win, const std::vector<int64_t>& out,
+                                     const std::vector<int64_t>& offset, NodeId plane_base, bool column_major) {
+  const size_t spatial = out.size();
+  Shape shape(xs.size(), Dim::of(1));
+  int64_t count = 1;
+  for (size_t i = 0; i < spatial; ++i) {
+    shape[2 + i] = Dim::of(out[i]);
+    count *= out[i];
+  }
+  KILN_RETURN_IF_ERROR(check_import_size(im, shape, "the pooling indices"));
+  KILN_ASSIGN_OR_RETURN(ir::Tensor positions, ir::Tensor::zeros(ir::DType::kI64, ir::static_sizes(shape)));
+  std::vector<int64_t> plane_strides(spatial);  // of the input's spatial axes in the plane
+  int64_t stride = 1;
+  for (size_t k = 0; k < spatial; ++k) {
+    const size_t i = column_major ? k : spatial - 1 - k;
+    plane_strides[i] = stride;
+    stride *= xs[2 + i].size();
+  }
+  for (int64_t flat = 0; flat < count; ++flat) {
+    int64_t rest = flat, position = 0;
+    for (size_t i = spatial; i-- > 0;) {
+      const int64_t o = rest % out[i];
+      rest /= out[i];
+      position += (o * win.strides[i] + offset[i] * win.dilations[i] - win.pads_begin[i]) * plane_strides[i];
+    }
+    positions.mutable_data_as<int64_t>()[flat] = position;
+  }
+  const NodeId constant = im.add_constant(std::move(positions), "pool_positions");
+  return im.apply(OpKind::kAdd, {plane_base, constant});
+}
+
 enum class PoolKind { kMax, kAverage, kLp };
 
 // Pooling that Kiln's 2-D pool ops do not express (3-D windows, dilations, ceil_mode with
@@ -348,7 +383,12 @@ enum class PoolKind { kMax, kAverage, kLp };
 // or, with count_include_pad, inside the declared padding (never ceil mode's extension), as
 // ONNX's reference counts them. Needs static spatial dims; the elementwise chain fuses into one
 // kernel, which reads each input element once per window position that covers it.
-Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind kind, bool count_include_pad) {
+//
+// With `argmax` (max pooling only), *argmax receives MaxPool's Indices output: the position of
+// each window's first maximum (in the window's row-major order) in the whole input flattened
+// (its spatial axes column-major with `column_major_argmax`), an i64 tensor of the output's shape.
+Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind kind, bool count_include_pad,
+                             NodeId* argmax = nullptr, bool column_major_argmax = false) {
   constexpr int64_t kMaxWindowPositions = 512;
   const Shape xs = im.type(x).shape;
   const size_t spatial = xs.size() - 2;
@@ -381,6 +421,18 @@ Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind
   }
   NodeId result = ir::kNoNode;
   std::vector<int64_t> offset(spatial, 0);
+  NodeId plane_base = ir::kNoNode;  // (n * C + c) * the input's spatial size, for argmax
+  if (argmax != nullptr) {
+    int64_t plane = 1;
+    for (int64_t d : in) plane *= d;
+    KILN_ASSIGN_OR_RETURN(NodeId n, im.iota(xs[0], 0, int64_t(xs.size())));
+    KILN_ASSIGN_OR_RETURN(NodeId c, im.iota(xs[1], 1, int64_t(xs.size())));
+    KILN_ASSIGN_OR_RETURN(NodeId channels, im.size_value(xs[1]));
+    KILN_ASSIGN_OR_RETURN(plane_base, im.apply(OpKind::kMul, {n, channels}));
+    KILN_ASSIGN_OR_RETURN(plane_base, im.apply(OpKind::kAdd, {plane_base, c}));
+    KILN_ASSIGN_OR_RETURN(NodeId plane_size, im.scalar(double(plane), ir::DType::kI64));
+    KILN_ASSIGN_OR_RETURN(plane_base, im.apply(OpKind::kMul, {plane_base, plane_size}));
+  }
   for (int64_t p = 0; p < positions; ++p) {
     ir::SliceAttrs attrs;
     for (size_t i = 0; i < spatial; ++i) {
@@ -391,7 +443,18 @@ Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind
       attrs.steps.push_back(win.strides[i]);
     }
     KILN_ASSIGN_OR_RETURN(NodeId term, im.add(OpKind::kSlice, {padded}, attrs));
-    if (result == ir::kNoNode) {
+    if (argmax != nullptr) {
+      KILN_ASSIGN_OR_RETURN(NodeId position, window_position_index(im, xs, win, out, offset, plane_base, column_major_argmax));
+      if (result == ir::kNoNode) {
+        result = term;
+        *argmax = position;
+      } else {
+        // Strictly greater: the first maximum of the window keeps its place.
+        KILN_ASSIGN_OR_RETURN(NodeId better, im.apply(OpKind::kGreater, {term, result}));
+        KILN_ASSIGN_OR_RETURN(result, im.apply(OpKind::kWhere, {better, term, result}));
+        KILN_ASSIGN_OR_RETURN(*argmax, im.apply(OpKind::kWhere, {better, position, *argmax}));
+      }
+    } else if (result == ir::kNoNode) {
       result = term;
     } else {
       KILN_ASSIGN_OR_RETURN(result, im.apply(kind == PoolKind::kMax ? OpKind::kMaximum : OpKind::kAdd, {result, term}));
@@ -438,13 +501,14 @@ Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind
 // ceil_mode are unrolled over the window (unrolled_pool).
 Converter pool(OpKind op, bool lp = false) {
   return [op, lp](Importer& im) -> Status {
-    KILN_RETURN_IF_ERROR(im.only_first_outputs(1));
+    const bool wants_indices = op == OpKind::kMaxPool2d && im.current->output_size() > 1 && !im.current->output(1).empty();
+    KILN_RETURN_IF_ERROR(im.only_first_outputs(wants_indices ? 2 : 1));
     KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
     const Shape xs = im.type(x).shape;
     if (xs.size() < 3 || xs.size() > 5) return im.unsupported("only 1-D, 2-D and 3-D pooling is supported");
     const auto kernel = im.attr_ints("kernel_shape");
     if (!kernel || kernel->size() != xs.size() - 2) return im.error("kernel_shape must list every spatial dim");
-    if (im.attr_int("storage_order", 0) != 0) return im.unsupported("storage_order=1 is not supported");
+    const bool column_major = im.attr_int("storage_order", 0) != 0;
     KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, *kernel, /*allow_ceil=*/true));
     const bool count_include_pad = lp || im.attr_int("count_include_pad", 0) != 0;
     const int64_t p = lp ? im.attr_int("p", 2) : 0;
@@ -460,9 +524,13 @@ Converter pool(OpKind op, bool lp = false) {
     const bool dilated = std::any_of(win.dilations.begin(), win.dilations.end(), [](int64_t d) { return d != 1; });
     const bool ceil_counts_padding = !lp && count_include_pad && im.attr_int("ceil_mode", 0) != 0;
     NodeId y;
-    if (xs.size() == 5 || dilated || ceil_counts_padding) {
+    if (xs.size() == 5 || dilated || ceil_counts_padding || wants_indices) {
       const PoolKind kind = op == OpKind::kMaxPool2d ? PoolKind::kMax : lp ? PoolKind::kLp : PoolKind::kAverage;
-      KILN_ASSIGN_OR_RETURN(y, unrolled_pool(im, x, win, kind, count_include_pad));
+      NodeId indices = ir::kNoNode;
+      KILN_ASSIGN_OR_RETURN(y, unrolled_pool(im, x, win, kind, count_include_pad, wants_indices ? &indices : nullptr, column_major));
+      if (wants_indices) {
+        KILN_RETURN_IF_ERROR(im.set_output(1, indices));
+      }
     } else {
       const bool one_d = xs.size() == 3;
       if (one_d) {
@@ -491,6 +559,70 @@ Converter pool(OpKind op, bool lp = false) {
     }
     return im.set_output(0, y);
   };
+}
+
+// MaxUnpool(X, I, output_shape?): zeros of the unpooled shape with each X value written at its
+// index. The indices of MaxPool's second output are positions in the whole flattened tensor;
+// each is taken relative to its own (n, c) plane and the values are scattered along the plane's
+// flattened spatial axis, so each output element visits only its plane's values (ONNX's
+// reference scatters into the whole tensor: an index outside its plane, which MaxPool never
+// produces, is dropped here). Spatial sizes must be static.
+Status max_unpool(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId indices, im.input(1));
+  const Shape xs = im.type(x).shape;
+  if (xs.size() < 3) return im.error("X must have rank 3 or more");
+  if (im.type(indices).shape != xs) return im.error("I must have X's shape");
+  if (!ir::is_static_from(xs, 1)) return im.unsupported("MaxUnpool needs static channels and spatial dims");
+  const auto kernel = im.attr_ints("kernel_shape");
+  if (!kernel || kernel->size() != xs.size() - 2) return im.error("kernel_shape must list every spatial dim");
+  KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, *kernel, /*allow_ceil=*/false));
+  // The indices address the inferred unpooled shape; a larger output_shape pads it at the end
+  // of each spatial dim with zeros, as ONNX's reference does.
+  Shape out_shape = xs;
+  for (size_t i = 2; i < xs.size(); ++i) {
+    const size_t a = i - 2;
+    out_shape[i] = Dim::of((xs[i].size() - 1) * win.strides[a] + win.kernel[a] - win.pads_begin[a] - win.pads_end[a]);
+  }
+  std::vector<int64_t> padded_to;
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(padded_to, im.input_ints(2, "output_shape"));
+    if (padded_to.size() != xs.size()) return im.error("output_shape must hold one entry per dim of X");
+    for (size_t i = 2; i < xs.size(); ++i) {
+      if (padded_to[i] < out_shape[i].size()) {
+        return im.error("output_shape " + std::to_string(padded_to[i]) + " is smaller than the unpooled size " +
+                        out_shape[i].to_string() + " in dim " + std::to_string(i));
+      }
+    }
+  }
+  int64_t in_plane = 1, out_plane = 1;
+  for (size_t i = 2; i < xs.size(); ++i) {
+    if (out_shape[i].size() < 1) return im.error("the unpooled shape is empty");
+    in_plane *= xs[i].size();
+    out_plane *= out_shape[i].size();
+  }
+  const std::optional<Dim> planes = Dim::product(xs[0], xs[1]);
+  if (!planes) return im.error("the number of planes overflows");
+  KILN_RETURN_IF_ERROR(check_import_size(im, {Dim::of(out_plane)}, "the unpooled plane"));
+  KILN_ASSIGN_OR_RETURN(NodeId values, im.reshape(x, {*planes, Dim::of(in_plane)}));
+  KILN_ASSIGN_OR_RETURN(NodeId positions, im.add(OpKind::kCast, {indices}, ir::CastAttrs{ir::DType::kI64}));
+  KILN_ASSIGN_OR_RETURN(positions, im.reshape(positions, {*planes, Dim::of(in_plane)}));
+  KILN_ASSIGN_OR_RETURN(NodeId plane, im.iota(*planes, 0, 2));
+  KILN_ASSIGN_OR_RETURN(NodeId plane_size, im.scalar(double(out_plane), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId base, im.apply(OpKind::kMul, {plane, plane_size}));
+  KILN_ASSIGN_OR_RETURN(positions, im.apply(OpKind::kSub, {positions, base}));
+  // Outside the plane: past its end, so the scatter drops it (a negative one would wrap).
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId below, im.apply(OpKind::kLess, {positions, zero}));
+  KILN_ASSIGN_OR_RETURN(positions, im.apply(OpKind::kWhere, {below, plane_size, positions}));
+  KILN_ASSIGN_OR_RETURN(NodeId fill, im.scalar_like(x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId zeros, im.add(OpKind::kBroadcastTo, {fill}, ir::BroadcastToAttrs{{*planes, Dim::of(out_plane)}}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kScatter, {zeros, positions, values}, ir::ScatterAttrs{1, ir::ScatterReduction::kNone}));
+  KILN_ASSIGN_OR_RETURN(y, im.reshape(y, out_shape));
+  for (size_t i = 2; i < padded_to.size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(y, pad_with(im, y, fill, int64_t(i), 0, padded_to[i] - out_shape[i].size()));
+  }
+  return im.set_output(0, y);
 }
 
 Converter global_pool(bool is_max) {
@@ -636,6 +768,7 @@ void register_nn_ops(std::map<std::string, Converter>& t) {
   t["GlobalAveragePool"] = global_pool(false);
   t["GlobalMaxPool"] = global_pool(true);
   t["BatchNormalization"] = batch_norm;
+  t["MaxUnpool"] = max_unpool;
   t["LayerNormalization"] = layer_norm;
 }
 

@@ -1484,3 +1484,34 @@ TEST_CASE("onnx: Compress selects at constant positions; a run-time condition is
   CHECK(diags.to_string().find("node 'pick' (Compress, opset 13): the condition must be a constant (computed at import)") !=
         std::string::npos);
 }
+
+TEST_CASE("onnx: MaxPool's Indices are the first maximum's flattened position, row- or column-major") {
+  // One 3 x 3 plane (the second of two), a 2 x 2 window with stride 1: the maximum 9 is at
+  // (h=2, w=1), twice in windows; ties keep the first in the window's row-major order.
+  const std::vector<float> plane = {1, 5, 5, 2, 3, 4, 8, 9, 0};
+  std::vector<float> values(18, 0.0f);
+  std::copy(plane.begin(), plane.end(), values.begin() + 9);
+  for (int64_t order : {0, 1}) {
+    CAPTURE(order);
+    ModelBuilder m(12);
+    m.input("x", {"1", "2", "3", "3"});
+    auto* n = m.node("MaxPool", {"x"}, {"y", "i"});
+    set_ints(n, "kernel_shape", {2, 2});
+    set_int(n, "storage_order", order);
+    m.output("y");
+    m.output("i");
+    Diagnostics diags;
+    auto r = import(m.bytes(), diags);
+    REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+    const ir::Tensor x = floats({1, 2, 3, 3}, values);
+    auto out = ir::interpret(*r, std::span(&x, 1));
+    REQUIRE(out.is_ok());
+    const int64_t* got = (*out)[1].data_as<int64_t>();
+    // Second plane, windows (0,0), (0,1), (1,0), (1,1): maxima 5 at (0,1), 5 at (0,1), 9, 9 at (2,1).
+    auto at = [&](int64_t h, int64_t w) { return 9 + (order == 0 ? h * 3 + w : w * 3 + h); };
+    CHECK(got[4] == at(0, 1));
+    CHECK(got[5] == at(0, 1));
+    CHECK(got[6] == at(2, 1));
+    CHECK(got[7] == at(2, 1));
+  }
+}
