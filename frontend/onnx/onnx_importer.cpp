@@ -66,6 +66,7 @@ const std::map<std::string, Converter>& converters() {
     register_roi_ops(t);
     register_rnn_ops(t);
     register_grid_ops(t);
+    register_transformer_ops(t);
     return t;
   }();
   return table;

@@ -157,5 +157,6 @@ void register_quantization_ops(std::map<std::string, Converter>& table);
 void register_roi_ops(std::map<std::string, Converter>& table);
 void register_rnn_ops(std::map<std::string, Converter>& table);
 void register_grid_ops(std::map<std::string, Converter>& table);
+void register_transformer_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import
