@@ -68,6 +68,7 @@ const std::map<std::string, Converter>& converters() {
     register_grid_ops(t);
     register_control_flow_ops(t);
     register_signal_ops(t);
+    register_transformer_ops(t);
     return t;
   }();
   return table;

@@ -177,5 +177,6 @@ void register_rnn_ops(std::map<std::string, Converter>& table);
 void register_grid_ops(std::map<std::string, Converter>& table);
 void register_control_flow_ops(std::map<std::string, Converter>& table);
 void register_signal_ops(std::map<std::string, Converter>& table);
+void register_transformer_ops(std::map<std::string, Converter>& table);
 
 }  // namespace kiln::onnx_import

@@ -1222,6 +1222,161 @@ TEST_CASE("onnx: a bidirectional RNN is one input projection and one product per
   for (size_t i = 0; i < y_h.size(); ++i) CHECK((*out)[1].data_as<float>()[i] == y_h[i]);
 }
 
+TEST_CASE("onnx: RotaryEmbedding, SwiGLU, CausalConvWithState and LinearAttention mistakes are diagnosed at the node") {
+  struct Case {
+    int64_t opset;
+    const char* op;
+    std::vector<std::string> inputs;
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  auto none = [](onnx::NodeProto*) {};
+  // LinearAttention's required head counts, plus an update rule unless empty.
+  auto heads = [](int64_t q, int64_t kv, std::string rule) {
+    return [=](onnx::NodeProto* n) {
+      set_int(n, "q_num_heads", q);
+      set_int(n, "kv_num_heads", kv);
+      if (!rule.empty()) set_string(n, "update_rule", rule);
+    };
+  };
+  const std::vector<Case> cases = {
+      {23, "RotaryEmbedding", {"x3", "cos", "sin", "ids"}, none,
+       "node 'bad' (RotaryEmbedding, opset 23): a 3-D X needs a positive num_heads attribute"},
+      {23, "RotaryEmbedding", {"x3", "cos", "sin", "ids"}, [](onnx::NodeProto* n) { set_int(n, "num_heads", 5); },
+       "node 'bad' (RotaryEmbedding, opset 23): X's hidden size (32) must be a multiple of num_heads (5)"},
+      {23, "RotaryEmbedding", {"x2", "cos", "sin", "ids"}, none,
+       "node 'bad' (RotaryEmbedding, opset 23): X must be 4-D (batch, heads, sequence, head_size) or 3-D (batch, "
+       "sequence, hidden), got f32[2, 8]"},
+      {23, "RotaryEmbedding", {"x4", "cos", "sin", "ids"}, [](onnx::NodeProto* n) { set_int(n, "rotary_embedding_dim", 10); },
+       "node 'bad' (RotaryEmbedding, opset 23): rotary_embedding_dim (10) must be between 0 and the head size (8)"},
+      {23, "RotaryEmbedding", {"x4", "cos", "sin", "ids"}, [](onnx::NodeProto* n) { set_int(n, "rotary_embedding_dim", 3); },
+       "node 'bad' (RotaryEmbedding, opset 23): the rotated part of each head (3 entries: rotary_embedding_dim, or the "
+       "head size when it is 0) must be even"},
+      {23, "RotaryEmbedding", {"x4", "cos3", "sin3", "ids"}, none,
+       "node 'bad' (RotaryEmbedding, opset 23): with position_ids, cos_cache and sin_cache must be 2-D "
+       "(max_position_id_plus_1, rotary_embedding_dim / 2), got f32[2, 3, 4]"},
+      {23, "RotaryEmbedding", {"x4", "cos", "sin"}, none,
+       "node 'bad' (RotaryEmbedding, opset 23): without position_ids, cos_cache and sin_cache must be 3-D (batch, "
+       "sequence, rotary_embedding_dim / 2), got f32[50, 4]"},
+      {23, "RotaryEmbedding", {"x4", "cos_odd", "sin", "ids"}, none,
+       "node 'bad' (RotaryEmbedding, opset 23): the last dim of cos_cache (3) must be rotary_embedding_dim / 2 (4)"},
+      {28, "SwiGLU", {"a", "b"}, none,
+       "node 'bad' (SwiGLU, opset 28): A and B must have identical shapes (SwiGLU does not broadcast), got f32[2, 4] "
+       "and f32[2, 1]"},
+      {28, "SwiGLU", {"an", "bm"}, none,
+       "node 'bad' (SwiGLU, opset 28): A and B must have identical shapes, which Kiln cannot show at import for "
+       "f32[n, 4] and f32[m, 4]"},
+      {27, "CausalConvWithState", {"ci", "cw"}, [](onnx::NodeProto* n) { set_string(n, "activation", "gelu"); },
+       "node 'bad' (CausalConvWithState, opset 27): activation must be 'none', 'silu' or 'swish', got 'gelu'"},
+      {27, "CausalConvWithState", {"ci", "cw2"}, none,
+       "node 'bad' (CausalConvWithState, opset 27): weight must be (channels, 1, k) = (4, 1, k >= 1) of the input's "
+       "type, got f32[4, 2, 4]"},
+      {27, "CausalConvWithState", {"ci", "cw", "", "cpast"}, none,
+       "node 'bad' (CausalConvWithState, opset 27): past_state must be (batch, channels, k - 1) = f32[2, 4, 3], got "
+       "f32[2, 4, 2]"},
+      {27, "CausalConvWithState", {"cdyn", "cw"}, none,
+       "node 'bad' (CausalConvWithState, opset 27): the length must be static (Kiln joins past_state and the input "
+       "into a sequence of static length), got f32[2, 4, len]"},
+      {27, "LinearAttention", {"q", "k", "v", "", "decay", "beta"}, heads(4, 4, "softmax"),
+       "node 'bad' (LinearAttention, opset 27): update_rule must be 'linear', 'gated', 'delta' or 'gated_delta', got "
+       "'softmax'"},
+      {27, "LinearAttention", {"q", "k", "v", "", "decay", "beta"}, [](onnx::NodeProto* n) { set_int(n, "q_num_heads", 4); },
+       "node 'bad' (LinearAttention, opset 27): the q_num_heads and kv_num_heads attributes are required"},
+      {27, "LinearAttention", {"q", "k", "v", "", "decay", "beta"}, heads(6, 4, ""),
+       "node 'bad' (LinearAttention, opset 27): q_num_heads (6) must be a positive multiple of kv_num_heads (4)"},
+      {27, "LinearAttention", {"q", "k", "v"}, heads(4, 4, "gated"),
+       "node 'bad' (LinearAttention, opset 27): update_rule 'gated' needs the decay input"},
+      {27, "LinearAttention", {"q", "k", "v", "", "", "beta"}, heads(4, 4, "linear"),
+       "node 'bad' (LinearAttention, opset 27): update_rule 'linear' takes no beta input"},
+      {27, "LinearAttention", {"q", "k", "v", "", "decay5", "beta"}, heads(4, 4, ""),
+       "node 'bad' (LinearAttention, opset 27): decay must be (B, T, kv_num_heads) or (B, T, kv_num_heads * d_k) of "
+       "query's type, i.e. last dim 4 or 32, got f32[2, 4, 5]"},
+      {27, "LinearAttention", {"q", "k", "v", "", "decay", "beta3"}, heads(4, 4, ""),
+       "node 'bad' (LinearAttention, opset 27): beta must be (B, T, kv_num_heads) or (B, T, 1) of query's type, i.e. "
+       "last dim 4 or 1, got f32[2, 4, 3]"},
+      {27, "LinearAttention", {"q", "k", "v", "past_bad", "decay", "beta"}, heads(4, 4, ""),
+       "node 'bad' (LinearAttention, opset 27): past_state must be floating-point of shape f32[2, 4, 8, 8] (B, "
+       "kv_num_heads, d_k, d_v), got f32[2, 4, 8, 4]"},
+      {27, "LinearAttention", {"q", "k16", "v", "", "decay", "beta"}, heads(4, 4, ""),
+       "node 'bad' (LinearAttention, opset 27): key's head size (4) must be query's (8)"},
+      {27, "LinearAttention", {"qn", "km", "km"}, heads(4, 4, "linear"),
+       "node 'bad' (LinearAttention, opset 27): key's batch and sequence dims must be query's, got f32[m, 4, 32] and "
+       "f32[n, 4, 32], which Kiln cannot compare at import"},
+      {27, "LinearAttention", {"q", "qlong", "qlong"}, heads(4, 4, "linear"),
+       "node 'bad' (LinearAttention, opset 27): key's batch and sequence dims must be query's, got f32[2, 1025, 32] "
+       "and f32[2, 4, 32]"},
+      {27, "LinearAttention", {"qdyn", "qdyn", "qdyn"}, heads(4, 4, "linear"),
+       "node 'bad' (LinearAttention, opset 27): the sequence length must be static, got f32[2, t, 32]"},
+      {27, "LinearAttention", {"qlong", "qlong", "qlong", "", "", "betalong"}, heads(4, 4, "delta"),
+       "node 'bad' (LinearAttention, opset 27): update_rule 'delta' over 1025 steps: Kiln unrolls the delta rule's "
+       "sequential solve, up to 1024 steps"},
+      {27, "LinearAttention", {"qlong", "qlong", "qlong", "", "qlong"}, heads(4, 4, "gated"),
+       "node 'bad' (LinearAttention, opset 27): a per-key-dimension decay over 1025 steps with d_k = 8: Kiln builds "
+       "the decay between every two steps ((T, T, d_k) = 8405000 elements per head, at most 4194304)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(c.opset);
+    m.input("x4", {"2", "4", "3", "8"});
+    m.input("x3", {"2", "3", "32"});
+    m.input("x2", {"2", "8"});
+    m.input("cos", {"50", "4"});
+    m.input("sin", {"50", "4"});
+    m.input("cos_odd", {"50", "3"});
+    m.input("cos3", {"2", "3", "4"});
+    m.input("sin3", {"2", "3", "4"});
+    m.input("ids", {"2", "3"}, onnx::TensorProto::INT64);
+    m.input("a", {"2", "4"});
+    m.input("b", {"2", "1"});
+    m.input("an", {"n", "4"});
+    m.input("bm", {"m", "4"});
+    m.input("ci", {"2", "4", "8"});
+    m.input("cdyn", {"2", "4", "len"});
+    m.input("cw", {"4", "1", "4"});
+    m.input("cw2", {"4", "2", "4"});
+    m.input("cpast", {"2", "4", "2"});
+    m.input("q", {"2", "4", "32"});
+    m.input("k", {"2", "4", "32"});
+    m.input("k16", {"2", "4", "16"});
+    m.input("v", {"2", "4", "32"});
+    m.input("decay", {"2", "4", "32"});
+    m.input("decay5", {"2", "4", "5"});
+    m.input("beta", {"2", "4", "4"});
+    m.input("beta3", {"2", "4", "3"});
+    m.input("past_bad", {"2", "4", "8", "4"});
+    m.input("qdyn", {"2", "t", "32"});
+    m.input("qn", {"n", "4", "32"});
+    m.input("km", {"m", "4", "32"});
+    m.input("qlong", {"2", "1025", "32"});
+    m.input("betalong", {"2", "1025", "4"});
+    c.attrs(m.node(c.op, c.inputs, {"y"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("onnx: LinearAttention's delta rule solves its steps without a matmul per step") {
+  // The decayed K K^T, the state reads and the output products are batched over the sequence;
+  // each unrolled step of the forward substitution is two slices and an elementwise update.
+  ModelBuilder m(27);
+  for (const char* name : {"q", "k", "v", "decay"}) m.input(name, {"2", "16", "32"});
+  m.input("beta", {"2", "16", "4"});
+  m.input("past", {"2", "4", "8", "8"});
+  auto* n = m.node("LinearAttention", {"q", "k", "v", "past", "decay", "beta"}, {"y", "state"}, "la");
+  set_int(n, "q_num_heads", 4);
+  set_int(n, "kv_num_heads", 4);
+  m.output("y");
+  m.output("state");
+  Diagnostics diags;
+  auto r = import(m.bytes(), diags);
+  REQUIRE_MESSAGE(r.is_ok(), diags.to_string());
+  CHECK(count_ops(*r, ir::OpKind::kMatMul) <= 6);
+  CHECK(count_ops(*r, ir::OpKind::kConcat) == 0);
+  CHECK(count_ops(*r, ir::OpKind::kSlice) <= 2 * 16);
+}
+
 #endif  // KILN_HAVE_ONNX
 
 TEST_CASE("onnx: quantization forms Kiln cannot import exactly are diagnosed at the node") {
