@@ -239,6 +239,15 @@ Status compress_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// Operators whose output sizes depend on the input values. Kiln's graphs have static or symbolic
+// sizes fixed before a run, and the runtime has no data-dependent shapes, so these are reported
+// with the reason (docs/onnx.md).
+Converter data_dependent_size(std::string what) {
+  return [what](Importer& im) -> Status {
+    return im.unsupported(what + " depends on the input values; data-dependent output sizes are not supported");
+  };
+}
+
 Status gather_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
   const int64_t axis_attr = im.attr_int("axis", 0);
@@ -924,6 +933,9 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["Concat"] = concat_op;
   t["Gather"] = gather_op;
   t["Compress"] = compress_op;
+  t["NonZero"] = data_dependent_size("the number of nonzero elements");
+  t["NonMaxSuppression"] = data_dependent_size("the number of boxes kept");
+  t["Unique"] = data_dependent_size("the number of unique elements");
   t["GatherElements"] = gather_elements_op;
   t["TopK"] = topk_op;
   t["GatherND"] = gather_nd_op;
