@@ -248,6 +248,50 @@ Converter data_dependent_size(std::string what) {
   };
 }
 
+// TensorScatter (opset 24): a KV-cache update. present = past with `update` (past's shape but
+// sequence_length along `axis`) written at positions write_indices[b] + s along `axis` (modulo
+// the cache length in "circular" mode), as one scatter; positions past the cache's end in
+// "linear" mode, which ONNX leaves undefined, are dropped.
+Status tensor_scatter_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId past, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId update, im.input(1));
+  const Shape ps = im.type(past).shape, us = im.type(update).shape;
+  if (ps.size() < 2 || us.size() != ps.size() || im.type(past).dtype != im.type(update).dtype) {
+    return im.error("past_cache and update must have one dtype and rank (at least 2)");
+  }
+  const int64_t rank = int64_t(ps.size());
+  Result<int64_t> normalized = ir::normalize_axis(im.attr_int("axis", -2), rank);
+  if (!normalized.is_ok()) return im.error(normalized.status().message());
+  const int64_t axis = *normalized;
+  if (axis == 0) return im.error("axis must not be the batch axis");
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i != axis && us[size_t(i)] != ps[size_t(i)]) {
+      return im.error("update " + ir::shape_to_string(us) + " must match past_cache " + ir::shape_to_string(ps) +
+                      " off the sequence axis");
+    }
+  }
+  const std::string mode = im.attr_string("mode", "linear");
+  if (mode != "linear" && mode != "circular") return im.error("unknown mode '" + mode + "'");
+  KILN_ASSIGN_OR_RETURN(NodeId positions, im.iota(us[size_t(axis)], axis, rank));
+  if (im.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(NodeId starts, im.input(2));
+    if (im.type(starts).shape != Shape{ps[0]}) return im.error("write_indices must hold one index per batch entry");
+    KILN_ASSIGN_OR_RETURN(starts, im.add(OpKind::kCast, {starts}, ir::CastAttrs{ir::DType::kI64}));
+    Shape per_batch(size_t(rank), Dim::of(1));
+    per_batch[0] = ps[0];
+    KILN_ASSIGN_OR_RETURN(starts, im.reshape(starts, per_batch));
+    KILN_ASSIGN_OR_RETURN(positions, im.apply(OpKind::kAdd, {positions, starts}));
+  }
+  if (mode == "circular") {
+    KILN_ASSIGN_OR_RETURN(NodeId length, im.size_value(ps[size_t(axis)]));
+    KILN_ASSIGN_OR_RETURN(positions, im.apply(OpKind::kFmod, {positions, length}));
+  }
+  KILN_ASSIGN_OR_RETURN(positions, im.add(OpKind::kBroadcastTo, {positions}, ir::BroadcastToAttrs{us}));
+  KILN_ASSIGN_OR_RETURN(NodeId present,
+                        im.add(OpKind::kScatter, {past, positions, update}, ir::ScatterAttrs{axis, ir::ScatterReduction::kNone}));
+  return im.set_output(0, present);
+}
+
 Status gather_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
   const int64_t axis_attr = im.attr_int("axis", 0);
@@ -942,6 +986,7 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["ScatterND"] = scatter_nd_op;
   t["ScatterElements"] = scatter_elements_op;
   t["Scatter"] = scatter_elements_op;
+  t["TensorScatter"] = tensor_scatter_op;
   t["Squeeze"] = squeeze_op;
   t["Unsqueeze"] = unsqueeze_op;
   t["Flatten"] = flatten_op;

@@ -1671,3 +1671,15 @@ TEST_CASE("onnx: MaxPool's Indices are the first maximum's flattened position, r
     CHECK(got[7] == at(2, 1));
   }
 }
+
+TEST_CASE("onnx: TensorScatter's update must match the cache off the sequence axis") {
+  ModelBuilder m(24);
+  m.input("past", {"2", "4", "8", "16"});
+  m.input("update", {"2", "3", "1", "16"});
+  m.node("TensorScatter", {"past", "update"}, {"present"}, "cache");
+  m.output("present");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'cache' (TensorScatter, opset 24): update [2, 3, 1, 16] must match past_cache "
+                               "[2, 4, 8, 16] off the sequence axis") != std::string::npos);
+}
