@@ -292,6 +292,76 @@ Status tensor_scatter_op(Importer& im) {
   return im.set_output(0, present);
 }
 
+// Col2Im (opset 18): the columns [N, C * prod(block), L] summed back into images [N, C, image...]
+// (the adjoint of im2col). Each column entry's image position is worked out at import (entries
+// that land in the padding get an index past the image, which the scatter drops), and one
+// scatter with reduction add along the flattened image axis places them all; each image element
+// visits every column entry of its (n, c), so the cost is the image size times the column count.
+Status col2im_op(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> image, im.input_ints(1, "image_shape"));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> block, im.input_ints(2, "block_shape"));
+  const size_t n = image.size();
+  if (n == 0 || block.size() != n) return im.error("image_shape and block_shape must have one entry per spatial dim");
+  const std::vector<int64_t> dilations = im.attr_ints("dilations").value_or(std::vector<int64_t>(n, 1));
+  const std::vector<int64_t> strides = im.attr_ints("strides").value_or(std::vector<int64_t>(n, 1));
+  const std::vector<int64_t> pads = im.attr_ints("pads").value_or(std::vector<int64_t>(2 * n, 0));
+  if (dilations.size() != n || strides.size() != n || pads.size() != 2 * n) {
+    return im.error("dilations, strides and pads must match the spatial dims");
+  }
+  const Shape xs = im.type(x).shape;
+  if (xs.size() != 3 || !ir::is_static_from(xs, 1)) return im.error("the input must be [N, C * prod(block_shape), L] with static C and L");
+  int64_t block_size = 1, image_size = 1, columns = 1;
+  std::vector<int64_t> blocks_per_dim(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (image[i] < 1 || block[i] < 1 || dilations[i] < 1 || strides[i] < 1 || pads[i] < 0 || pads[n + i] < 0 ||
+        image[i] > (int64_t(1) << 20) || block[i] > (int64_t(1) << 20)) {
+      return im.error("sizes, dilations and strides must be positive and pads non-negative");
+    }
+    blocks_per_dim[i] = (image[i] + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) / strides[i] + 1;
+    if (blocks_per_dim[i] < 1) return im.error("the block does not fit the padded image");
+    block_size *= block[i];
+    image_size *= image[i];
+    columns *= blocks_per_dim[i];
+  }
+  if (xs[1].size() % block_size != 0 || xs[2].size() != columns) {
+    return im.error("the input " + ir::shape_to_string(xs) + " does not hold C * " + std::to_string(block_size) + " rows of " +
+                    std::to_string(columns) + " blocks");
+  }
+  const int64_t channels = xs[1].size() / block_size;
+  KILN_RETURN_IF_ERROR(check_import_size(im, {Dim::of(block_size * columns)}, "the column positions"));
+  KILN_ASSIGN_OR_RETURN(ir::Tensor positions, ir::Tensor::zeros(ir::DType::kI64, {1, 1, block_size * columns}));
+  int64_t* at = positions.mutable_data_as<int64_t>();
+  for (int64_t k = 0; k < block_size; ++k) {
+    for (int64_t l = 0; l < columns; ++l) {
+      int64_t krest = k, lrest = l, position = 0, stride = 1;
+      bool inside = true;
+      for (size_t i = n; i-- > 0;) {
+        const int64_t offset = krest % block[i], column = lrest % blocks_per_dim[i];
+        krest /= block[i];
+        lrest /= blocks_per_dim[i];
+        const int64_t coordinate = column * strides[i] - pads[i] + offset * dilations[i];
+        inside = inside && coordinate >= 0 && coordinate < image[i];
+        position += coordinate * stride;
+        stride *= image[i];
+      }
+      *at++ = inside ? position : image_size;
+    }
+  }
+  const NodeId index_constant = im.add_constant(std::move(positions), "col2im_positions");
+  const Shape flat{xs[0], Dim::of(channels), Dim::of(block_size * columns)};
+  KILN_ASSIGN_OR_RETURN(NodeId values, im.reshape(x, flat));
+  KILN_ASSIGN_OR_RETURN(NodeId indices, im.add(OpKind::kBroadcastTo, {index_constant}, ir::BroadcastToAttrs{flat}));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
+  KILN_ASSIGN_OR_RETURN(NodeId zeros, im.add(OpKind::kBroadcastTo, {zero},
+                                             ir::BroadcastToAttrs{{xs[0], Dim::of(channels), Dim::of(image_size)}}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kScatter, {zeros, indices, values}, ir::ScatterAttrs{2, ir::ScatterReduction::kAdd}));
+  Shape out{xs[0], Dim::of(channels)};
+  for (int64_t d : image) out.push_back(Dim::of(d));
+  KILN_ASSIGN_OR_RETURN(y, im.reshape(y, out));
+  return im.set_output(0, y);
+}
+
 Status gather_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(Value xv, im.input_value(0));
   const int64_t axis_attr = im.attr_int("axis", 0);
@@ -987,6 +1057,7 @@ void register_tensor_ops(std::map<std::string, Converter>& t) {
   t["ScatterElements"] = scatter_elements_op;
   t["Scatter"] = scatter_elements_op;
   t["TensorScatter"] = tensor_scatter_op;
+  t["Col2Im"] = col2im_op;
   t["Squeeze"] = squeeze_op;
   t["Unsqueeze"] = unsqueeze_op;
   t["Flatten"] = flatten_op;

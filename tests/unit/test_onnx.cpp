@@ -1683,3 +1683,16 @@ TEST_CASE("onnx: TensorScatter's update must match the cache off the sequence ax
   CHECK(diags.to_string().find("node 'cache' (TensorScatter, opset 24): update [2, 3, 1, 16] must match past_cache "
                                "[2, 4, 8, 16] off the sequence axis") != std::string::npos);
 }
+
+TEST_CASE("onnx: Col2Im's columns must match the image, block and strides") {
+  ModelBuilder m(18);
+  m.input("cols", {"1", "5", "24"});
+  m.init_ints("image", {5, 5});
+  m.init_ints("block", {1, 5});
+  m.node("Col2Im", {"cols", "image", "block"}, {"y"}, "fold");
+  m.output("y");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'fold' (Col2Im, opset 18): the input [1, 5, 24] does not hold C * 5 rows of 5 blocks") !=
+        std::string::npos);
+}
