@@ -99,7 +99,7 @@ struct GemmCall {
   uint32_t out_arg = 0;      // [batch?, m, n]
   int32_t bias_arg = -1;     // [n], or -1 for none
   int32_t residual_arg = -1; // [batch?, m, n], or -1 for none
-  float alpha = 1.0f;        // the product's scale (x * s or x / s right after the matmul)
+  float alpha = 1.0f;        // the product's scale (x * s, or x / s for s a power of two, right after the matmul)
   ir::DType dtype = ir::DType::kF32;
   ir::SizeExpr batch;        // 1 for a plain matrix product
   ir::SizeExpr m, n, k;

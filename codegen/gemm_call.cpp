@@ -1,7 +1,7 @@
 // match_gemm_call: see gemm_call.h and artifact::GemmCall for the exact pattern. The checks, in
 // order: a matmul kernel with 2-D-or-more operands in memory; one float dtype for a, b and the
 // result; each operand's batch dims either the output's batch dims (batched) or all 1 (shared);
-// an epilogue that is exactly [* or / a one-element constant] then [+ bias[n]] and [+ residual
+// an epilogue that is exactly [* a one-element constant, or / a power of two] then [+ bias[n]] and [+ residual
 // shaped as the output] in either order, then [relu | gelu(tanh)], a chain in which each node
 // consumes the previous one; one written buffer, the chain's last value.
 #include "codegen/gemm_call.h"
@@ -93,8 +93,15 @@ std::optional<GemmPrefix> gemm_prefix(const KernelModel& model, bool allow_tf32)
         const double v = model.graph->constant_of(factor).element_as_double(0);
         const double alpha = mul ? v : 1.0 / v;
         if (!std::isfinite(alpha)) return std::nullopt;
-        call.alpha = float(alpha);
-        prev = epi[i++];
+        // x / s equals x * (1 / s) only when 1 / s is exact in float (s a power of two); otherwise
+        // the two differ in the last bit, which a rounding after it (QuantizeLinear's x / scale,
+        // then round) turns into a whole quantum. Such a division stays in the epilogue kernel.
+        int exponent = 0;
+        const bool exact = mul || std::frexp(v, &exponent) == 0.5 || std::frexp(v, &exponent) == -0.5;
+        if (exact) {
+          call.alpha = float(alpha);
+          prev = epi[i++];
+        }
       }
     }
   }

@@ -122,6 +122,14 @@ TEST_CASE("gemm call: a constant scale (alpha) and a residual (cuBLASLt's C) joi
     CHECK(call->alpha == 0.125f);
     CHECK(call->residual_arg == -1);
   }
+  {  // x / 3 is not x * (1/3) in float (the last bit differs, a whole quantum after a
+     // QuantizeLinear's rounding): the division stays in the epilogue kernel
+    Compiled c = compile(
+        "graph g(a: f32[8, 16], b: f32[16, 4]) -> (y: f32[8, 4]) {\n  y = round(div(matmul(a, b), const f32[] 3.0))\n}\n");
+    std::optional<artifact::GemmCall> call = codegen::match_gemm_call(matmul_model(c), false);
+    REQUIRE(call.has_value());
+    CHECK(call->alpha == 1.0f);
+  }
   {  // a transformer's output projection: x + (h @ w + b), then relu
     Compiled c = compile(
         "graph g(h: f32[N, 16], w: f32[16, 4], b: f32[4], x: f32[N, 4]) -> (y: f32[N, 4]) {\n"
