@@ -158,7 +158,8 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   app.add_flag("--version", version);
   app.add_option("-o", output);
   app.add_option("-O", opt_level);
-  app.add_option("-f", features);
+  // One value per occurrence: "-fno-fuse model.onnx" must not take the model as a feature.
+  app.add_option("-f", features)->allow_extra_args(false);
   app.add_flag("-S", opts.emit_sources);
   app.add_option("--emit", emit);
   app.add_option("--target", targets);
@@ -169,7 +170,7 @@ std::optional<UsageError> parse_options(int argc, char** argv, Options& opts) {
   app.add_option("--sign", sign);
   app.add_option("--new-signing-key", new_signing_key);
   app.add_flag("--print-ir-after-all", opts.reports.print_after_all);
-  app.add_option("--print-ir-after", print_after);
+  app.add_option("--print-ir-after", print_after)->allow_extra_args(false);
   app.add_flag("--list-passes", list_passes);
   app.add_option("--list-ops", list_ops);
   app.add_option("-j,--jobs", jobs)->expected(0, 1);
