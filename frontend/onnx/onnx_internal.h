@@ -127,6 +127,11 @@ class Importer {
   Result<ir::NodeId> apply(ir::OpKind kind, std::vector<ir::NodeId> inputs) {
     return add(kind, std::move(inputs), ir::default_attrs(kind));
   }
+  // x as `dtype` (x itself when it already is).
+  Result<ir::NodeId> cast(ir::NodeId x, ir::DType dtype) {
+    if (type(x).dtype == dtype) return x;
+    return add(ir::OpKind::kCast, {x}, ir::CastAttrs{dtype});
+  }
   // A scalar constant of x's dtype.
   Result<ir::NodeId> scalar_like(ir::NodeId x, double v) { return scalar(v, type(x).dtype); }
   // sum + term, or term itself when sum is kNoNode (the first of a sum built term by term).

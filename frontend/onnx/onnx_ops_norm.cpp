@@ -35,11 +35,6 @@ Result<NodeId> stash(Importer& im, NodeId x) {
   return im.add(OpKind::kCast, {x}, ir::CastAttrs{ir::DType::kF32});
 }
 
-Result<NodeId> cast_back(Importer& im, NodeId y, ir::DType dtype) {
-  if (im.type(y).dtype == dtype) return y;
-  return im.add(OpKind::kCast, {y}, ir::CastAttrs{dtype});
-}
-
 // (x - mean) * rsqrt(var + epsilon) over `axes` (kept).
 Result<NodeId> standardize(Importer& im, NodeId x, const std::vector<int64_t>& axes, double epsilon) {
   const ir::ReduceAttrs attrs = keepdims_over(axes);
@@ -110,7 +105,7 @@ Status group_norm(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId scaled, im.apply(OpKind::kMul, {normed, scale}));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kAdd, {scaled, bias}));
   KILN_ASSIGN_OR_RETURN(y, im.reshape(y, xt.shape));
-  KILN_ASSIGN_OR_RETURN(y, cast_back(im, y, xt.dtype));
+  KILN_ASSIGN_OR_RETURN(y, im.cast(y, xt.dtype));
   return im.set_output(0, y);
 }
 
@@ -174,7 +169,7 @@ Status rms_norm(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId normed, im.apply(OpKind::kMul, {xs, inv}));
   KILN_ASSIGN_OR_RETURN(scale, stash(im, scale));
   KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMul, {normed, scale}));
-  KILN_ASSIGN_OR_RETURN(y, cast_back(im, y, xt.dtype));
+  KILN_ASSIGN_OR_RETURN(y, im.cast(y, xt.dtype));
   return im.set_output(0, y);
 }
 

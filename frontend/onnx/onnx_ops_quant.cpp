@@ -24,11 +24,6 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::Shape;
 
-Result<NodeId> cast_to(Importer& im, NodeId x, DType dtype) {
-  if (im.type(x).dtype == dtype) return x;
-  return im.add(OpKind::kCast, {x}, ir::CastAttrs{dtype});
-}
-
 bool is_quantized_type(DType d) { return d == DType::kI8 || d == DType::kU8; }
 
 // The saturation bounds of a quantized type.
@@ -86,7 +81,7 @@ Result<NodeId> broadcast_parameter(Importer& im, NodeId param, const Shape& xs, 
 Result<NodeId> saturate(Importer& im, NodeId value, DType dtype) {
   const auto [lo, hi] = quantized_range(dtype);
   KILN_ASSIGN_OR_RETURN(NodeId saturated, im.add(OpKind::kClamp, {value}, ir::ClampAttrs{lo, hi}));
-  return cast_to(im, saturated, dtype);
+  return im.cast(saturated, dtype);
 }
 
 // round_half_even(value / scale) + zero_point (when not kNoNode), saturated to `dtype`.
@@ -105,7 +100,7 @@ Result<NodeId> f32_parameter(Importer& im, int i, const Shape& xs, int64_t axis,
   if (!im.has_input(i)) return ir::kNoNode;
   KILN_ASSIGN_OR_RETURN(NodeId p, im.input(i));
   KILN_ASSIGN_OR_RETURN(p, broadcast_parameter(im, p, xs, axis, block_size, what));
-  return cast_to(im, p, DType::kF32);
+  return im.cast(p, DType::kF32);
 }
 
 // The type a QuantizeLinear produces: its zero point's, else output_dtype, else uint8.
@@ -162,7 +157,7 @@ Status quantize_linear(Importer& im) {
   const int64_t block_size = im.attr_int("block_size", 0);
   KILN_ASSIGN_OR_RETURN(NodeId scale, f32_parameter(im, 1, xs, axis, block_size, "y_scale"));
   KILN_ASSIGN_OR_RETURN(NodeId zero_point, f32_parameter(im, 2, xs, axis, block_size, "y_zero_point"));
-  KILN_ASSIGN_OR_RETURN(NodeId value, cast_to(im, x, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(NodeId value, im.cast(x, DType::kF32));
   KILN_ASSIGN_OR_RETURN(NodeId y, quantize(im, value, scale, zero_point, dtype));
   return im.set_output(0, y);
 }
@@ -196,12 +191,12 @@ Status dequantize_linear(Importer& im) {
   const int64_t block_size = im.attr_int("block_size", 0);
   KILN_ASSIGN_OR_RETURN(NodeId scale, f32_parameter(im, 1, xs, axis, block_size, "x_scale"));
   KILN_ASSIGN_OR_RETURN(NodeId zero_point, f32_parameter(im, 2, xs, axis, block_size, "x_zero_point"));
-  KILN_ASSIGN_OR_RETURN(NodeId value, cast_to(im, x, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(NodeId value, im.cast(x, DType::kF32));
   if (zero_point != ir::kNoNode) {
     KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kSub, {value, zero_point}));
   }
   KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kMul, {value, scale}));
-  KILN_ASSIGN_OR_RETURN(NodeId y, cast_to(im, value, out_dtype));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.cast(value, out_dtype));
   return im.set_output(0, y);
 }
 
@@ -229,7 +224,7 @@ Status dynamic_quantize_linear(Importer& im) {
   KILN_ASSIGN_OR_RETURN(zero_point, im.add(OpKind::kClamp, {zero_point}, ir::ClampAttrs{0.0, 255.0}));
   KILN_ASSIGN_OR_RETURN(zero_point, im.apply(OpKind::kRound, {zero_point}));
   KILN_ASSIGN_OR_RETURN(NodeId y, quantize(im, x, scale, zero_point, DType::kU8));
-  KILN_ASSIGN_OR_RETURN(NodeId zero_point_u8, cast_to(im, zero_point, DType::kU8));
+  KILN_ASSIGN_OR_RETURN(NodeId zero_point_u8, im.cast(zero_point, DType::kU8));
   KILN_RETURN_IF_ERROR(im.set_output(0, y));
   KILN_RETURN_IF_ERROR(im.set_output(1, scale));
   return im.set_output(2, zero_point_u8);
@@ -244,7 +239,7 @@ Result<NodeId> shifted_i32(Importer& im, NodeId operand, int zero_point_input, s
     return im.unsupported(std::string(what) + " of type " + std::string(ir::dtype_name(im.type(operand).dtype)) +
                           " is not supported (int8 and uint8 only)");
   }
-  KILN_ASSIGN_OR_RETURN(NodeId value, cast_to(im, operand, DType::kI32));
+  KILN_ASSIGN_OR_RETURN(NodeId value, im.cast(operand, DType::kI32));
   if (!im.has_input(zero_point_input)) return value;
   KILN_ASSIGN_OR_RETURN(NodeId zp, im.input(zero_point_input));
   if (im.type(zp).dtype != im.type(operand).dtype) {
@@ -258,7 +253,7 @@ Result<NodeId> shifted_i32(Importer& im, NodeId operand, int zero_point_input, s
   } else {
     return im.error(std::string(what) + "'s zero point has an unsupported shape " + ir::shape_to_string(zs));
   }
-  KILN_ASSIGN_OR_RETURN(zp, cast_to(im, zp, DType::kI32));
+  KILN_ASSIGN_OR_RETURN(zp, im.cast(zp, DType::kI32));
   return im.apply(OpKind::kSub, {value, zp});
 }
 
@@ -295,7 +290,7 @@ Result<NodeId> product_scale(Importer& im, int input, std::string_view what, std
   } else {
     return im.error(std::string(what) + " has an unsupported shape " + ir::shape_to_string(ss));
   }
-  return cast_to(im, scale, DType::kF32);
+  return im.cast(scale, DType::kF32);
 }
 
 // The requantization shared by QLinearMatMul and QLinearConv: the i32 product times
@@ -305,7 +300,7 @@ Result<NodeId> requantize(Importer& im, NodeId product, NodeId scale_a, NodeId s
   KILN_ASSIGN_OR_RETURN(NodeId y_scale, product_scale(im, y_scale_input, "y_scale", std::nullopt));
   KILN_ASSIGN_OR_RETURN(NodeId multiplier, im.apply(OpKind::kMul, {scale_a, scale_b}));
   KILN_ASSIGN_OR_RETURN(multiplier, im.apply(OpKind::kDiv, {multiplier, y_scale}));
-  KILN_ASSIGN_OR_RETURN(NodeId value, cast_to(im, product, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(NodeId value, im.cast(product, DType::kF32));
   KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kMul, {value, multiplier}));
   if (im.has_input(y_zero_point_input)) {
     KILN_ASSIGN_OR_RETURN(NodeId zp, im.input(y_zero_point_input));
@@ -314,7 +309,7 @@ Result<NodeId> requantize(Importer& im, NodeId product, NodeId scale_a, NodeId s
       return im.error("y_zero_point must be a scalar");
     }
     KILN_ASSIGN_OR_RETURN(zp, im.reshape(zp, {}));
-    KILN_ASSIGN_OR_RETURN(zp, cast_to(im, zp, DType::kF32));
+    KILN_ASSIGN_OR_RETURN(zp, im.cast(zp, DType::kF32));
     KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kAdd, {value, zp}));
   }
   KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kRound, {value}));
@@ -398,10 +393,10 @@ Result<NodeId> quantized_convolution(Importer& im, int x_input, int x_zp_input, 
                           std::to_string(int64_t(*bound)) +
                           ", beyond float32's exact integers (2^24); Kiln has no integer convolution");
   }
-  KILN_ASSIGN_OR_RETURN(x_shifted, cast_to(im, x_shifted, DType::kF32));
-  KILN_ASSIGN_OR_RETURN(w_shifted, cast_to(im, w_shifted, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(x_shifted, im.cast(x_shifted, DType::kF32));
+  KILN_ASSIGN_OR_RETURN(w_shifted, im.cast(w_shifted, DType::kF32));
   if (bias != ir::kNoNode) {
-    KILN_ASSIGN_OR_RETURN(bias, cast_to(im, bias, DType::kF32));
+    KILN_ASSIGN_OR_RETURN(bias, im.cast(bias, DType::kF32));
   }
   return convolution(im, x_shifted, w_shifted, bias);
 }
@@ -409,7 +404,7 @@ Result<NodeId> quantized_convolution(Importer& im, int x_input, int x_zp_input, 
 // ConvInteger(x, w, x_zero_point, w_zero_point) -> int32.
 Status conv_integer(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId product, quantized_convolution(im, 0, 2, 1, 3, ir::kNoNode));
-  KILN_ASSIGN_OR_RETURN(NodeId y, cast_to(im, product, DType::kI32));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.cast(product, DType::kI32));
   return im.set_output(0, y);
 }
 

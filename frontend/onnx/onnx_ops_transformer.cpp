@@ -38,11 +38,6 @@ Result<NodeId> concat(Importer& im, std::vector<NodeId> parts, int64_t axis) {
   return im.add(OpKind::kConcat, std::move(parts), ir::AxisAttrs{axis});
 }
 
-Result<NodeId> cast(Importer& im, NodeId x, ir::DType to) {
-  if (im.type(x).dtype == to) return x;
-  return im.add(OpKind::kCast, {x}, ir::CastAttrs{to});
-}
-
 std::string describe(const Importer& im, NodeId x) { return im.type(x).to_string(); }
 
 // ---- RotaryEmbedding ----------------------------------------------------------------------------
@@ -280,9 +275,9 @@ Status causal_conv_with_state(Importer& im) {
   KILN_ASSIGN_OR_RETURN(y, im.reshape(y, xs));
   if (activation != "none") {
     // The reference applies SiLU in float32 and rounds the result to the input's type.
-    KILN_ASSIGN_OR_RETURN(NodeId wide, cast(im, y, ir::DType::kF32));
+    KILN_ASSIGN_OR_RETURN(NodeId wide, im.cast(y, ir::DType::kF32));
     KILN_ASSIGN_OR_RETURN(NodeId silu, im.add(OpKind::kSilu, {wide}, ir::NoAttrs{}));
-    KILN_ASSIGN_OR_RETURN(y, cast(im, silu, xt.dtype));
+    KILN_ASSIGN_OR_RETURN(y, im.cast(silu, xt.dtype));
   }
   KILN_RETURN_IF_ERROR(im.set_output(0, y));
   // The last k - 1 positions; none when k is 1 (a start past the end gives an empty slice).
@@ -394,7 +389,7 @@ Status linear_attention(Importer& im) {
   const Dim heads = Dim::of(kv_heads), seq = Dim::of(steps);
 
   // The float32 operands: Q (B, Hkv, group, T, dk), K (B, Hkv, T, dk), V (B, Hkv, T, dv).
-  auto to_f32 = [&](NodeId x) { return cast(im, x, ir::DType::kF32); };
+  auto to_f32 = [&](NodeId x) { return im.cast(x, ir::DType::kF32); };
   KILN_ASSIGN_OR_RETURN(NodeId qh, to_f32(q));
   KILN_ASSIGN_OR_RETURN(qh, im.reshape(qh, {batch, seq, heads, Dim::of(group), Dim::of(dk)}));
   KILN_ASSIGN_OR_RETURN(qh, transpose(im, qh, {0, 2, 3, 1, 4}));
@@ -441,7 +436,7 @@ Status linear_attention(Importer& im) {
     KILN_ASSIGN_OR_RETURN(NodeId g, split_heads(decay, per_key_decay ? dk : 1));
     // Cumulative sum over the steps: (T, T) lower-triangular ones times g.
     KILN_ASSIGN_OR_RETURN(NodeId inclusive, causal_mask(im, steps, /*strict=*/false));
-    KILN_ASSIGN_OR_RETURN(NodeId prefix_sum, cast(im, inclusive, ir::DType::kF32));
+    KILN_ASSIGN_OR_RETURN(NodeId prefix_sum, im.cast(inclusive, ir::DType::kF32));
     KILN_ASSIGN_OR_RETURN(log_decay, im.apply(OpKind::kMatMul, {prefix_sum, g}));
   }
   const int64_t decay_width = per_key_decay ? dk : 1;
@@ -575,7 +570,7 @@ Status linear_attention(Importer& im) {
   // (B, Hkv, group, T, dv) -> (B, T, Hkv, group, dv) -> (B, T, Hq * dv).
   KILN_ASSIGN_OR_RETURN(out, transpose(im, out, {0, 3, 1, 2, 4}));
   KILN_ASSIGN_OR_RETURN(out, im.reshape(out, {batch, seq, Dim::of(q_heads * dv)}));
-  KILN_ASSIGN_OR_RETURN(out, cast(im, out, out_dtype));
+  KILN_ASSIGN_OR_RETURN(out, im.cast(out, out_dtype));
   KILN_RETURN_IF_ERROR(im.set_output(0, out));
 
   // present_state: e^{G_T} S_0 + sum_s (e^{G_T - G_s} k_s) u_s^T.
@@ -599,7 +594,7 @@ Status linear_attention(Importer& im) {
     }
     KILN_ASSIGN_OR_RETURN(state, im.apply(OpKind::kAdd, {carried, state}));
   }
-  KILN_ASSIGN_OR_RETURN(state, cast(im, state, state_dtype));
+  KILN_ASSIGN_OR_RETURN(state, im.cast(state, state_dtype));
   return im.set_output(1, state);
 }
 
