@@ -4,9 +4,10 @@
 // Each is decomposed into Kiln ops: casts, the integer product of the zero-point-shifted
 // operands (an i32 matmul; a convolution in f32, taken only where its int32 accumulation is
 // provably exact there) and an f32 rescale, rounded half to even and saturated to the
-// quantized type. The elementwise parts fuse into the kernels
-// around them, so a QDQ model runs its DequantizeLinear -> Conv -> QuantizeLinear chains as
-// float convolutions with the (de)quantization in their prologues and epilogues.
+// quantized type. The elementwise parts fuse into the kernels around them: a QDQ model's
+// constant weights are dequantized at import, and a QuantizeLinear -> DequantizeLinear pair on
+// an activation joins the epilogue of the kernel producing it, so its convolutions and matmuls
+// run as float ones.
 //
 // Quantized types are Kiln's int8 and uint8. Others (int16, int4, int2, float8, float4) have no
 // Kiln dtype; their tensors are refused where they enter the graph, and an output_dtype naming
