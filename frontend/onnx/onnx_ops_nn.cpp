@@ -210,6 +210,152 @@ Status conv_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// DeformConv (opset 19, 2-D): each kernel tap samples X bilinearly at its regular position plus
+// a learned offset (zero outside the image, as GridSample with zeros padding and align_corners
+// does), times the optional mask; the samples of every tap form an im2col matrix that one batched
+// matmul per group multiplies by the weights. The samples are four gathers from X flattened,
+// with positions computed elementwise from the offsets. X's channels and spatial dims, and the
+// kernel, must be static.
+Status deform_conv(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId w, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId offset, im.input(2));
+  const Shape xs = im.type(x).shape, ws = im.type(w).shape, os = im.type(offset).shape;
+  if (xs.size() != 4) return im.unsupported("only 2-D deformable convolutions are supported");
+  if (!ir::is_static_from(xs, 1) || !ir::is_static(ws) || ws.size() != 4 || !ir::is_float(im.type(x).dtype)) {
+    return im.unsupported("DeformConv needs a float X with static channels and spatial dims, and static 4-D weights");
+  }
+  const int64_t channels = xs[1].size(), height = xs[2].size(), width = xs[3].size();
+  const int64_t out_channels = ws[0].size(), kh = ws[2].size(), kw = ws[3].size();
+  const int64_t groups = im.attr_int("group", 1), offset_groups = im.attr_int("offset_group", 1);
+  if (groups < 1 || offset_groups < 1 || channels % groups != 0 || channels % offset_groups != 0 ||
+      out_channels % groups != 0 || ws[1].size() * groups != channels) {
+    return im.error("channels, weights, group and offset_group do not agree");
+  }
+  KILN_ASSIGN_OR_RETURN(Window win, window_of(im, xs, {kh, kw}, /*allow_ceil=*/false));
+  int64_t out[2];
+  for (int a = 0; a < 2; ++a) {
+    const int64_t size = a == 0 ? height : width, k = a == 0 ? kh : kw;
+    out[a] = (size + win.pads_begin[a] + win.pads_end[a] - win.dilations[a] * (k - 1) - 1) / win.strides[a] + 1;
+  }
+  const int64_t taps = kh * kw, positions = out[0] * out[1];
+  if (os.size() != 4 || os[0] != xs[0] || os[1] != Dim::of(offset_groups * taps * 2) || os[2] != Dim::of(out[0]) ||
+      os[3] != Dim::of(out[1])) {
+    return im.error("offset must be [N, offset_group * kH * kW * 2, oH, oW] = [N, " + std::to_string(offset_groups * taps * 2) +
+                    ", " + std::to_string(out[0]) + ", " + std::to_string(out[1]) + "], got " + ir::shape_to_string(os));
+  }
+  const Dim n = xs[0];
+  const ir::DType dtype = im.type(x).dtype;
+  // Sample coordinates per (n, offset group, tap, position): the regular grid plus the offsets.
+  KILN_ASSIGN_OR_RETURN(NodeId offsets, im.cast(offset, ir::DType::kF32));
+  KILN_ASSIGN_OR_RETURN(offsets, im.reshape(offsets, {n, Dim::of(offset_groups), Dim::of(taps), Dim::of(2), Dim::of(positions)}));
+  NodeId coordinate[2];
+  for (int a = 0; a < 2; ++a) {
+    KILN_ASSIGN_OR_RETURN(ir::Tensor grid, ir::Tensor::zeros(ir::DType::kF32, {1, 1, taps, 1, positions}));
+    for (int64_t t = 0; t < taps; ++t) {
+      const int64_t tap = a == 0 ? t / kw : t % kw;
+      for (int64_t p = 0; p < positions; ++p) {
+        const int64_t o = a == 0 ? p / out[1] : p % out[1];
+        grid.mutable_data_as<float>()[t * positions + p] =
+            float(o * win.strides[a] - win.pads_begin[a] + tap * win.dilations[a]);
+      }
+    }
+    const NodeId base = im.add_constant(std::move(grid), "deform_grid");
+    KILN_ASSIGN_OR_RETURN(NodeId delta, im.add(OpKind::kSlice, {offsets}, ir::SliceAttrs{{a}, {a + 1}, {3}, {1}}));
+    KILN_ASSIGN_OR_RETURN(coordinate[a], im.apply(OpKind::kAdd, {base, delta}));  // [N, og, taps, 1, P]
+  }
+  // X flattened; element (n, c, y, x) at ((n * C + c) * H + y) * W + x. Channels of offset group
+  // g use that group's coordinates: [N, og, C/og, taps, P].
+  const std::optional<Dim> total = Dim::product(n, Dim::of(channels * height * width));
+  if (!total) return im.error("X's size overflows");
+  KILN_ASSIGN_OR_RETURN(NodeId flat, im.reshape(x, {*total}));
+  KILN_ASSIGN_OR_RETURN(NodeId batch, im.iota(n, 0, 5));
+  KILN_ASSIGN_OR_RETURN(NodeId channel, im.iota(channels, 0, 1));
+  KILN_ASSIGN_OR_RETURN(channel, im.reshape(channel, {Dim::of(1), Dim::of(offset_groups), Dim::of(channels / offset_groups), Dim::of(1), Dim::of(1)}));
+  KILN_ASSIGN_OR_RETURN(NodeId channel_count, im.scalar(double(channels), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(NodeId plane_base, im.apply(OpKind::kMul, {batch, channel_count}));
+  KILN_ASSIGN_OR_RETURN(plane_base, im.apply(OpKind::kAdd, {plane_base, channel}));
+  KILN_ASSIGN_OR_RETURN(NodeId plane_size, im.scalar(double(height * width), ir::DType::kI64));
+  KILN_ASSIGN_OR_RETURN(plane_base, im.apply(OpKind::kMul, {plane_base, plane_size}));
+  NodeId low[2], high_weight[2];
+  for (int a = 0; a < 2; ++a) {
+    KILN_ASSIGN_OR_RETURN(low[a], im.apply(OpKind::kFloor, {coordinate[a]}));
+    KILN_ASSIGN_OR_RETURN(high_weight[a], im.apply(OpKind::kSub, {coordinate[a], low[a]}));
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId one, im.scalar(1.0, ir::DType::kF32));
+  KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar(0.0, ir::DType::kF32));
+  NodeId sampled = ir::kNoNode;
+  for (int dy = 0; dy < 2; ++dy) {
+    for (int dx = 0; dx < 2; ++dx) {
+      NodeId at[2], weight = ir::kNoNode, inside = ir::kNoNode;
+      for (int a = 0; a < 2; ++a) {
+        // The low neighbour weighs 1 - frac, the high one frac.
+        const bool high = (a == 0 ? dy : dx) != 0;
+        NodeId w_axis = high_weight[a];
+        at[a] = low[a];
+        if (high) {
+          KILN_ASSIGN_OR_RETURN(at[a], im.apply(OpKind::kAdd, {low[a], one}));
+        } else {
+          KILN_ASSIGN_OR_RETURN(w_axis, im.apply(OpKind::kSub, {one, high_weight[a]}));
+        }
+        if (a == 0) {
+          weight = w_axis;
+        } else {
+          KILN_ASSIGN_OR_RETURN(weight, im.apply(OpKind::kMul, {weight, w_axis}));
+        }
+        KILN_ASSIGN_OR_RETURN(NodeId extent, im.scalar(double(a == 0 ? height : width), ir::DType::kF32));
+        KILN_ASSIGN_OR_RETURN(NodeId above, im.apply(OpKind::kGreaterEqual, {at[a], zero}));
+        KILN_ASSIGN_OR_RETURN(NodeId below, im.apply(OpKind::kLess, {at[a], extent}));
+        KILN_ASSIGN_OR_RETURN(NodeId ok, im.apply(OpKind::kAnd, {above, below}));
+        if (inside == ir::kNoNode) {
+          inside = ok;
+        } else {
+          KILN_ASSIGN_OR_RETURN(inside, im.apply(OpKind::kAnd, {inside, ok}));
+        }
+        // A safe index for the gather: outside positions read element 0 and weigh 0.
+        KILN_ASSIGN_OR_RETURN(at[a], im.apply(OpKind::kWhere, {ok, at[a], zero}));
+        KILN_ASSIGN_OR_RETURN(at[a], im.cast(at[a], ir::DType::kI64));
+      }
+      KILN_ASSIGN_OR_RETURN(NodeId row_size, im.scalar(double(width), ir::DType::kI64));
+      KILN_ASSIGN_OR_RETURN(NodeId index, im.apply(OpKind::kMul, {at[0], row_size}));
+      KILN_ASSIGN_OR_RETURN(index, im.apply(OpKind::kAdd, {index, at[1]}));      // [N, og, taps, 1, P]
+      KILN_ASSIGN_OR_RETURN(index, im.reshape(index, {n, Dim::of(offset_groups), Dim::of(1), Dim::of(taps), Dim::of(positions)}));
+      KILN_ASSIGN_OR_RETURN(index, im.apply(OpKind::kAdd, {plane_base, index}));  // [N, og, C/og, taps, P]
+      KILN_ASSIGN_OR_RETURN(NodeId values, im.add(OpKind::kGather, {flat, index}, ir::AxisAttrs{0}));
+      KILN_ASSIGN_OR_RETURN(values, im.cast(values, ir::DType::kF32));
+      KILN_ASSIGN_OR_RETURN(weight, im.apply(OpKind::kWhere, {inside, weight, zero}));
+      KILN_ASSIGN_OR_RETURN(weight, im.reshape(weight, {n, Dim::of(offset_groups), Dim::of(1), Dim::of(taps), Dim::of(positions)}));
+      KILN_ASSIGN_OR_RETURN(NodeId term, im.apply(OpKind::kMul, {values, weight}));
+      if (sampled == ir::kNoNode) {
+        sampled = term;
+      } else {
+        KILN_ASSIGN_OR_RETURN(sampled, im.apply(OpKind::kAdd, {sampled, term}));
+      }
+    }
+  }
+  if (im.has_input(4)) {
+    KILN_ASSIGN_OR_RETURN(NodeId mask, im.input(4));
+    KILN_ASSIGN_OR_RETURN(mask, im.cast(mask, ir::DType::kF32));
+    KILN_ASSIGN_OR_RETURN(mask, im.reshape(mask, {n, Dim::of(offset_groups), Dim::of(1), Dim::of(taps), Dim::of(positions)}));
+    KILN_ASSIGN_OR_RETURN(sampled, im.apply(OpKind::kMul, {sampled, mask}));
+  }
+  // im2col per group: [N, G, C/G * taps, P] times the weights [1, G, O/G, C/G * taps].
+  const int64_t per_group = channels / groups * taps;
+  KILN_ASSIGN_OR_RETURN(sampled, im.reshape(sampled, {n, Dim::of(groups), Dim::of(per_group), Dim::of(positions)}));
+  KILN_ASSIGN_OR_RETURN(NodeId weights, im.cast(w, ir::DType::kF32));
+  KILN_ASSIGN_OR_RETURN(weights, im.reshape(weights, {Dim::of(1), Dim::of(groups), Dim::of(out_channels / groups), Dim::of(per_group)}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(OpKind::kMatMul, {weights, sampled}));
+  KILN_ASSIGN_OR_RETURN(y, im.reshape(y, {n, Dim::of(out_channels), Dim::of(out[0]), Dim::of(out[1])}));
+  if (im.has_input(3)) {
+    KILN_ASSIGN_OR_RETURN(NodeId bias, im.input(3));
+    KILN_ASSIGN_OR_RETURN(bias, im.cast(bias, ir::DType::kF32));
+    KILN_ASSIGN_OR_RETURN(bias, im.reshape(bias, {Dim::of(1), Dim::of(out_channels), Dim::of(1), Dim::of(1)}));
+    KILN_ASSIGN_OR_RETURN(y, im.apply(OpKind::kAdd, {y, bias}));
+  }
+  KILN_ASSIGN_OR_RETURN(y, im.cast(y, dtype));
+  return im.set_output(0, y);
+}
+
 // ConvTranspose (1-D and 2-D) as the convolution it is the gradient of: the input with
 // stride - 1 zeros after each element along H and W, convolved (stride 1, the same dilations)
 // with the weights swapped to [out, in/group] per group and flipped in space, padded by
@@ -769,6 +915,7 @@ void register_nn_ops(std::map<std::string, Converter>& t) {
   t["GlobalMaxPool"] = global_pool(true);
   t["BatchNormalization"] = batch_norm;
   t["MaxUnpool"] = max_unpool;
+  t["DeformConv"] = deform_conv;
   t["LayerNormalization"] = layer_norm;
 }
 

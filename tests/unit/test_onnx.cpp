@@ -1696,3 +1696,16 @@ TEST_CASE("onnx: Col2Im's columns must match the image, block and strides") {
   CHECK(diags.to_string().find("node 'fold' (Col2Im, opset 18): the input [1, 5, 24] does not hold C * 5 rows of 5 blocks") !=
         std::string::npos);
 }
+
+TEST_CASE("onnx: DeformConv's offsets must hold two coordinates per tap and output position") {
+  ModelBuilder m(19);
+  m.input("x", {"1", "2", "5", "5"});
+  m.input("w", {"4", "2", "3", "3"});
+  m.input("offset", {"1", "9", "3", "3"});
+  m.node("DeformConv", {"x", "w", "offset"}, {"y"}, "dcn");
+  m.output("y");
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'dcn' (DeformConv, opset 19): offset must be [N, offset_group * kH * kW * 2, oH, oW] = "
+                               "[N, 18, 3, 3], got [1, 9, 3, 3]") != std::string::npos);
+}
