@@ -195,48 +195,35 @@ Status loop_op(Importer& im) {
   return Status::ok();
 }
 
-// Scan (opsets 9+): N state values and M scan inputs; the body (state..., slices...) ->
-// (state..., scan output elements...) runs once per position of the scan inputs along their
-// axes (static), forward or reversed, and the elements are stacked along the output axes.
-Status scan_op(Importer& im) {
-  if (im.opset < 9) return im.unsupported("the opset 8 form of Scan (batched, with sequence_lens) is not supported");
-  const onnx::GraphProto* body = graph_attr(im, "body");
-  if (body == nullptr) return im.error("body is missing");
-  const int64_t num_scan_inputs = im.attr_int("num_scan_inputs", -1);
-  const int num_inputs = im.num_inputs();
-  if (num_scan_inputs < 1 || num_scan_inputs > num_inputs) return im.error("num_scan_inputs must be in [1, inputs]");
-  const int states = num_inputs - int(num_scan_inputs);
-  const int scan_outputs = body->output_size() - states;
-  if (body->input_size() != num_inputs || scan_outputs < 0) {
+// The axes and directions of a Scan's scan inputs and outputs.
+struct ScanForm {
+  std::vector<int64_t> input_axes, input_directions, output_axes, output_directions;
+};
+
+// The final states and the stacked scan outputs of running `body` (state..., slices...) ->
+// (state..., scan output elements...) once per position of the scan inputs along their axes
+// (a static length, the same for all), forward or reversed per input; the elements are stacked
+// along the output axes, reversed per output. `label` starts the inlined values' names.
+Result<std::pair<std::vector<NodeId>, std::vector<NodeId>>> unroll_scan(Importer& im, const onnx::GraphProto& body,
+                                                                         std::vector<NodeId> state,
+                                                                         const std::vector<NodeId>& scan_inputs,
+                                                                         ScanForm form, const std::string& label) {
+  const size_t states = state.size();
+  const int scan_outputs = body.output_size() - int(states);
+  if (body.input_size() != int(states + scan_inputs.size()) || scan_outputs < 0 ||
+      form.output_axes.size() != size_t(scan_outputs) || form.output_directions.size() != size_t(scan_outputs)) {
     return im.error("the body's inputs and outputs do not match the state and scan values");
   }
-  auto per_value = [&](std::string_view name, int count) -> Result<std::vector<int64_t>> {
-    std::vector<int64_t> v = im.attr_ints(name).value_or(std::vector<int64_t>(size_t(count), 0));
-    if (int(v.size()) != count) return im.error(std::string(name) + " must hold " + std::to_string(count) + " entries");
-    return v;
-  };
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> input_axes, per_value("scan_input_axes", int(num_scan_inputs)));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> input_directions, per_value("scan_input_directions", int(num_scan_inputs)));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_axes, per_value("scan_output_axes", scan_outputs));
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> output_directions, per_value("scan_output_directions", scan_outputs));
-
-  std::vector<NodeId> state, scan_inputs;
-  for (int i = 0; i < states; ++i) {
-    KILN_ASSIGN_OR_RETURN(NodeId v, im.input(i));
-    state.push_back(v);
-  }
   int64_t length = -1;
-  for (int i = 0; i < int(num_scan_inputs); ++i) {
-    KILN_ASSIGN_OR_RETURN(NodeId v, im.input(states + i));
-    const int64_t rank = im.type(v).rank();
-    Result<int64_t> axis = ir::normalize_axis(input_axes[size_t(i)], rank);
+  for (size_t i = 0; i < scan_inputs.size(); ++i) {
+    const int64_t rank = im.type(scan_inputs[i]).rank();
+    Result<int64_t> axis = ir::normalize_axis(form.input_axes[i], rank);
     if (!axis.is_ok()) return im.error(axis.status().message());
-    input_axes[size_t(i)] = *axis;
-    const Dim& d = im.type(v).shape[size_t(*axis)];
+    form.input_axes[i] = *axis;
+    const Dim& d = im.type(scan_inputs[i]).shape[size_t(*axis)];
     if (d.is_symbolic()) return im.unsupported("a scan over a dynamic sequence length (Kiln unrolls scans at import)");
     if (length >= 0 && d.size() != length) return im.error("the scan inputs differ in sequence length");
     length = d.size();
-    scan_inputs.push_back(v);
   }
   if (length > kMaxUnrolledIterations) {
     return im.unsupported("a Scan of more than " + std::to_string(kMaxUnrolledIterations) + " steps is not supported (Kiln unrolls scans at import)");
@@ -246,32 +233,121 @@ Status scan_op(Importer& im) {
     std::vector<Value> bound;
     for (NodeId v : state) bound.push_back(of_node(v));
     for (size_t i = 0; i < scan_inputs.size(); ++i) {
-      const int64_t at = input_directions[i] != 0 ? length - 1 - step : step;
-      const int64_t axis = input_axes[i];
+      const int64_t at = form.input_directions[i] != 0 ? length - 1 - step : step;
+      const int64_t axis = form.input_axes[i];
       KILN_ASSIGN_OR_RETURN(NodeId slice, im.add(OpKind::kSlice, {scan_inputs[i]}, ir::SliceAttrs{{at}, {at + 1}, {axis}, {1}}));
       Shape s = im.type(slice).shape;
       s.erase(s.begin() + axis);
       KILN_ASSIGN_OR_RETURN(slice, im.reshape(slice, s));
       bound.push_back(of_node(slice));
     }
-    KILN_ASSIGN_OR_RETURN(std::vector<Value> results, inline_graph(im, *body, label_of(im, "step" + std::to_string(step)), bound));
-    for (int i = 0; i < states; ++i) {
-      KILN_ASSIGN_OR_RETURN(state[size_t(i)], node_of(im, results[size_t(i)]));
+    KILN_ASSIGN_OR_RETURN(std::vector<Value> results, inline_graph(im, body, label + "/step" + std::to_string(step), bound));
+    for (size_t i = 0; i < states; ++i) {
+      KILN_ASSIGN_OR_RETURN(state[i], node_of(im, results[i]));
     }
     for (int i = 0; i < scan_outputs; ++i) {
-      KILN_ASSIGN_OR_RETURN(NodeId v, node_of(im, results[size_t(states + i)]));
+      KILN_ASSIGN_OR_RETURN(NodeId v, node_of(im, results[states + size_t(i)]));
       scanned[size_t(i)].push_back(v);
     }
   }
-  for (int i = 0; i < states; ++i) KILN_RETURN_IF_ERROR(im.set_output(i, state[size_t(i)]));
+  std::vector<NodeId> stacked;
   for (int i = 0; i < scan_outputs; ++i) {
     std::vector<NodeId>& parts = scanned[size_t(i)];
     if (parts.empty()) return im.unsupported("a Scan over an empty sequence (its outputs' shapes are unknown)");
-    if (output_directions[size_t(i)] != 0) std::reverse(parts.begin(), parts.end());
+    if (form.output_directions[size_t(i)] != 0) std::reverse(parts.begin(), parts.end());
     const int64_t rank = im.type(parts[0]).rank() + 1;
-    Result<int64_t> axis = ir::normalize_axis(output_axes[size_t(i)], rank);
+    Result<int64_t> axis = ir::normalize_axis(form.output_axes[size_t(i)], rank);
     if (!axis.is_ok()) return im.error(axis.status().message());
     KILN_ASSIGN_OR_RETURN(NodeId y, stack(im, parts, *axis));
+    stacked.push_back(y);
+  }
+  return std::pair{state, stacked};
+}
+
+// An INTS attribute with one entry per value (all 0 when absent).
+Result<std::vector<int64_t>> per_value(Importer& im, std::string_view name, size_t count) {
+  std::vector<int64_t> v = im.attr_ints(name).value_or(std::vector<int64_t>(count, 0));
+  if (v.size() != count) return im.error(std::string(name) + " must hold " + std::to_string(count) + " entries");
+  return v;
+}
+
+// Scan (opsets 9+): N state values and M scan inputs, unrolled (unroll_scan). Opset 8's form
+// batches: every input has a leading batch axis, the scan runs per batch entry along axis 1,
+// and `sequence_lens` (when given) must be a constant equal to the sequence length everywhere.
+Status scan_op(Importer& im) {
+  const onnx::GraphProto* body = graph_attr(im, "body");
+  if (body == nullptr) return im.error("body is missing");
+  const bool batched = im.opset < 9;
+  const int first = batched ? 1 : 0;  // opset 8's sequence_lens comes first
+  const int64_t num_scan_inputs = im.attr_int("num_scan_inputs", -1);
+  const int num_inputs = im.num_inputs() - first;
+  if (num_scan_inputs < 1 || num_scan_inputs > num_inputs) return im.error("num_scan_inputs must be in [1, inputs]");
+  const int states = num_inputs - int(num_scan_inputs);
+  const int scan_outputs = body->output_size() - states;
+  if (scan_outputs < 0) return im.error("the body returns fewer values than the scan's states");
+  std::vector<NodeId> state, scan_inputs;
+  for (int i = 0; i < num_inputs; ++i) {
+    KILN_ASSIGN_OR_RETURN(NodeId v, im.input(first + i));
+    (i < states ? state : scan_inputs).push_back(v);
+  }
+  ScanForm form;
+  const std::string label = label_of(im, "scan");
+  if (!batched) {
+    KILN_ASSIGN_OR_RETURN(form.input_axes, per_value(im, "scan_input_axes", size_t(num_scan_inputs)));
+    KILN_ASSIGN_OR_RETURN(form.input_directions, per_value(im, "scan_input_directions", size_t(num_scan_inputs)));
+    KILN_ASSIGN_OR_RETURN(form.output_axes, per_value(im, "scan_output_axes", size_t(scan_outputs)));
+    KILN_ASSIGN_OR_RETURN(form.output_directions, per_value(im, "scan_output_directions", size_t(scan_outputs)));
+    KILN_ASSIGN_OR_RETURN(auto results, unroll_scan(im, *body, state, scan_inputs, form, label));
+    for (int i = 0; i < states; ++i) KILN_RETURN_IF_ERROR(im.set_output(i, results.first[size_t(i)]));
+    for (int i = 0; i < scan_outputs; ++i) KILN_RETURN_IF_ERROR(im.set_output(states + i, results.second[size_t(i)]));
+    return Status::ok();
+  }
+  // Opset 8: per batch entry, the sequence along axis 0 of each entry's slice.
+  KILN_ASSIGN_OR_RETURN(form.input_directions, per_value(im, "directions", size_t(num_scan_inputs)));
+  form.input_axes.assign(size_t(num_scan_inputs), 0);
+  form.output_axes.assign(size_t(scan_outputs), 0);
+  form.output_directions.assign(size_t(scan_outputs), 0);
+  const Dim batch = im.type(scan_inputs[0]).shape.empty() ? Dim::of(0) : im.type(scan_inputs[0]).shape[0];
+  if (batch.is_symbolic()) return im.unsupported("the opset 8 form of Scan over a dynamic batch (Kiln unrolls it per batch entry)");
+  if (im.has_input(0)) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, im.input_ints(0, "sequence_lens"));
+    const Shape& xs = im.type(scan_inputs[0]).shape;
+    for (int64_t l : lengths) {
+      if (xs.size() < 2 || !xs[1].is_static() || l != xs[1].size()) {
+        return im.unsupported("sequence_lens shorter than the sequence (per-entry lengths) is not supported");
+      }
+    }
+  }
+  std::vector<std::vector<NodeId>> finals(static_cast<size_t>(states)), outputs(static_cast<size_t>(scan_outputs));
+  for (int64_t b = 0; b < batch.size(); ++b) {
+    auto entry = [&](NodeId v) -> Result<NodeId> {
+      KILN_ASSIGN_OR_RETURN(NodeId slice, im.add(OpKind::kSlice, {v}, ir::SliceAttrs{{b}, {b + 1}, {0}, {1}}));
+      Shape s = im.type(slice).shape;
+      s.erase(s.begin());
+      return im.reshape(slice, s);
+    };
+    std::vector<NodeId> entry_state, entry_inputs;
+    for (NodeId v : state) {
+      KILN_ASSIGN_OR_RETURN(NodeId e, entry(v));
+      entry_state.push_back(e);
+    }
+    for (NodeId v : scan_inputs) {
+      KILN_ASSIGN_OR_RETURN(NodeId e, entry(v));
+      entry_inputs.push_back(e);
+    }
+    KILN_ASSIGN_OR_RETURN(auto results, unroll_scan(im, *body, entry_state, entry_inputs, form,
+                                                    label + "/batch" + std::to_string(b)));
+    for (int i = 0; i < states; ++i) finals[size_t(i)].push_back(results.first[size_t(i)]);
+    for (int i = 0; i < scan_outputs; ++i) outputs[size_t(i)].push_back(results.second[size_t(i)]);
+  }
+  for (int i = 0; i < states; ++i) {
+    if (finals[size_t(i)].empty()) return im.unsupported("the opset 8 form of Scan over an empty batch");
+    KILN_ASSIGN_OR_RETURN(NodeId y, stack(im, finals[size_t(i)], 0));
+    KILN_RETURN_IF_ERROR(im.set_output(i, y));
+  }
+  for (int i = 0; i < scan_outputs; ++i) {
+    if (outputs[size_t(i)].empty()) return im.unsupported("the opset 8 form of Scan over an empty batch");
+    KILN_ASSIGN_OR_RETURN(NodeId y, stack(im, outputs[size_t(i)], 0));
     KILN_RETURN_IF_ERROR(im.set_output(states + i, y));
   }
   return Status::ok();

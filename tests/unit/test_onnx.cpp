@@ -1709,3 +1709,39 @@ TEST_CASE("onnx: DeformConv's offsets must hold two coordinates per tap and outp
   CHECK(diags.to_string().find("node 'dcn' (DeformConv, opset 19): offset must be [N, offset_group * kH * kW * 2, oH, oW] = "
                                "[N, 18, 3, 3], got [1, 9, 3, 3]") != std::string::npos);
 }
+
+TEST_CASE("onnx: Scan's opset 8 form needs sequence_lens equal to the sequence length") {
+  ModelBuilder m(8);
+  m.input("lens", {"1"}, onnx::TensorProto::INT64);
+  m.input("init", {"1", "2"});
+  m.input("xs", {"1", "3", "2"});
+  onnx::NodeProto* scan = m.node("Scan", {"lens", "init", "xs"}, {"y", "z"}, "scan");
+  set_int(scan, "num_scan_inputs", 1);
+  auto* body_attr = scan->add_attribute();
+  body_attr->set_name("body");
+  body_attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* body = body_attr->mutable_g();
+  for (const char* in : {"sum_in", "next"}) body->add_input()->set_name(in);
+  onnx::NodeProto* add = body->add_node();
+  add->set_op_type("Add");
+  add->add_input("sum_in");
+  add->add_input("next");
+  add->add_output("sum_out");
+  onnx::NodeProto* copy = body->add_node();
+  copy->set_op_type("Identity");
+  copy->add_input("sum_out");
+  copy->add_output("scan_out");
+  body->add_output()->set_name("sum_out");
+  body->add_output()->set_name("scan_out");
+  m.output("y");
+  m.output("z");
+  auto* lens = m.graph->add_initializer();
+  lens->set_name("lens");
+  lens->set_data_type(onnx::TensorProto::INT64);
+  lens->add_dims(1);
+  lens->add_int64_data(2);
+  Diagnostics diags;
+  CHECK_FALSE(import(m.bytes(), diags).is_ok());
+  CHECK(diags.to_string().find("node 'scan' (Scan, opset 8): sequence_lens shorter than the sequence (per-entry lengths) "
+                               "is not supported") != std::string::npos);
+}
