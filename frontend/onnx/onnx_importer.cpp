@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include <google/protobuf/io/zero_copy_stream.h>
 
@@ -439,19 +440,45 @@ std::string unique_value_name(const Importer& im, const std::string& label, cons
   return unique;
 }
 
+// The unique name `name` has in `values`: its binding in the innermost scope that binds it, else
+// the name itself (a value of the model graph).
+const std::string& resolve_name(const Importer& im, const std::string& name) {
+  for (auto scope = im.scopes.rbegin(); scope != im.scopes.rend(); ++scope) {
+    auto it = scope->find(name);
+    if (it != scope->end()) return it->second;
+  }
+  return name;
+}
+
+// Opens a name scope for an inlined body and closes it when it goes out of scope. Bodies nest at
+// most 64 deep, so that a model whose functions or subgraphs recurse is refused, not followed.
+class InlineScope {
+ public:
+  // `what` names the bodies in the diagnostic ("subgraphs", "local functions").
+  static Result<InlineScope> open(Importer& im, const char* what,
+                                  std::unordered_map<std::string, std::string> bindings = {}) {
+    if (im.scopes.size() >= 64) return im.error(std::string(what) + " nest more than 64 deep");
+    im.scopes.push_back(std::move(bindings));
+    return InlineScope(im);
+  }
+  InlineScope(InlineScope&& other) noexcept : im_(std::exchange(other.im_, nullptr)) {}
+  InlineScope(const InlineScope&) = delete;
+  InlineScope& operator=(const InlineScope&) = delete;
+  InlineScope& operator=(InlineScope&&) = delete;
+  ~InlineScope() {
+    if (im_ != nullptr) im_->scopes.pop_back();
+  }
+
+ private:
+  explicit InlineScope(Importer& im) : im_(&im) {}
+  Importer* im_;
+};
+
 // `node` with its input names resolved through the scopes and its outputs renamed to unique
 // names bound in the innermost scope (when one is open).
 onnx::NodeProto scoped_copy(Importer& im, const onnx::NodeProto& node, const std::string& label) {
   onnx::NodeProto copy = node;
-  for (int i = 0; i < copy.input_size(); ++i) {
-    for (auto scope = im.scopes.rbegin(); scope != im.scopes.rend(); ++scope) {
-      auto it = scope->find(copy.input(i));
-      if (it != scope->end()) {
-        copy.set_input(i, it->second);
-        break;
-      }
-    }
-  }
+  for (int i = 0; i < copy.input_size(); ++i) copy.set_input(i, resolve_name(im, copy.input(i)));
   for (int i = 0; i < copy.output_size(); ++i) {
     if (copy.output(i).empty()) continue;
     const std::string unique = unique_value_name(im, label, copy.output(i));
@@ -465,16 +492,14 @@ onnx::NodeProto scoped_copy(Importer& im, const onnx::NodeProto& node, const std
 // in its body replaced by the node's attributes (an attribute the call leaves out is absent
 // there: Debian's ONNX 1.12 protobuf has no field for a function's attribute defaults).
 Status inline_function(Importer& im, const onnx::NodeProto& node, const onnx::FunctionProto& f) {
-  if (im.scopes.size() >= 64) return im.error("local functions nest more than 64 deep");
   std::map<std::string, onnx::AttributeProto> attributes;
   for (const onnx::AttributeProto& a : node.attribute()) attributes[a.name()] = a;
   const std::string label = node.output_size() > 0 && !node.output(0).empty() ? node.output(0) : node.op_type();
-  std::unordered_map<std::string, std::string> scope;
+  std::unordered_map<std::string, std::string> bindings;
   for (int i = 0; i < f.input_size(); ++i) {
-    if (i < node.input_size() && !node.input(i).empty()) scope[f.input(i)] = node.input(i);
+    if (i < node.input_size() && !node.input(i).empty()) bindings[f.input(i)] = node.input(i);
   }
-  im.scopes.push_back(std::move(scope));
-  Status status = Status::ok();
+  KILN_ASSIGN_OR_RETURN(InlineScope scope, InlineScope::open(im, "local functions", std::move(bindings)));
   for (const onnx::NodeProto& inner : f.node()) {
     onnx::NodeProto copy = scoped_copy(im, inner, label);
     for (onnx::AttributeProto& a : *copy.mutable_attribute()) {
@@ -494,12 +519,10 @@ Status inline_function(Importer& im, const onnx::NodeProto& node, const onnx::Fu
     for (int k = attrs->size(); k-- > 0;) {
       if (attrs->Get(k).name().empty()) attrs->DeleteSubrange(k, 1);
     }
-    status = convert_node(im, copy);
-    if (!status.is_ok()) break;
+    KILN_RETURN_IF_ERROR(convert_node(im, copy));
   }
-  std::unordered_map<std::string, std::string> inner_scope = std::move(im.scopes.back());
-  im.scopes.pop_back();
-  KILN_RETURN_IF_ERROR(status);
+  // A function body sees only its own values: its outputs resolve in its scope alone.
+  const std::unordered_map<std::string, std::string>& inner_scope = im.scopes.back();
   for (int i = 0; i < node.output_size() && i < f.output_size(); ++i) {
     if (node.output(i).empty()) continue;
     auto it = inner_scope.find(f.output(i));
@@ -541,16 +564,11 @@ Status convert_node(Importer& im, const onnx::NodeProto& node) {
 
 Result<std::vector<Value>> inline_graph(Importer& im, const onnx::GraphProto& body, const std::string& label,
                                         const std::vector<Value>& bound) {
-  if (im.scopes.size() >= 64) return im.error("subgraphs nest more than 64 deep");
   if (size_t(body.input_size()) != bound.size()) {
     return im.error("the subgraph takes " + std::to_string(body.input_size()) + " inputs, " +
                     std::to_string(bound.size()) + " are given");
   }
-  im.scopes.emplace_back();
-  struct PopScope {
-    Importer& im;
-    ~PopScope() { im.scopes.pop_back(); }
-  } pop{im};
+  KILN_ASSIGN_OR_RETURN(InlineScope scope, InlineScope::open(im, "subgraphs"));
   for (int i = 0; i < body.input_size(); ++i) {
     const std::string unique = unique_value_name(im, label, body.input(i).name());
     im.values[unique] = bound[size_t(i)];
@@ -570,15 +588,7 @@ Result<std::vector<Value>> inline_graph(Importer& im, const onnx::GraphProto& bo
   }
   std::vector<Value> results;
   for (const onnx::ValueInfoProto& out : body.output()) {
-    std::string name = out.name();
-    for (auto scope = im.scopes.rbegin(); scope != im.scopes.rend(); ++scope) {
-      auto it = scope->find(name);
-      if (it != scope->end()) {
-        name = it->second;
-        break;
-      }
-    }
-    auto it = im.values.find(name);
+    auto it = im.values.find(resolve_name(im, out.name()));
     if (it == im.values.end()) return im.error("subgraph output '" + out.name() + "' is never computed");
     results.push_back(it->second);
   }
