@@ -166,6 +166,12 @@ Status check_import_size(const Importer& im, const ir::Shape& shape, std::string
 // quantized convolutions.
 Result<ir::NodeId> convolution(Importer& im, ir::NodeId x, ir::NodeId w, ir::NodeId bias);
 
+// x padded along `axis` with `before` and `after` elements (both >= 0) as Pad's `mode` makes
+// them: "constant" (copies of the scalar `value`), "edge", "reflect" or "wrap"; shared by Pad
+// and the converters that pad their inputs themselves (pooling, 3-D convolution, LRN, ...).
+Result<ir::NodeId> pad_axis(Importer& im, ir::NodeId x, ir::NodeId value, const std::string& mode, int64_t axis,
+                            int64_t before, int64_t after);
+
 using Converter = std::function<Status(Importer&)>;
 // Registers the converters of one op family into `table` (keyed by ONNX op_type).
 void register_elementwise_ops(std::map<std::string, Converter>& table);

@@ -410,6 +410,26 @@ Result<NodeId> pad_piece(Importer& im, NodeId x, NodeId value, const std::string
   return before ? slice_axis(im, x, axis, n - count, n) : slice_axis(im, x, axis, 0, count);
 }
 
+}  // namespace
+
+Result<NodeId> pad_axis(Importer& im, NodeId x, NodeId value, const std::string& mode, int64_t axis, int64_t before,
+                        int64_t after) {
+  std::vector<NodeId> parts;
+  if (before > 0) {
+    KILN_ASSIGN_OR_RETURN(NodeId piece, pad_piece(im, x, value, mode, axis, before, true));
+    parts.push_back(piece);
+  }
+  parts.push_back(x);
+  if (after > 0) {
+    KILN_ASSIGN_OR_RETURN(NodeId piece, pad_piece(im, x, value, mode, axis, after, false));
+    parts.push_back(piece);
+  }
+  if (parts.size() == 1) return x;
+  return im.add(OpKind::kConcat, parts, ir::AxisAttrs{axis});
+}
+
+namespace {
+
 // Pad (opsets 2, 11, 18, 19): constant, reflect, edge and wrap modes, as slices, broadcasts and
 // a concat per padded axis; negative pads crop.
 Status pad_op(Importer& im) {
@@ -457,19 +477,7 @@ Status pad_op(Importer& im) {
       KILN_ASSIGN_OR_RETURN(y, slice_axis(im, y, *axis, std::max<int64_t>(-begin, 0),
                                           end < 0 ? end : std::numeric_limits<int64_t>::max()));
     }
-    std::vector<NodeId> parts;
-    if (begin > 0) {
-      KILN_ASSIGN_OR_RETURN(NodeId piece, pad_piece(im, y, value, mode, *axis, begin, true));
-      parts.push_back(piece);
-    }
-    parts.push_back(y);
-    if (end > 0) {
-      KILN_ASSIGN_OR_RETURN(NodeId piece, pad_piece(im, y, value, mode, *axis, end, false));
-      parts.push_back(piece);
-    }
-    if (parts.size() > 1) {
-      KILN_ASSIGN_OR_RETURN(y, im.add(OpKind::kConcat, parts, ir::AxisAttrs{*axis}));
-    }
+    KILN_ASSIGN_OR_RETURN(y, pad_axis(im, y, value, mode, *axis, std::max<int64_t>(begin, 0), std::max<int64_t>(end, 0)));
   }
   return im.set_output(0, y);
 }

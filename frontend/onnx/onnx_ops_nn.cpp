@@ -103,23 +103,6 @@ Shape with_unit_height(const Shape& s) {
   return out;
 }
 
-// x padded along `axis` with `before` and `after` copies of the scalar `fill`.
-Result<NodeId> pad_with(Importer& im, NodeId x, NodeId fill, int64_t axis, int64_t before, int64_t after) {
-  std::vector<NodeId> parts;
-  for (int64_t count : {before, int64_t(-1), after}) {
-    if (count < 0) {
-      parts.push_back(x);
-    } else if (count > 0) {
-      Shape shape = im.type(x).shape;
-      shape[size_t(axis)] = Dim::of(count);
-      KILN_ASSIGN_OR_RETURN(NodeId piece, im.add(OpKind::kBroadcastTo, {fill}, ir::BroadcastToAttrs{shape}));
-      parts.push_back(piece);
-    }
-  }
-  if (parts.size() == 1) return x;
-  return im.add(OpKind::kConcat, parts, ir::AxisAttrs{axis});
-}
-
 ir::Conv2dAttrs conv2d_attrs(Importer& im, const Window& win, size_t first) {
   ir::Conv2dAttrs attrs;
   attrs.strides = {win.strides[first], win.strides[first + 1]};
@@ -143,7 +126,7 @@ Result<NodeId> convolution_3d(Importer& im, NodeId x, NodeId w, NodeId bias, con
   if (span < 0) return im.error("the kernel is deeper than the padded input");
   const int64_t out_depth = span / win.strides[0] + 1;
   KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
-  KILN_ASSIGN_OR_RETURN(NodeId padded, pad_with(im, x, zero, 2, win.pads_begin[0], win.pads_end[0]));
+  KILN_ASSIGN_OR_RETURN(NodeId padded, pad_axis(im, x, zero, "constant", 2, win.pads_begin[0], win.pads_end[0]));
   const std::optional<Dim> images = Dim::product(xs[0], Dim::of(out_depth));
   if (!images) return im.error("the batch times the output depth overflows");
   const ir::Conv2dAttrs attrs = conv2d_attrs(im, win, 1);
@@ -563,7 +546,7 @@ Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind
   KILN_ASSIGN_OR_RETURN(NodeId fill, im.scalar(fill_value, dtype));
   NodeId padded = x;
   for (size_t i = 0; i < spatial; ++i) {
-    KILN_ASSIGN_OR_RETURN(padded, pad_with(im, padded, fill, int64_t(2 + i), win.pads_begin[i], win.pads_end[i]));
+    KILN_ASSIGN_OR_RETURN(padded, pad_axis(im, padded, fill, "constant", int64_t(2 + i), win.pads_begin[i], win.pads_end[i]));
   }
   NodeId result = ir::kNoNode;
   std::vector<int64_t> offset(spatial, 0);
@@ -766,7 +749,7 @@ Status max_unpool(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kScatter, {zeros, positions, values}, ir::ScatterAttrs{1, ir::ScatterReduction::kNone}));
   KILN_ASSIGN_OR_RETURN(y, im.reshape(y, out_shape));
   for (size_t i = 2; i < padded_to.size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(y, pad_with(im, y, fill, int64_t(i), 0, padded_to[i] - out_shape[i].size()));
+    KILN_ASSIGN_OR_RETURN(y, pad_axis(im, y, fill, "constant", int64_t(i), 0, padded_to[i] - out_shape[i].size()));
   }
   return im.set_output(0, y);
 }

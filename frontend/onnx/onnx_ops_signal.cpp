@@ -354,20 +354,7 @@ Status lrn_op(Importer& im) {
   NodeId padded = squares;
   if (before + after > 0) {
     KILN_ASSIGN_OR_RETURN(NodeId zero, im.scalar_like(x, 0.0));
-    std::vector<NodeId> parts;
-    Shape pad_shape = t.shape;
-    if (before > 0) {
-      pad_shape[1] = Dim::of(before);
-      KILN_ASSIGN_OR_RETURN(NodeId pad, im.add(OpKind::kBroadcastTo, {zero}, ir::BroadcastToAttrs{pad_shape}));
-      parts.push_back(pad);
-    }
-    parts.push_back(squares);
-    if (after > 0) {
-      pad_shape[1] = Dim::of(after);
-      KILN_ASSIGN_OR_RETURN(NodeId pad, im.add(OpKind::kBroadcastTo, {zero}, ir::BroadcastToAttrs{pad_shape}));
-      parts.push_back(pad);
-    }
-    KILN_ASSIGN_OR_RETURN(padded, im.add(OpKind::kConcat, parts, ir::AxisAttrs{1}));
+    KILN_ASSIGN_OR_RETURN(padded, pad_axis(im, squares, zero, "constant", 1, before, after));
   }
   // Padded channel p holds channel p - before; output channel c sums padded [c, c + before + after].
   NodeId square_sum = ir::kNoNode;
