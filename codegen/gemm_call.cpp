@@ -97,7 +97,7 @@ std::optional<GemmPrefix> gemm_prefix(const KernelModel& model, bool allow_tf32)
         // the two differ in the last bit, which a rounding after it (QuantizeLinear's x / scale,
         // then round) turns into a whole quantum. Such a division stays in the epilogue kernel.
         int exponent = 0;
-        const bool exact = mul || std::frexp(v, &exponent) == 0.5 || std::frexp(v, &exponent) == -0.5;
+        const bool exact = mul || std::abs(std::frexp(v, &exponent)) == 0.5;
         if (exact) {
           call.alpha = float(alpha);
           prev = epi[i++];
