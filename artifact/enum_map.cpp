@@ -21,6 +21,10 @@ fb::DType to_fb(ir::DType v) {
     case ir::DType::kI8: return fb::DType::I8;
     case ir::DType::kU8: return fb::DType::U8;
     case ir::DType::kBool: return fb::DType::Bool;
+    case ir::DType::kI16: return fb::DType::I16;
+    case ir::DType::kU16: return fb::DType::U16;
+    case ir::DType::kU32: return fb::DType::U32;
+    case ir::DType::kF64: return fb::DType::F64;
   }
   KILN_CHECK(false, "unknown ir::DType");
   return fb::DType::F32;
@@ -36,6 +40,10 @@ std::optional<ir::DType> from_fb(fb::DType v) {
     case fb::DType::I8: return ir::DType::kI8;
     case fb::DType::U8: return ir::DType::kU8;
     case fb::DType::Bool: return ir::DType::kBool;
+    case fb::DType::I16: return ir::DType::kI16;
+    case fb::DType::U16: return ir::DType::kU16;
+    case fb::DType::U32: return ir::DType::kU32;
+    case fb::DType::F64: return ir::DType::kF64;
   }
   return std::nullopt;  // a value this build does not know
 }

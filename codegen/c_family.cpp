@@ -16,7 +16,9 @@ using ir::OpKind;
 
 Num num_of(DType dtype) {
   if (ir::is_float(dtype)) return Num::kF;
-  return dtype == DType::kI64 ? Num::kL : Num::kI;
+  // u32 computes in 64 bits, where every value is non-negative, so that division, comparison
+  // and conversion behave as unsigned; stores keep the low 32 bits.
+  return dtype == DType::kI64 || dtype == DType::kU32 ? Num::kL : Num::kI;
 }
 
 void Emitter::line(const std::string& text) {
@@ -128,11 +130,14 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
   const std::string at = b + "[" + offset + "]";
   switch (m_.buffers[size_t(buffer)].dtype) {
     case DType::kF32: case DType::kI32: case DType::kI64: return at;
+    case DType::kU32: return "TO_L(" + at + ")";
+    case DType::kF64: return "TO_F(" + at + ")";
     case DType::kF16:
       if (cpu()) return "k_h2f(" + at + ")";
       return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
     case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
-    case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
+    case DType::kI16: case DType::kU16: case DType::kI8: case DType::kU8: case DType::kBool:
+      return "TO_I(" + at + ")";
   }
   return at;
 }
@@ -151,12 +156,16 @@ void Emitter::store(int buffer, const std::string& offset, const std::string& v)
     case DType::kBF16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + "k_f2bf(" + v + "));"); return;
     case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : cpu() ? "(signed char)(" : "(char)(") + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + v + ");"); return;
+    case DType::kI16: line(at + " = " + (glsl() ? "int16_t(" : "(short)(") + v + ");"); return;
+    case DType::kU16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + v + ");"); return;
+    case DType::kU32: line(at + " = " + (glsl() ? "uint(" : "(uint)(") + v + ");"); return;
+    case DType::kF64: line(at + " = " + (glsl() ? "double(" : "(double)(") + v + ");"); return;
   }
 }
 
 std::string Emitter::convert(const std::string& e, Num from, DType to) const {
   switch (to) {
-    case DType::kF32: case DType::kF16: case DType::kBF16:
+    case DType::kF64: case DType::kF32: case DType::kF16: case DType::kBF16:
       return from == Num::kF ? e : "TO_F(" + e + ")";
     case DType::kI64:
       return from == Num::kF ? "k_f2l(" + e + ")" : from == Num::kI ? "TO_L(" + e + ")" : e;
@@ -166,6 +175,16 @@ std::string Emitter::convert(const std::string& e, Num from, DType to) const {
       return from == Num::kF ? "k_f2c(" + e + ")" : "k_wrap_i8(TO_I(" + e + "))";
     case DType::kU8:
       return from == Num::kF ? "k_f2uc(" + e + ")" : "(TO_I(" + e + ") & 255)";
+    // Floats truncate and saturate (NaN -> 0) like k_f2c; integers wrap (the sign bit flipped and
+    // subtracted, which sign-extends without C's undefined signed shifts).
+    case DType::kI16:
+      return from == Num::kF ? "TO_I(clamp(k_f2i(" + e + "), -32768, 32767))"
+                             : "(((TO_I(" + e + ") & 65535) ^ 32768) - 32768)";
+    case DType::kU16:
+      return from == Num::kF ? "TO_I(clamp(k_f2i(" + e + "), 0, 65535))" : "(TO_I(" + e + ") & 65535)";
+    case DType::kU32:
+      return from == Num::kF ? "clamp(k_f2l(" + e + "), " + lit(Num::kL, "0") + ", " + lit(Num::kL, "4294967295") + ")"
+                             : "(TO_L(" + e + ") & " + lit(Num::kL, "4294967295") + ")";
     case DType::kBool:
       return "(" + e + " != " + lit(from, "0") + " ? 1 : 0)";
   }
@@ -238,7 +257,10 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
       return "0";
     }
     kind = info.expr.bool_result ? Num::kI : k;
-    return expand(form, operands, k);
+    std::string sized(form);  // {bits}: the result dtype's width (shifts)
+    for (size_t at; (at = sized.find("{bits}")) != std::string::npos;)
+      sized.replace(at, 6, std::to_string(8 * ir::dtype_size(n.type.dtype)));
+    return expand(sized, operands, k);
   };
   // The table's template in the number kind `k`, every operand converted to it.
   auto templated = [&](Num k) {
@@ -344,12 +366,16 @@ namespace {
 
 std::string glsl_storage_type(DType d) {
   switch (d) {
+    case DType::kF64: return "double";
     case DType::kF32: return "float";
     case DType::kF16: return "float16_t";
     case DType::kBF16: return "uint16_t";
     case DType::kI64: return "int64_t";
     case DType::kI32: return "int";
+    case DType::kI16: return "int16_t";
     case DType::kI8: return "int8_t";
+    case DType::kU32: return "uint";
+    case DType::kU16: return "uint16_t";
     case DType::kU8: case DType::kBool: return "uint8_t";
   }
   return "float";
@@ -357,11 +383,15 @@ std::string glsl_storage_type(DType d) {
 
 std::string cpu_storage_type(DType d) {
   switch (d) {
+    case DType::kF64: return "double";
     case DType::kF32: return "float";
     case DType::kF16: case DType::kBF16: return "ushort";
     case DType::kI64: return "long long";
     case DType::kI32: return "int";
+    case DType::kI16: return "short";
     case DType::kI8: return "signed char";
+    case DType::kU32: return "uint";
+    case DType::kU16: return "ushort";
     case DType::kU8: case DType::kBool: return "uchar";
   }
   return "float";
@@ -369,12 +399,16 @@ std::string cpu_storage_type(DType d) {
 
 std::string opencl_storage_type(DType d) {
   switch (d) {
+    case DType::kF64: return "double";
     case DType::kF32: return "float";
     case DType::kF16: return "half";
     case DType::kBF16: return "ushort";
     case DType::kI64: return "long";
     case DType::kI32: return "int";
+    case DType::kI16: return "short";
     case DType::kI8: return "char";
+    case DType::kU32: return "uint";
+    case DType::kU16: return "ushort";
     case DType::kU8: case DType::kBool: return "uchar";
   }
   return "float";
@@ -383,11 +417,12 @@ std::string opencl_storage_type(DType d) {
 }  // namespace
 
 Result<RenderedKernel> Emitter::render() {
-  // Does anything need 64-bit integers (i64 values, argmax results)?
-  for (const ModelBuffer& b : m_.buffers) uses_i64_ = uses_i64_ || b.dtype == DType::kI64;
+  // Does anything need 64-bit integers (i64 and u32 values, argmax results)?
+  auto is_64 = [](DType d) { return num_of(d) == Num::kL; };
+  for (const ModelBuffer& b : m_.buffers) uses_i64_ = uses_i64_ || is_64(b.dtype);
   for (NodeId n : m_.kernel->nodes) {
-    uses_i64_ = uses_i64_ || m_.node(n).type.dtype == DType::kI64;
-    for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || m_.node(in).type.dtype == DType::kI64;
+    uses_i64_ = uses_i64_ || is_64(m_.node(n).type.dtype);
+    for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || is_64(m_.node(in).type.dtype);
   }
   if (cpu()) {
     line("IDX lid = TO_IDX(0);");  // a work-group of one
@@ -420,7 +455,7 @@ Result<RenderedKernel> Emitter::render() {
           exts.insert("GL_EXT_shader_explicit_arithmetic_types_float16");
           features_.insert("shader_float16");
         }
-        if (b.dtype == DType::kBF16) {
+        if (b.dtype != DType::kF16) {  // bf16's bits and i16 / u16 are 16-bit integers
           exts.insert("GL_EXT_shader_explicit_arithmetic_types_int16");
           features_.insert("shader_int16");
         }
@@ -437,6 +472,8 @@ Result<RenderedKernel> Emitter::render() {
       exts.insert("GL_EXT_shader_explicit_arithmetic_types_int64");
       features_.insert("shader_int64");
     }
+    for (const ModelBuffer& b : m_.buffers)
+      if (b.dtype == DType::kF64) features_.insert("shader_float64");  // double is core GLSL 4.00
     src = "#version 450\n" + header;
     for (const std::string& e : exts) src += "#extension " + e + " : require\n";
     src += "layout(local_size_x = " + std::to_string(wg) + ") in;\n";
@@ -488,7 +525,13 @@ Result<RenderedKernel> Emitter::render() {
       params += std::string(params.empty() ? "" : ", ") + "long long " + sanitize_identifier(s);
     src += params + ") {\n" + shared_decls_ + body_ + "}\n";
   } else {
-    src = header + prelude(d_, uses_i64_);
+    src = header;
+    for (const ModelBuffer& b : m_.buffers) {
+      if (b.dtype != DType::kF64) continue;
+      src += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+      break;
+    }
+    src += prelude(d_, uses_i64_);
     src += "__kernel __attribute__((reqd_work_group_size(" + std::to_string(wg) + ", 1, 1))) void " +
            m_.entry_point + "(";
     std::string params;

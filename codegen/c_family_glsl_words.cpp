@@ -2,7 +2,8 @@
 // storage-buffer access (storageBuffer8BitAccess / storageBuffer16BitAccess) or 8/16-bit shader
 // arithmetic (shaderInt8 / shaderInt16 / shaderFloat16). Every buffer of a 1- or 2-byte dtype is
 // declared `uint d[]` and element i is addressed inside its 32-bit word:
-//   loads   f16 via unpackHalf2x16, bf16 via shifts (k_bf2f), i8 / u8 / bool via bitfieldExtract;
+//   loads   f16 via unpackHalf2x16, bf16 via shifts (k_bf2f), i16 / u16 / i8 / u8 / bool via
+//           bitfieldExtract;
 //   stores  clear the element's bits with atomicAnd, then set them with atomicOr, so that
 //           neighbouring elements of one word written by different invocations never lose each
 //           other's updates (a plain read-modify-write of the word would race).
@@ -29,9 +30,12 @@ float k_w_ld_f16(uint w, IDX i) { return unpackHalf2x16(w >> k_w_shift16(i)).x; 
 float k_w_ld_bf16(uint w, IDX i) { return k_bf2f((w >> k_w_shift16(i)) & 0xffffu); }
 int k_w_ld_i8(uint w, IDX i) { return bitfieldExtract(int(w), int(k_w_shift8(i)), 8); }
 int k_w_ld_u8(uint w, IDX i) { return int(bitfieldExtract(w, int(k_w_shift8(i)), 8)); }
+int k_w_ld_i16(uint w, IDX i) { return bitfieldExtract(int(w), int(k_w_shift16(i)), 16); }
+int k_w_ld_u16(uint w, IDX i) { return int(bitfieldExtract(w, int(k_w_shift16(i)), 16)); }
 uint k_w_bits_f16(float v) { return packHalf2x16(vec2(v, 0.0)) & 0xffffu; }
 uint k_w_bits_bf16(float v) { return k_f2bf(v) & 0xffffu; }
 uint k_w_bits_8(int v) { return uint(v) & 0xffu; }
+uint k_w_bits_16(int v) { return uint(v) & 0xffffu; }
 )";
 
 }  // namespace
@@ -48,9 +52,11 @@ std::string Emitter::load_word(int buffer, const std::string& offset) const {
   switch (m_.buffers[size_t(buffer)].dtype) {
     case DType::kF16: return "k_w_ld_f16(" + b + "[" + i + " >> 1], " + i + ")";
     case DType::kBF16: return "k_w_ld_bf16(" + b + "[" + i + " >> 1], " + i + ")";
+    case DType::kI16: return "k_w_ld_i16(" + b + "[" + i + " >> 1], " + i + ")";
+    case DType::kU16: return "k_w_ld_u16(" + b + "[" + i + " >> 1], " + i + ")";
     case DType::kI8: return "k_w_ld_i8(" + b + "[" + i + " >> 2], " + i + ")";
     case DType::kU8: case DType::kBool: return "k_w_ld_u8(" + b + "[" + i + " >> 2], " + i + ")";
-    case DType::kF32: case DType::kI32: case DType::kI64: break;
+    case DType::kF32: case DType::kI32: case DType::kI64: case DType::kU32: case DType::kF64: break;
   }
   return b + "[" + offset + "]";  // not reached: word_buffer() holds only for 1- and 2-byte dtypes
 }
@@ -64,8 +70,9 @@ void Emitter::store_word(int buffer, const std::string& offset, const std::strin
   switch (dtype) {
     case DType::kF16: bits = "k_w_bits_f16(" + v + ")"; break;
     case DType::kBF16: bits = "k_w_bits_bf16(" + v + ")"; break;
+    case DType::kI16: case DType::kU16: bits = "k_w_bits_16(" + v + ")"; break;
     case DType::kI8: case DType::kU8: case DType::kBool: bits = "k_w_bits_8(" + v + ")"; break;
-    case DType::kF32: case DType::kI32: case DType::kI64:
+    case DType::kF32: case DType::kI32: case DType::kI64: case DType::kU32: case DType::kF64:
       fail(internal_error("kernel '" + m_.kernel->name + "': word storage of a 4- or 8-byte dtype"));
       return;
   }

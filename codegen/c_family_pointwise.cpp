@@ -404,8 +404,9 @@ std::string Emitter::pool_init(const Node& a) const {
   switch (a.type.dtype) {
     case DType::kI64: return "(-9223372036854775807l - 1l)";
     case DType::kI32: return "(-2147483647 - 1)";
+    case DType::kI16: return "(-32768)";
     case DType::kI8: return "(-128)";
-    case DType::kU8: case DType::kBool: return "0";
+    case DType::kU32: case DType::kU16: case DType::kU8: case DType::kBool: return "0";
     default: return "U2F(0xff800000u)";
   }
 }

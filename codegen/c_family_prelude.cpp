@@ -27,6 +27,7 @@ int k_sub_i(int a, int b) { return as_int(as_uint(a) - as_uint(b)); }
 int k_mul_i(int a, int b) { return as_int(as_uint(a) * as_uint(b)); }
 int k_neg_i(int a) { return as_int(0u - as_uint(a)); }
 int k_wrap_i8(int a) { return (int)(char)a; }
+int k_shl_i(int a, int b) { return as_int(as_uint(a) << b); }
 int k_f2i(float x) { return convert_int_sat_rtz(x); }
 int k_f2c(float x) { return (int)convert_char_sat_rtz(x); }
 int k_f2uc(float x) { return (int)convert_uchar_sat_rtz(x); }
@@ -36,6 +37,7 @@ constexpr const char* kOpenClI64 = R"(long k_add_l(long a, long b) { return as_l
 long k_sub_l(long a, long b) { return as_long(as_ulong(a) - as_ulong(b)); }
 long k_mul_l(long a, long b) { return as_long(as_ulong(a) * as_ulong(b)); }
 long k_neg_l(long a) { return as_long((ulong)0 - as_ulong(a)); }
+long k_shl_l(long a, long b) { return as_long(as_ulong(a) << b); }
 long k_f2l(float x) { return convert_long_sat_rtz(x); }
 )";
 
@@ -55,6 +57,7 @@ int k_sub_i(int a, int b) { return a - b; }
 int k_mul_i(int a, int b) { return a * b; }
 int k_neg_i(int a) { return -a; }
 int k_wrap_i8(int a) { return bitfieldExtract(a, 0, 8); }
+int k_shl_i(int a, int b) { return a << b; }
 int k_f2i(float x) {
   if (isnan(x)) return 0;
   if (x >= 2147483648.0) return 2147483647;
@@ -110,6 +113,7 @@ constexpr const char* kGlslI64 = R"(int64_t k_add_l(int64_t a, int64_t b) { retu
 int64_t k_sub_l(int64_t a, int64_t b) { return a - b; }
 int64_t k_mul_l(int64_t a, int64_t b) { return a * b; }
 int64_t k_neg_l(int64_t a) { return -a; }
+int64_t k_shl_l(int64_t a, int64_t b) { return a << b; }
 int64_t k_f2l(float x) {
   if (isnan(x)) return 0l;
   if (x >= 9.2233720368547758e18) return 9223372036854775807l;
@@ -148,6 +152,7 @@ __forceinline__ int k_sub_i(int a, int b) { return (int)((uint)a - (uint)b); }
 __forceinline__ int k_mul_i(int a, int b) { return (int)((uint)a * (uint)b); }
 __forceinline__ int k_neg_i(int a) { return (int)(0u - (uint)a); }
 __forceinline__ int k_wrap_i8(int a) { return (int)(signed char)a; }
+__forceinline__ int k_shl_i(int a, int b) { return (int)((uint)a << b); }
 __forceinline__ int k_f2i(float x) { return __float2int_rz(x); }
 __forceinline__ int k_f2c(float x) { return isnan(x) ? 0 : (int)fminf(fmaxf(truncf(x), -128.0f), 127.0f); }
 __forceinline__ int k_f2uc(float x) { return isnan(x) ? 0 : (int)fminf(fmaxf(truncf(x), 0.0f), 255.0f); }
@@ -156,6 +161,7 @@ __forceinline__ long long k_add_l(long long a, long long b) { return (long long)
 __forceinline__ long long k_sub_l(long long a, long long b) { return (long long)((ulong_t)a - (ulong_t)b); }
 __forceinline__ long long k_mul_l(long long a, long long b) { return (long long)((ulong_t)a * (ulong_t)b); }
 __forceinline__ long long k_neg_l(long long a) { return (long long)(0ull - (ulong_t)a); }
+__forceinline__ long long k_shl_l(long long a, long long b) { return (long long)((ulong_t)a << b); }
 __forceinline__ long long k_f2l(float x) { return __float2ll_rz(x); }
 __forceinline__ float k_fmax(float a, float b) { return fmaxf(a, b); }  // one FMNMX; NaN-ignoring
 )";
@@ -227,6 +233,7 @@ inline int k_sub_i(int a, int b) { return (int)((uint)a - (uint)b); }
 inline int k_mul_i(int a, int b) { return (int)((uint)a * (uint)b); }
 inline int k_neg_i(int a) { return (int)(0u - (uint)a); }
 inline int k_wrap_i8(int a) { return (int)(signed char)a; }
+inline int k_shl_i(int a, int b) { return (int)((uint)a << b); }
 inline int k_f2i(float x) { return isnan(x) ? 0 : (x >= 2147483648.0f ? 2147483647 : (x <= -2147483648.0f ? -2147483647 - 1 : (int)x)); }
 inline int k_f2c(float x) { return isnan(x) ? 0 : (int)fmin(fmax(trunc(x), -128.0f), 127.0f); }
 inline int k_f2uc(float x) { return isnan(x) ? 0 : (int)fmin(fmax(trunc(x), 0.0f), 255.0f); }
@@ -234,6 +241,7 @@ inline long long k_add_l(long long a, long long b) { return (long long)((ulong_t
 inline long long k_sub_l(long long a, long long b) { return (long long)((ulong_t)a - (ulong_t)b); }
 inline long long k_mul_l(long long a, long long b) { return (long long)((ulong_t)a * (ulong_t)b); }
 inline long long k_neg_l(long long a) { return (long long)(0ull - (ulong_t)a); }
+inline long long k_shl_l(long long a, long long b) { return (long long)((ulong_t)a << b); }
 inline long long k_f2l(float x) {
   if (isnan(x)) return 0;
   if (x >= 9.2233720368547758e18f) return 9223372036854775807ll;

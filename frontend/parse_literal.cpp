@@ -15,16 +15,6 @@ std::string shown(std::string_view text) {
   return text.size() <= kMax ? std::string(text) : std::string(text.substr(0, kMax)) + "...";
 }
 
-// Range of an integer dtype.
-std::pair<int64_t, int64_t> int_range(ir::DType dtype) {
-  switch (dtype) {
-    case ir::DType::kI64: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-    case ir::DType::kI32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    case ir::DType::kI8: return {-128, 127};
-    case ir::DType::kU8: return {0, 255};
-    default: return {0, 1};
-  }
-}
 
 }  // namespace
 
@@ -318,7 +308,7 @@ bool Parser::parse_scalar_literal(ir::Tensor& tensor, int64_t index, bool& ok, i
       ok = false;
       return true;
     }
-    auto [lo, hi] = int_range(dtype);
+    auto [lo, hi] = ir::integer_range(dtype);
     if (int_value < lo || int_value > hi) {
       error(loc, "integer " + written + " is out of range for " + type_name);
       ok = false;
@@ -327,7 +317,10 @@ bool Parser::parse_scalar_literal(ir::Tensor& tensor, int64_t index, bool& ok, i
     switch (dtype) {
       case ir::DType::kI64: fill(int_value, tensor.mutable_data_as<int64_t>()); break;
       case ir::DType::kI32: fill(int_value, tensor.mutable_data_as<int32_t>()); break;
+      case ir::DType::kI16: fill(int_value, tensor.mutable_data_as<int16_t>()); break;
       case ir::DType::kI8: fill(int_value, tensor.mutable_data_as<int8_t>()); break;
+      case ir::DType::kU32: fill(int_value, tensor.mutable_data_as<uint32_t>()); break;
+      case ir::DType::kU16: fill(int_value, tensor.mutable_data_as<uint16_t>()); break;
       default: fill(int_value, tensor.mutable_data_as<uint8_t>()); break;
     }
     return true;
@@ -339,6 +332,10 @@ bool Parser::parse_scalar_literal(ir::Tensor& tensor, int64_t index, bool& ok, i
     ok = false;
     return true;
   };
+  if (dtype == ir::DType::kF64) {
+    fill(float_value, tensor.mutable_data_as<double>());
+    return true;
+  }
   if (std::isfinite(float_value) && std::isinf(as_f32)) return out_of_range();
   switch (dtype) {
     case ir::DType::kF32: fill(as_f32, tensor.mutable_data_as<float>()); break;

@@ -43,12 +43,11 @@ std::string lexer_error_message(const Token& token) {
 }  // namespace
 
 bool is_keyword(std::string_view word) {
-  static constexpr std::string_view kKeywords[] = {"graph", "weights", "const", "param", "true", "false",
-                                                   "f32", "f16", "bf16", "i64", "i32", "i8", "u8", "bool"};
+  static constexpr std::string_view kKeywords[] = {"graph", "weights", "const", "param", "true", "false"};
   for (std::string_view k : kKeywords) {
     if (k == word) return true;
   }
-  return false;
+  return ir::parse_dtype(word).has_value();  // the dtype names
 }
 
 Parser::Parser(std::string_view text, std::string filename, std::string base_dir, Diagnostics& diags)

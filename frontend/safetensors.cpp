@@ -23,8 +23,9 @@ struct DTypeName {
   std::string_view name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {ir::DType::kF32, "F32"}, {ir::DType::kF16, "F16"}, {ir::DType::kBF16, "BF16"},
-    {ir::DType::kI64, "I64"}, {ir::DType::kI32, "I32"}, {ir::DType::kI8, "I8"},
+    {ir::DType::kF64, "F64"}, {ir::DType::kF32, "F32"}, {ir::DType::kF16, "F16"}, {ir::DType::kBF16, "BF16"},
+    {ir::DType::kI64, "I64"}, {ir::DType::kI32, "I32"}, {ir::DType::kI16, "I16"},
+    {ir::DType::kI8, "I8"},   {ir::DType::kU32, "U32"}, {ir::DType::kU16, "U16"},
     {ir::DType::kU8, "U8"},   {ir::DType::kBool, "BOOL"},
 };
 
@@ -177,8 +178,10 @@ Result<ir::Tensor> SafetensorsFile::load(const std::string& name) const {
   const SafetensorsEntry* entry = find(name);
   if (entry == nullptr) return not_found("no tensor named '" + name + "' in '" + name_ + "'");
   if (!entry->dtype) {
+    std::string known;
+    for (const DTypeName& d : kDTypeNames) known += (known.empty() ? "" : ", ") + std::string(d.name);
     return unsupported("tensor '" + name + "' in '" + name_ + "' has dtype " + entry->dtype_name +
-                       ", which Kiln does not support (F32, F16, BF16, I64, I32, I8, U8, BOOL)");
+                       ", which Kiln does not support (" + known + ")");
   }
   std::span<const std::byte> data(bytes_->data() + data_start_ + entry->begin, entry->end - entry->begin);
   KILN_ASSIGN_OR_RETURN(ir::Tensor tensor, ir::Tensor::from_bytes(*entry->dtype, entry->shape, data));

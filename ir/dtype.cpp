@@ -1,5 +1,7 @@
 #include "ir/dtype.h"
 
+#include <limits>
+
 namespace kiln::ir {
 
 std::string_view dtype_name(DType dtype) {
@@ -12,6 +14,10 @@ std::string_view dtype_name(DType dtype) {
     case DType::kI8: return "i8";
     case DType::kU8: return "u8";
     case DType::kBool: return "bool";
+    case DType::kI16: return "i16";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+    case DType::kF64: return "f64";
   }
   return "?";
 }
@@ -33,8 +39,27 @@ size_t dtype_size(DType dtype) {
     case DType::kI8: return 1;
     case DType::kU8: return 1;
     case DType::kBool: return 1;
+    case DType::kI16: return 2;
+    case DType::kU16: return 2;
+    case DType::kU32: return 4;
+    case DType::kF64: return 8;
   }
   return 0;
+}
+
+std::pair<int64_t, int64_t> integer_range(DType dtype) {
+  switch (dtype) {
+    case DType::kI64: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    case DType::kI32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::kI16: return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
+    case DType::kI8: return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
+    case DType::kU32: return {0, std::numeric_limits<uint32_t>::max()};
+    case DType::kU16: return {0, std::numeric_limits<uint16_t>::max()};
+    case DType::kU8: return {0, std::numeric_limits<uint8_t>::max()};
+    case DType::kBool: return {0, 1};
+    case DType::kF64: case DType::kF32: case DType::kF16: case DType::kBF16: break;
+  }
+  return {0, 0};
 }
 
 }  // namespace kiln::ir

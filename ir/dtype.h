@@ -5,26 +5,36 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace kiln::ir {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI64, kI32, kI8, kU8, kBool };
+// Values are appended, never reordered: artifact/kiln.fbs mirrors them.
+enum class DType : uint8_t { kF32, kF16, kBF16, kI64, kI32, kI8, kU8, kBool, kI16, kU16, kU32, kF64 };
 
-inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI64,
-                                       DType::kI32, DType::kI8,  DType::kU8,   DType::kBool};
+inline constexpr DType kAllDTypes[] = {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32,
+                                       DType::kI16, DType::kI8,  DType::kU32, DType::kU16,  DType::kU8,  DType::kBool};
 
-// The spelling used by the .graph format: "f32", "f16", "bf16", "i64", "i32", "i8", "u8", "bool".
+// The spelling used by the .graph format: "f64", "f32", "f16", "bf16", "i64", "i32", "i16", "i8",
+// "u32", "u16", "u8", "bool".
 std::string_view dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 
 // Bytes per element (bool is stored as one byte, 0 or 1).
 size_t dtype_size(DType dtype);
 
-inline bool is_float(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }
-inline bool is_integer(DType d) {
-  return d == DType::kI64 || d == DType::kI32 || d == DType::kI8 || d == DType::kU8;
+// The lowest and highest value of an integer dtype (bool: 0 and 1; other dtypes: {0, 0}).
+std::pair<int64_t, int64_t> integer_range(DType dtype);
+
+// f64 is stored as IEEE double; kernels compute every float dtype in f32 registers.
+inline bool is_float(DType d) {
+  return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16 || d == DType::kF64;
 }
-inline bool is_signed_integer(DType d) { return d == DType::kI64 || d == DType::kI32 || d == DType::kI8; }
+inline bool is_signed_integer(DType d) {
+  return d == DType::kI64 || d == DType::kI32 || d == DType::kI16 || d == DType::kI8;
+}
+inline bool is_unsigned_integer(DType d) { return d == DType::kU32 || d == DType::kU16 || d == DType::kU8; }
+inline bool is_integer(DType d) { return is_signed_integer(d) || is_unsigned_integer(d); }
 inline bool is_numeric(DType d) { return d != DType::kBool; }
 
 }  // namespace kiln::ir

@@ -61,6 +61,7 @@ bool dtype_in_class(DTypeClass dtypes, DType dtype) {
     case DTypeClass::kNumeric: return is_numeric(dtype);
     case DTypeClass::kFloat: return is_float(dtype);
     case DTypeClass::kFloatOrSigned: return is_float(dtype) || is_signed_integer(dtype);
+    case DTypeClass::kInteger: return is_integer(dtype);
     case DTypeClass::kBool: return dtype == DType::kBool;
   }
   return false;
@@ -81,6 +82,8 @@ Status check_operand_dtype(OpKind op, const TensorType& x) {
     case DTypeClass::kFloatOrSigned:
       return invalid_argument(quoted_op(op) + " needs a floating-point or signed integer operand, got " +
                               x.to_string());
+    case DTypeClass::kInteger:
+      return invalid_argument(quoted_op(op) + " needs an integer operand, got " + x.to_string());
     case DTypeClass::kBool: return invalid_argument(quoted_op(op) + " needs a bool operand, got " + x.to_string());
   }
   return internal_error("dtype class without a message");
@@ -119,6 +122,7 @@ Result<TensorType> infer_binary(OpKind op, const Operands& in, Attrs&) {
     return invalid_argument(quoted_op(op) + " needs numeric operands, got " + in[0].to_string() + " and " +
                             in[1].to_string());
   }
+  KILN_RETURN_IF_ERROR(check_operand_dtype(op, in[0]));
   KILN_ASSIGN_OR_RETURN(Shape shape, broadcast_all(in));
   return TensorType{in[0].dtype, std::move(shape)};
 }

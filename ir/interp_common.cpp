@@ -29,6 +29,9 @@ std::vector<Out> load_as(const Tensor& t, Convert convert) {
   std::vector<Out> out(size_t(n > 0 ? n : 0));
   const std::byte* p = t.data();
   switch (t.dtype()) {
+    case DType::kF64:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(read_raw<double>(p + 8 * i));
+      break;
     case DType::kF32:
       for (int64_t i = 0; i < n; ++i) out[i] = convert(double(read_raw<float>(p + 4 * i)));
       break;
@@ -50,6 +53,15 @@ std::vector<Out> load_as(const Tensor& t, Convert convert) {
     case DType::kU8:
       for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint8_t>(p + i)));
       break;
+    case DType::kI16:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<int16_t>(p + 2 * i)));
+      break;
+    case DType::kU16:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint16_t>(p + 2 * i)));
+      break;
+    case DType::kU32:
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint32_t>(p + 4 * i)));
+      break;
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint8_t>(p + i) != 0));
       break;
@@ -69,8 +81,12 @@ int64_t wrap_to_dtype(int64_t v, DType dtype) {
     case DType::kI32: return int64_t(int32_t(uint32_t(uint64_t(v))));
     case DType::kI8: return int64_t(int8_t(uint8_t(uint64_t(v))));
     case DType::kU8: return int64_t(uint8_t(uint64_t(v)));
+    case DType::kI16: return int64_t(int16_t(uint16_t(uint64_t(v))));
+    case DType::kU16: return int64_t(uint16_t(uint64_t(v)));
+    case DType::kU32: return int64_t(uint32_t(uint64_t(v)));
     case DType::kBool: return v != 0 ? 1 : 0;
     case DType::kI64:
+    case DType::kF64:
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16: return v;
@@ -80,25 +96,16 @@ int64_t wrap_to_dtype(int64_t v, DType dtype) {
 
 int64_t double_to_int_saturating(double v, DType dtype) {
   if (std::isnan(v)) return 0;
-  double lo = 0, hi = 0;
-  switch (dtype) {
-    case DType::kI64:
-      // 2^63 is exactly representable; anything >= it saturates.
-      if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
-      if (v < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
-      return int64_t(v);
-    case DType::kI32: lo = -2147483648.0; hi = 2147483647.0; break;
-    case DType::kI8: lo = -128.0; hi = 127.0; break;
-    case DType::kU8: lo = 0.0; hi = 255.0; break;
-    case DType::kBool: return v != 0 ? 1 : 0;
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16: return int64_t(v);
+  if (dtype == DType::kBool) return v != 0 ? 1 : 0;
+  if (is_float(dtype)) return int64_t(v);
+  if (dtype == DType::kI64) {
+    // 2^63 is exactly representable; anything >= it saturates.
+    if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+    if (v < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+    return int64_t(v);
   }
-  double t = std::trunc(v);
-  if (t < lo) t = lo;
-  if (t > hi) t = hi;
-  return int64_t(t);
+  const auto [lo, hi] = integer_range(dtype);  // exact as doubles below 64 bits
+  return int64_t(std::clamp(std::trunc(v), double(lo), double(hi)));
 }
 
 template <class T>
@@ -132,6 +139,9 @@ Result<Tensor> tensor_from_values(DType dtype, const std::vector<int64_t>& shape
   if (n == 0) return t;
   std::byte* p = t.mutable_data();
   switch (dtype) {
+    case DType::kF64:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 8 * i, double(values[i]));
+      break;
     case DType::kF32:
       for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, float(values[i]));
       break;
@@ -153,6 +163,15 @@ Result<Tensor> tensor_from_values(DType dtype, const std::vector<int64_t>& shape
       break;
     case DType::kU8:
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(double_to_int_saturating(values[i], dtype)));
+      break;
+    case DType::kI16:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, int16_t(double_to_int_saturating(values[i], dtype)));
+      break;
+    case DType::kU16:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, uint16_t(double_to_int_saturating(values[i], dtype)));
+      break;
+    case DType::kU32:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, uint32_t(double_to_int_saturating(values[i], dtype)));
       break;
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != T(0) ? 1 : 0));
@@ -192,9 +211,17 @@ Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
     case DType::kU8:
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(uint64_t(values[i])));
       break;
+    case DType::kI16:
+    case DType::kU16:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, uint16_t(uint64_t(values[i])));
+      break;
+    case DType::kU32:
+      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, uint32_t(uint64_t(values[i])));
+      break;
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != 0 ? 1 : 0));
       break;
+    case DType::kF64:
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16: break;  // handled above

@@ -52,13 +52,13 @@ std::vector<Out> map_broadcast(const std::vector<int64_t>& out_shape,
 Result<Tensor> eval_unary(const EvalContext& ctx) {
   const Tensor& x = *ctx.inputs[0];
   const ScalarFns& fn = op_info(ctx.node.op).scalar;
-  if (fn.unary_f == nullptr) return node_error(ctx, "has no scalar function in the operator table");
   const bool int_domain = !is_float(x.dtype()) && !is_float(ctx.out_dtype) && fn.unary_i != nullptr;
   if (int_domain) {
     std::vector<int64_t> v = load_ints(x);
     for (int64_t& e : v) e = fn.unary_i(e);
     return tensor_from_ints(ctx.out_dtype, x.shape(), v);
   }
+  if (fn.unary_f == nullptr) return node_error(ctx, "has no scalar function in the operator table");
   std::vector<double> v = load_doubles(x);
   for (double& e : v) e = fn.unary_f(e, ctx.node.attrs);
   return tensor_from_doubles(ctx.out_dtype, x.shape(), v);
@@ -71,12 +71,20 @@ Result<Tensor> eval_binary(const EvalContext& ctx) {
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> shape, broadcast_all(ctx));
   std::array<std::vector<int64_t>, 2> shapes = {a.shape(), b.shape()};
   if (is_float(a.dtype()) || is_float(b.dtype())) {
+    if (fn.binary_f == nullptr) return node_error(ctx, "has no float scalar function in the operator table");
     std::vector<double> va = load_doubles(a), vb = load_doubles(b);
     std::vector<double> out = map_broadcast<2, double, double>(shape, {&va, &vb}, shapes, fn.binary_f);
     return tensor_from_doubles(ctx.out_dtype, shape, out);
   }
   std::vector<int64_t> va = load_ints(a), vb = load_ints(b);
-  std::vector<int64_t> out = map_broadcast<2, int64_t, int64_t>(shape, {&va, &vb}, shapes, fn.binary_i);
+  std::vector<int64_t> out;
+  if (fn.binary_bits != nullptr) {
+    const int bits = int(8 * dtype_size(a.dtype()));
+    out = map_broadcast<2, int64_t, int64_t>(shape, {&va, &vb}, shapes,
+                                             [&](int64_t x, int64_t y) { return fn.binary_bits(x, y, bits); });
+  } else {
+    out = map_broadcast<2, int64_t, int64_t>(shape, {&va, &vb}, shapes, fn.binary_i);
+  }
   return tensor_from_ints(ctx.out_dtype, shape, out);
 }
 

@@ -143,8 +143,9 @@ struct DescrType {
   DType dtype;
 };
 constexpr DescrType kReadableTypes[] = {
-    {"f4", DType::kF32}, {"f2", DType::kF16}, {"i8", DType::kI64},  {"i4", DType::kI32},  {"i1", DType::kI8},
-    {"u1", DType::kU8},  {"b1", DType::kBool}, {"u2", DType::kBF16}, {"V2", DType::kBF16},
+    {"f8", DType::kF64}, {"f4", DType::kF32}, {"f2", DType::kF16},  {"i8", DType::kI64}, {"i4", DType::kI32}, {"i2", DType::kI16},
+    {"i1", DType::kI8},  {"u4", DType::kU32},  {"u2", DType::kU16}, {"u1", DType::kU8},  {"b1", DType::kBool},
+    {"V2", DType::kBF16},
 };
 
 Result<DType> dtype_from_descr(const std::string& descr) {
@@ -161,21 +162,23 @@ Result<DType> dtype_from_descr(const std::string& descr) {
         if (entry.type == type) return entry.dtype;
     }
   }
-  std::string hint;
-  if (descr == "<f8") hint = " (float64: convert with .astype(numpy.float32))";
-  return unsupported(".npy dtype '" + descr + "' is not a Kiln dtype" + hint +
-                     "; supported: <f4 <f2 <i8 <i4 |i1 |u1 |b1, and for bf16 <u2 (raw bits) or <V2 "
-                     "(ml_dtypes.bfloat16)");
+  return unsupported(".npy dtype '" + descr + "' is not a Kiln dtype" +
+                     "; supported: <f8 <f4 <f2 <i8 <i4 <i2 |i1 <u4 <u2 |u1 |b1, and for bf16 <u2 (raw bits) or "
+                     "<V2 (ml_dtypes.bfloat16)");
 }
 
 std::string_view descr_of(DType dtype) {
   switch (dtype) {
+    case DType::kF64: return "<f8";
     case DType::kF32: return "<f4";
     case DType::kBF16: return "<f4";  // written as f32 (see ir/npy.h)
     case DType::kF16: return "<f2";
     case DType::kI64: return "<i8";
     case DType::kI32: return "<i4";
+    case DType::kI16: return "<i2";
     case DType::kI8: return "|i1";
+    case DType::kU32: return "<u4";
+    case DType::kU16: return "<u2";
     case DType::kU8: return "|u1";
     case DType::kBool: return "|b1";
   }
@@ -289,6 +292,10 @@ Status write_npy(const std::string& path, const Tensor& tensor) {
 
 Result<Tensor> convert_npy_tensor(const Tensor& tensor, DType wanted) {
   if (tensor.dtype() == wanted) return tensor;
+  if (tensor.dtype() == DType::kU16 && wanted == DType::kBF16) {  // raw bf16 bits (a uint16 view)
+    return Tensor::from_bytes(DType::kBF16, tensor.shape(),
+                              std::span<const std::byte>(tensor.data(), tensor.size_bytes()));
+  }
   if (tensor.dtype() == DType::kF32 && wanted == DType::kBF16) {
     KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(DType::kBF16, tensor.shape()));
     const int64_t n = tensor.num_elements();

@@ -59,6 +59,17 @@ int64_t int_rem(int64_t a, int64_t b) {
   return a % b;
 }
 
+// Shifts by an amount outside [0, bits) give 0, or for a right shift of a negative value -1 (the
+// sign fill), as ONNX's BitShift defines them. Right shifts are arithmetic: unsigned values are
+// non-negative in int64, where that is the logical shift.
+int64_t shift_left(int64_t a, int64_t b, int bits) {
+  return b < 0 || b >= bits ? 0 : int64_t(uint64_t(a) << b);
+}
+int64_t shift_right(int64_t a, int64_t b, int bits) {
+  if (b < 0 || b >= bits) return a < 0 ? -1 : 0;
+  return a >> b;
+}
+
 int64_t int_pow(int64_t base, int64_t exponent) {
   if (exponent < 0) {
     if (base == 1) return 1;
@@ -95,8 +106,9 @@ constexpr OpInfo unary(K kind, std::string_view name, X fusion, D dtypes, Scalar
           scalar, expr, {}};
 }
 
-constexpr OpInfo binary(K kind, std::string_view name, X fusion, ScalarFns scalar, CExpr expr) {
-  return {kind, name, F::kBinary, 2, 2, fusion, D::kNumeric, defaults<NoAttrs>, {}, infer_binary,
+constexpr OpInfo binary(K kind, std::string_view name, X fusion, ScalarFns scalar, CExpr expr,
+                        D dtypes = D::kNumeric) {
+  return {kind, name, F::kBinary, 2, 2, fusion, dtypes, defaults<NoAttrs>, {}, infer_binary,
           interp::eval_elementwise, scalar, expr, {}};
 }
 
@@ -197,6 +209,9 @@ constexpr OpInfo kOpTable[] = {
           {.unary_f = [](double x, const Attrs&) { return x == 0.0 ? 1.0 : 0.0; },
            .unary_i = [](int64_t x) { return x == 0 ? int64_t(1) : int64_t(0); }},
           {.float_form = "({0} == 0.0f ? 1 : 0)", .int_form = "({0} == {lit:0} ? 1 : 0)", .bool_result = true}),
+    // Bitwise complement; the result's store keeps the dtype's bits (u8: ~x & 255).
+    unary(K::kBitwiseNot, "bitwise_not", X::kCheap, D::kInteger,
+          {.unary_i = [](int64_t x) { return ~x; }}, {.int_form = "(~{0})"}),
 
     binary(K::kAdd, "add", X::kCheap,
            {.binary_f = float_add, .binary_i = wrapping_add},
@@ -226,6 +241,19 @@ constexpr OpInfo kOpTable[] = {
     binary(K::kFmod, "fmod", X::kCheap,
            {.binary_f = [](double a, double b) { return std::fmod(a, b); }, .binary_i = int_rem},
            {.float_form = "k_fmodf({0}, {1})", .int_form = "k_rem_{k}({0}, {1})"}),
+    // Bitwise ops on the two's-complement bits; narrow dtypes compute sign- or zero-extended,
+    // which commutes with these.
+    binary(K::kBitwiseAnd, "bitwise_and", X::kCheap,
+           {.binary_i = [](int64_t a, int64_t b) { return a & b; }}, {.int_form = "({0} & {1})"}, D::kInteger),
+    binary(K::kBitwiseOr, "bitwise_or", X::kCheap,
+           {.binary_i = [](int64_t a, int64_t b) { return a | b; }}, {.int_form = "({0} | {1})"}, D::kInteger),
+    binary(K::kBitwiseXor, "bitwise_xor", X::kCheap,
+           {.binary_i = [](int64_t a, int64_t b) { return a ^ b; }}, {.int_form = "({0} ^ {1})"}, D::kInteger),
+    binary(K::kShiftLeft, "shift_left", X::kCheap, {.binary_bits = shift_left},
+           {.int_form = "({1} < {lit:0} || {1} >= {bits} ? {lit:0} : k_shl_{k}({0}, {1}))"}, D::kInteger),
+    binary(K::kShiftRight, "shift_right", X::kCheap, {.binary_bits = shift_right},
+           {.int_form = "({1} < {lit:0} || {1} >= {bits} ? ({0} < {lit:0} ? {lit:-1} : {lit:0}) : ({0} >> {1}))"},
+           D::kInteger),
 
     compare(K::kEqual, "equal", D::kAny,
             {.binary_f = [](double a, double b) { return double(a == b); },

@@ -27,8 +27,10 @@ namespace kiln::ir {
   /* unary */                                                                                 \
   X(Neg) X(Abs) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Tanh) X(Sigmoid) X(Relu)       \
   X(Silu) X(Erf) X(Sin) X(Cos) X(Atan) X(Floor) X(Ceil) X(Round) X(Sign) X(Gelu) X(Not)      \
+  X(BitwiseNot)                                                                               \
   /* binary arithmetic */                                                                     \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Fmod)                            \
+  X(BitwiseAnd) X(BitwiseOr) X(BitwiseXor) X(ShiftLeft) X(ShiftRight)                         \
   /* compare and logic (result bool) */                                                       \
   X(Equal) X(NotEqual) X(Less) X(LessEqual) X(Greater) X(GreaterEqual) X(And) X(Or) X(Xor)    \
   /* select / convert */                                                                      \
@@ -282,6 +284,7 @@ enum class DTypeClass : uint8_t {
   kNumeric,        // not bool
   kFloat,          // f32, f16, bf16
   kFloatOrSigned,  // floats and signed integers
+  kInteger,        // signed and unsigned integers
   kBool,           // bool only
 };
 
@@ -294,12 +297,16 @@ struct ScalarFns {
   int64_t (*unary_i)(int64_t x) = nullptr;
   double (*binary_f)(double a, double b) = nullptr;
   int64_t (*binary_i)(int64_t a, int64_t b) = nullptr;
+  // Instead of binary_i, for integer ops whose result depends on the dtype's width (shifts):
+  // `bits` is the width of the operands' dtype (8 for i8 and u8, ...).
+  int64_t (*binary_bits)(int64_t a, int64_t b, int bits) = nullptr;
 };
 
 // C-family expression templates of an elementwise op (OpenCL C, GLSL and CUDA C share them;
 // codegen/c_family.cpp expands them). Placeholders: {0} {1} {2} the operands, already converted
 // to the op's number kind (logic ops: already truth-tested); {k} the integer helper suffix ("i"
-// for 32-bit, "l" for 64-bit: k_add_{k}); {lit:V} the literal V in the op's number kind.
+// for 32-bit, "l" for 64-bit: k_add_{k}); {lit:V} the literal V in the op's number kind; {bits}
+// the bit width of the result's dtype (an integer literal).
 // A dialect override replaces float_form in that dialect only (empty: the shared form). The
 // functions behind k_* names are defined once per dialect in codegen/c_family_prelude.cpp.
 struct CExpr {

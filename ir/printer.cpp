@@ -84,11 +84,13 @@ std::string format_half(float v, bool bf16) {
 
 std::string format_element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
+    case DType::kF64: return format_double(t.element_as_double(i));
     case DType::kF32: return format_f32(float(t.element_as_double(i)));
     case DType::kF16: return format_half(float(t.element_as_double(i)), false);
     case DType::kBF16: return format_half(float(t.element_as_double(i)), true);
     case DType::kBool: return t.element_as_int(i) != 0 ? "true" : "false";
-    case DType::kI64: case DType::kI32: case DType::kI8: case DType::kU8:
+    case DType::kI64: case DType::kI32: case DType::kI16: case DType::kI8:
+    case DType::kU32: case DType::kU16: case DType::kU8:
       return std::to_string(t.element_as_int(i));
   }
   return "0";

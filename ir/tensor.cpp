@@ -102,14 +102,13 @@ Tensor Tensor::clone() const {
 double Tensor::element_as_double(int64_t i) const {
   const std::byte* p = data_ + size_t(i) * dtype_size(dtype_);
   switch (dtype_) {
+    case DType::kF64: { double v; std::memcpy(&v, p, 8); return v; }
     case DType::kF32: { float v; std::memcpy(&v, p, 4); return v; }
     case DType::kF16: { uint16_t v; std::memcpy(&v, p, 2); return f16_to_f32(v); }
     case DType::kBF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_f32(v); }
-    case DType::kI64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
-    case DType::kI32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kI8: return double(static_cast<int8_t>(*p));
-    case DType::kU8: return double(static_cast<uint8_t>(*p));
-    case DType::kBool: return *p != std::byte{0} ? 1.0 : 0.0;
+    case DType::kI64: case DType::kI32: case DType::kI16: case DType::kI8:
+    case DType::kU32: case DType::kU16: case DType::kU8: case DType::kBool:
+      return double(element_as_int(i));
   }
   return 0.0;
 }
@@ -119,9 +118,13 @@ int64_t Tensor::element_as_int(int64_t i) const {
   switch (dtype_) {
     case DType::kI64: { int64_t v; std::memcpy(&v, p, 8); return v; }
     case DType::kI32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::kI16: { int16_t v; std::memcpy(&v, p, 2); return v; }
     case DType::kI8: return static_cast<int8_t>(*p);
+    case DType::kU32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case DType::kU16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
     case DType::kU8: return static_cast<uint8_t>(*p);
     case DType::kBool: return *p != std::byte{0} ? 1 : 0;
+    case DType::kF64:
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16: {
@@ -138,13 +141,17 @@ int64_t Tensor::element_as_int(int64_t i) const {
 void Tensor::set_element_from_double(int64_t i, double v) {
   std::byte* p = mutable_data() + size_t(i) * dtype_size(dtype_);
   switch (dtype_) {
+    case DType::kF64: std::memcpy(p, &v, 8); return;
     case DType::kF32: { float f = float(v); std::memcpy(p, &f, 4); return; }
     case DType::kF16: { uint16_t h = f32_to_f16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBF16: { uint16_t h = f32_to_bf16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBool: *p = std::byte(v != 0.0 ? 1 : 0); return;
     case DType::kI64:
     case DType::kI32:
+    case DType::kI16:
     case DType::kI8:
+    case DType::kU32:
+    case DType::kU16:
     case DType::kU8: {
       int64_t x = 0;
       if (!std::isnan(v)) {
@@ -153,8 +160,10 @@ void Tensor::set_element_from_double(int64_t i, double v) {
         else x = int64_t(v);
       }
       if (dtype_ == DType::kI64) { std::memcpy(p, &x, 8); return; }
-      if (dtype_ == DType::kI32) { int32_t y = int32_t(uint32_t(x)); std::memcpy(p, &y, 4); return; }
-      *p = std::byte(uint8_t(x));  // i8 and u8 wrap like NumPy's astype
+      // Narrower integers wrap like NumPy's astype.
+      if (dtype_size(dtype_) == 4) { uint32_t y = uint32_t(uint64_t(x)); std::memcpy(p, &y, 4); return; }
+      if (dtype_size(dtype_) == 2) { uint16_t y = uint16_t(uint64_t(x)); std::memcpy(p, &y, 2); return; }
+      *p = std::byte(uint8_t(x));
       return;
     }
   }

@@ -127,6 +127,10 @@ std::optional<ir::DType> to_dtype(kiln_dtype dtype) {
     case KILN_DTYPE_I8: return ir::DType::kI8;
     case KILN_DTYPE_U8: return ir::DType::kU8;
     case KILN_DTYPE_BOOL: return ir::DType::kBool;
+    case KILN_DTYPE_I16: return ir::DType::kI16;
+    case KILN_DTYPE_U16: return ir::DType::kU16;
+    case KILN_DTYPE_U32: return ir::DType::kU32;
+    case KILN_DTYPE_F64: return ir::DType::kF64;
   }
   return std::nullopt;
 }
@@ -141,6 +145,10 @@ kiln_dtype from_dtype(ir::DType dtype) {
     case ir::DType::kI8: return KILN_DTYPE_I8;
     case ir::DType::kU8: return KILN_DTYPE_U8;
     case ir::DType::kBool: return KILN_DTYPE_BOOL;
+    case ir::DType::kI16: return KILN_DTYPE_I16;
+    case ir::DType::kU16: return KILN_DTYPE_U16;
+    case ir::DType::kU32: return KILN_DTYPE_U32;
+    case ir::DType::kF64: return KILN_DTYPE_F64;
   }
   return KILN_DTYPE_F32;
 }

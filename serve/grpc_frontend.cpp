@@ -93,9 +93,18 @@ Result<std::string> typed_input_data(const InputTensor& input, DataType type, in
     case DataType::kUint8:
       KILN_RETURN_IF_ERROR(field(contents.uint_contents_size(), "uint_contents"));
       return pack_values<uint8_t>(contents.uint_contents(), input.name(), type_name);
+    case DataType::kUint16:
+      KILN_RETURN_IF_ERROR(field(contents.uint_contents_size(), "uint_contents"));
+      return pack_values<uint16_t>(contents.uint_contents(), input.name(), type_name);
+    case DataType::kUint32:
+      KILN_RETURN_IF_ERROR(field(contents.uint_contents_size(), "uint_contents"));
+      return pack_values<uint32_t>(contents.uint_contents(), input.name(), type_name);
     case DataType::kInt8:
       KILN_RETURN_IF_ERROR(field(contents.int_contents_size(), "int_contents"));
       return pack_values<int8_t>(contents.int_contents(), input.name(), type_name);
+    case DataType::kInt16:
+      KILN_RETURN_IF_ERROR(field(contents.int_contents_size(), "int_contents"));
+      return pack_values<int16_t>(contents.int_contents(), input.name(), type_name);
     case DataType::kInt32:
       KILN_RETURN_IF_ERROR(field(contents.int_contents_size(), "int_contents"));
       return pack_values<int32_t>(contents.int_contents(), input.name(), type_name);
@@ -105,6 +114,9 @@ Result<std::string> typed_input_data(const InputTensor& input, DataType type, in
     case DataType::kFp32:
       KILN_RETURN_IF_ERROR(field(contents.fp32_contents_size(), "fp32_contents"));
       return pack_values<float>(contents.fp32_contents(), input.name(), type_name);
+    case DataType::kFp64:
+      KILN_RETURN_IF_ERROR(field(contents.fp64_contents_size(), "fp64_contents"));
+      return pack_values<double>(contents.fp64_contents(), input.name(), type_name);
     case DataType::kFp16:
     case DataType::kBf16:
       break;

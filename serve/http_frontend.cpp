@@ -194,9 +194,16 @@ bool append_element(const json& value, DataType type, std::string& out) {
       append_bytes(out, uint8_t(value.get<bool>()));
       return true;
     case DataType::kUint8: return append_integral<uint8_t>(value, out);
+    case DataType::kUint16: return append_integral<uint16_t>(value, out);
+    case DataType::kUint32: return append_integral<uint32_t>(value, out);
     case DataType::kInt8: return append_integral<int8_t>(value, out);
+    case DataType::kInt16: return append_integral<int16_t>(value, out);
     case DataType::kInt32: return append_integral<int32_t>(value, out);
     case DataType::kInt64: return append_integral<int64_t>(value, out);
+    case DataType::kFp64:
+      if (!value.is_number()) return false;
+      append_bytes(out, value.get<double>());
+      return true;
     case DataType::kFp16:
     case DataType::kBf16:
     case DataType::kFp32: {
@@ -236,12 +243,16 @@ json data_json(const Tensor& tensor) {
     switch (tensor.datatype) {
       case DataType::kBool: out.push_back(read_element<uint8_t>(d, i) != 0); break;
       case DataType::kUint8: out.push_back(read_element<uint8_t>(d, i)); break;
+      case DataType::kUint16: out.push_back(read_element<uint16_t>(d, i)); break;
+      case DataType::kUint32: out.push_back(read_element<uint32_t>(d, i)); break;
       case DataType::kInt8: out.push_back(read_element<int8_t>(d, i)); break;
+      case DataType::kInt16: out.push_back(read_element<int16_t>(d, i)); break;
       case DataType::kInt32: out.push_back(read_element<int32_t>(d, i)); break;
       case DataType::kInt64: out.push_back(read_element<int64_t>(d, i)); break;
       case DataType::kFp16: out.push_back(f16_to_f32(read_element<uint16_t>(d, i))); break;
       case DataType::kBf16: out.push_back(bf16_to_f32(read_element<uint16_t>(d, i))); break;
       case DataType::kFp32: out.push_back(read_element<float>(d, i)); break;
+      case DataType::kFp64: out.push_back(read_element<double>(d, i)); break;
     }
   }
   return out;

@@ -23,6 +23,10 @@ constexpr TypeRow kTypes[] = {
     {DataType::kFp16, "FP16", "TYPE_FP16", KILN_DTYPE_F16},
     {DataType::kBf16, "BF16", "TYPE_BF16", KILN_DTYPE_BF16},
     {DataType::kFp32, "FP32", "TYPE_FP32", KILN_DTYPE_F32},
+    {DataType::kInt16, "INT16", "TYPE_INT16", KILN_DTYPE_I16},
+    {DataType::kUint16, "UINT16", "TYPE_UINT16", KILN_DTYPE_U16},
+    {DataType::kUint32, "UINT32", "TYPE_UINT32", KILN_DTYPE_U32},
+    {DataType::kFp64, "FP64", "TYPE_FP64", KILN_DTYPE_F64},
 };
 
 const TypeRow& row(DataType type) { return kTypes[static_cast<size_t>(type)]; }

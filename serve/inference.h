@@ -17,11 +17,11 @@
 namespace kiln::serve {
 
 // The protocol's tensor element types that Kiln has (the KServe v2 names are BOOL, UINT8, ...).
-enum class DataType : uint8_t { kBool, kUint8, kInt8, kInt32, kInt64, kFp16, kBf16, kFp32 };
+enum class DataType : uint8_t { kBool, kUint8, kInt8, kInt32, kInt64, kFp16, kBf16, kFp32, kInt16, kUint16, kUint32, kFp64 };
 
 // "FP32", as the protocol spells it.
 std::string_view datatype_name(DataType type);
-// The protocol name ("FP32") to a type; nullopt for names Kiln has no type for ("FP64", "BYTES").
+// The protocol name ("FP32") to a type; nullopt for names Kiln has no type for ("UINT64", "BYTES").
 std::optional<DataType> datatype_from_name(std::string_view name);
 // "BOOL, UINT8, ..., FP32": every type a request may use, for messages.
 std::string datatype_names();

@@ -225,12 +225,16 @@ CudaConfig cuda_config(const KernelModel& m) {
 
 std::string cuda_storage_type(DType d) {
   switch (d) {
+    case DType::kF64: return "double";
     case DType::kF32: return "float";
     case DType::kF16: return "ushort";
     case DType::kBF16: return "ushort";
     case DType::kI64: return "long long";
     case DType::kI32: return "int";
+    case DType::kI16: return "short";
     case DType::kI8: return "signed char";
+    case DType::kU32: return "uint";
+    case DType::kU16: return "ushort";
     case DType::kU8: case DType::kBool: return "uchar";
   }
   return "float";
@@ -242,7 +246,10 @@ std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
     case DType::kF32: case DType::kI32: case DType::kI64: return at;
     case DType::kF16: return "k_h2f(" + at + ")";
     case DType::kBF16: return "k_bf2f((uint)(" + at + "))";
-    case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
+    case DType::kU32: return "TO_L(" + at + ")";
+    case DType::kF64: return "TO_F(" + at + ")";
+    case DType::kI16: case DType::kU16: case DType::kI8: case DType::kU8: case DType::kBool:
+      return "TO_I(" + at + ")";
   }
   return at;
 }
@@ -255,6 +262,10 @@ void Emitter::cuda_store(int buffer, const std::string& offset, const std::strin
     case DType::kBF16: line(at + " = (ushort)(k_f2bf(" + v + "));"); return;
     case DType::kI8: line(at + " = (signed char)(" + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = (uchar)(" + v + ");"); return;
+    case DType::kI16: line(at + " = (short)(" + v + ");"); return;
+    case DType::kU16: line(at + " = (ushort)(" + v + ");"); return;
+    case DType::kU32: line(at + " = (uint)(" + v + ");"); return;
+    case DType::kF64: line(at + " = (double)(" + v + ");"); return;
   }
 }
 
@@ -321,7 +332,10 @@ void Emitter::cuda_vector_load(int b, const std::string& offset, std::vector<Poi
       case DType::kI32: value = "(int)" + bits; break;
       case DType::kI64: value = "(long long)" + bits; break;
       case DType::kI8: value = "(int)(signed char)" + bits; break;
-      case DType::kU8: case DType::kBool: value = "(int)" + bits; break;
+      case DType::kU8: case DType::kBool: case DType::kU16: value = "(int)" + bits; break;
+      case DType::kI16: value = "(int)(short)" + bits; break;
+      case DType::kU32: value = "(long long)" + bits; break;
+      case DType::kF64: value = "(float)__longlong_as_double((long long)" + bits + ")"; break;
     }
     const std::string name = fresh("x");
     line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
@@ -351,13 +365,18 @@ void Emitter::cuda_vector_store(int b, const std::string& offset, const std::vec
     };
     switch (buf.dtype) {
       case DType::kF32: put(j, "F2U(" + v + ")", 0); break;
-      case DType::kI32: put(j, "(uint)(" + v + ")", 0); break;
+      case DType::kI32: case DType::kU32: put(j, "(uint)(" + v + ")", 0); break;
       case DType::kI64:
         put(2 * j, "(uint)((unsigned long long)(" + v + "))", 0);
         put(2 * j + 1, "(uint)((unsigned long long)(" + v + ") >> 32)", 0);
         break;
+      case DType::kF64:
+        put(2 * j, "(uint)((unsigned long long)__double_as_longlong((double)(" + v + ")))", 0);
+        put(2 * j + 1, "(uint)((unsigned long long)__double_as_longlong((double)(" + v + ")) >> 32)", 0);
+        break;
       case DType::kF16: put(j / 2, "(uint)k_f2h(" + v + ")", 16 * (j % 2)); break;
       case DType::kBF16: put(j / 2, "(k_f2bf(" + v + ") & 0xffffu)", 16 * (j % 2)); break;
+      case DType::kI16: case DType::kU16: put(j / 2, "((uint)(" + v + ") & 0xffffu)", 16 * (j % 2)); break;
       case DType::kI8: case DType::kU8: case DType::kBool:
         put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
         break;

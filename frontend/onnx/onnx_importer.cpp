@@ -44,12 +44,11 @@ constexpr int64_t kMaxIrVersion = 14;
 constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
 
 bool is_keyword(const std::string& s) {
-  static const char* const kKeywords[] = {"graph", "weights", "const", "param", "true", "false",
-                                          "f32", "f16", "bf16", "i64", "i32", "i8", "u8", "bool"};
+  static const char* const kKeywords[] = {"graph", "weights", "const", "param", "true", "false"};
   for (const char* k : kKeywords) {
     if (s == k) return true;
   }
-  return false;
+  return ir::parse_dtype(s).has_value();  // the dtype names
 }
 
 const std::map<std::string, Converter>& converters() {

@@ -325,6 +325,18 @@ Status mod_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// BitShift: the IR's shifts, which give ONNX's results for shift amounts outside the width too.
+Status bit_shift(Importer& im) {
+  const std::string direction = im.attr_string("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return im.error("direction must be \"LEFT\" or \"RIGHT\", got \"" + direction + "\"");
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId a, im.input(0));
+  KILN_ASSIGN_OR_RETURN(NodeId b, im.input(1));
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.apply(direction == "LEFT" ? OpKind::kShiftLeft : OpKind::kShiftRight, {a, b}));
+  return im.set_output(0, y);
+}
+
 Status where_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(bool a_dynamic, is_dynamic_shape_vector(im, 1));
   KILN_ASSIGN_OR_RETURN(bool b_dynamic, is_dynamic_shape_vector(im, 2));
@@ -437,13 +449,14 @@ void register_elementwise_ops(std::map<std::string, Converter>& t) {
       {"Sqrt", OpKind::kSqrt}, {"Reciprocal", OpKind::kReciprocal}, {"Tanh", OpKind::kTanh},
       {"Sigmoid", OpKind::kSigmoid}, {"Relu", OpKind::kRelu}, {"Erf", OpKind::kErf}, {"Sin", OpKind::kSin},
       {"Cos", OpKind::kCos}, {"Atan", OpKind::kAtan}, {"Floor", OpKind::kFloor}, {"Ceil", OpKind::kCeil}, {"Round", OpKind::kRound},
-      {"Sign", OpKind::kSign}, {"Not", OpKind::kNot}};
+      {"Sign", OpKind::kSign}, {"Not", OpKind::kNot}, {"BitwiseNot", OpKind::kBitwiseNot}};
   for (const auto& [name, op] : unaries) t[name] = unary(op);
   const std::pair<const char*, OpKind> binaries[] = {
       {"Add", OpKind::kAdd}, {"Sub", OpKind::kSub}, {"Mul", OpKind::kMul}, {"Div", OpKind::kDiv},
       {"Equal", OpKind::kEqual}, {"Less", OpKind::kLess}, {"LessOrEqual", OpKind::kLessEqual},
       {"Greater", OpKind::kGreater}, {"GreaterOrEqual", OpKind::kGreaterEqual}, {"And", OpKind::kAnd},
-      {"Or", OpKind::kOr}, {"Xor", OpKind::kXor}};
+      {"Or", OpKind::kOr}, {"Xor", OpKind::kXor}, {"BitwiseAnd", OpKind::kBitwiseAnd},
+      {"BitwiseOr", OpKind::kBitwiseOr}, {"BitwiseXor", OpKind::kBitwiseXor}};
   for (const auto& [name, op] : binaries) t[name] = binary_op(op);
   t["Max"] = variadic(OpKind::kMaximum, false);
   t["Min"] = variadic(OpKind::kMinimum, false);
@@ -451,6 +464,7 @@ void register_elementwise_ops(std::map<std::string, Converter>& t) {
   t["Mean"] = variadic(OpKind::kAdd, true);
   t["Pow"] = pow_op;
   t["Mod"] = mod_op;
+  t["BitShift"] = bit_shift;
   t["LeakyRelu"] = leaky_relu;
   t["PRelu"] = prelu;
   t["Elu"] = elu;

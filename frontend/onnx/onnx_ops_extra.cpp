@@ -1,5 +1,5 @@
 // Converters for further ONNX operators that decompose into Kiln ops: hyperbolic and
-// trigonometric functions (Asin, Acos through atan), CumSum and CumProd, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, Tile,
+// trigonometric functions (Asin, Acos through atan), CumSum and CumProd, IsNaN/IsInf, Shrink, Trilu, Split, Hardmax, EyeLike, OptionalHasElement, OptionalGetElement, BitCast, Tile,
 // DepthToSpace/SpaceToDepth, CastLike, Pad, CenterCropPad and OneHot. Masks and index patterns are built as
 // constants at import, so these need static shapes where noted.
 #include <algorithm>
@@ -288,6 +288,45 @@ Status hardmax_op(Importer& im) {
   return im.set_output(0, y);
 }
 
+// Optionals: Kiln has no optional values, but a tensor passed where one is expected is a present
+// optional, and a missing input an absent one (graph inputs of optional type are refused where
+// they enter the graph).
+Status optional_has_element(Importer& im) {
+  if (im.has_input(0)) KILN_RETURN_IF_ERROR(im.input(0).status());
+  KILN_ASSIGN_OR_RETURN(NodeId present, im.scalar(im.has_input(0) ? 1.0 : 0.0, ir::DType::kBool));
+  return im.set_output(0, present);
+}
+
+Status optional_get_element(Importer& im) {
+  if (!im.has_input(0)) return im.error("OptionalGetElement of an absent optional");
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  return im.set_output(0, x);
+}
+
+// BitCast between integer types (and bool) of one width is a wrapping cast, which keeps the bits;
+// a constant input of any type is reinterpreted at import.
+Status bit_cast(Importer& im) {
+  KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
+  const int32_t to_onnx = int32_t(im.attr_int("to", 0));
+  const std::optional<ir::DType> to = dtype_from_onnx(to_onnx);
+  if (!to) return im.unsupported(std::string("BitCast to ") + onnx_type_name(to_onnx) + " is not supported");
+  const ir::DType from = im.type(x).dtype;
+  if (ir::dtype_size(from) != ir::dtype_size(*to)) {
+    return im.error("BitCast between types of different widths (" + std::string(ir::dtype_name(from)) + " and " +
+                    std::string(ir::dtype_name(*to)) + ")");
+  }
+  if (const ir::Tensor* data = im.const_data(x)) {
+    KILN_ASSIGN_OR_RETURN(ir::Tensor bits, ir::Tensor::from_bytes(*to, data->shape(),
+                                                                  std::span(data->data(), data->size_bytes())));
+    return im.set_output(0, im.add_constant(std::move(bits), "bits"));
+  }
+  if (ir::is_float(from) || ir::is_float(*to)) {
+    return im.unsupported("BitCast between float and integer types of a run-time value is not supported");
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId y, im.cast(x, *to));
+  return im.set_output(0, y);
+}
+
 Status eyelike_op(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   const Shape& s = im.type(x).shape;
@@ -572,7 +611,7 @@ Status cast_like(Importer& im) {
 Status einsum_op(Importer& im) {
   std::string eq = im.attr_string("equation", "");
   eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  if (eq.find("...") != std::string::npos) return im.unsupported("an equation with '...'");
+  if (eq.find("...") != std::string::npos) return im.unsupported("an equation with '...' (an ellipsis) is not supported");
   const size_t arrow = eq.find("->");
   std::vector<std::string> terms;
   const std::string lhs = eq.substr(0, arrow);
@@ -689,6 +728,9 @@ Status einsum_op(Importer& im) {
 
 void register_extra_ops(std::map<std::string, Converter>& t) {
   t["Einsum"] = einsum_op;
+  t["OptionalHasElement"] = optional_has_element;
+  t["OptionalGetElement"] = optional_get_element;
+  t["BitCast"] = bit_cast;
   t["Tan"] = tan_op;
   t["Asin"] = inverse_sine(false);
   t["CumSum"] = cumulative_op(false);

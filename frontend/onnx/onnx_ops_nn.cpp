@@ -539,8 +539,7 @@ Result<NodeId> unrolled_pool(Importer& im, NodeId x, const Window& win, PoolKind
   double fill_value = 0;
   if (kind == PoolKind::kMax) {
     if (ir::is_float(dtype)) fill_value = -std::numeric_limits<double>::infinity();
-    else if (dtype == ir::DType::kU8) fill_value = 0;
-    else if (dtype == ir::DType::kI8) fill_value = -128;
+    else if (ir::is_integer(dtype) && dtype != ir::DType::kI64) fill_value = double(ir::integer_range(dtype).first);
     else return im.unsupported("MaxPool of " + std::string(ir::dtype_name(dtype)) + " in this form is not supported");
   }
   KILN_ASSIGN_OR_RETURN(NodeId fill, im.scalar(fill_value, dtype));

@@ -9,9 +9,10 @@
 // an activation joins the epilogue of the kernel producing it, so its convolutions and matmuls
 // run as float ones.
 //
-// Quantized types are Kiln's int8 and uint8. Others (int16, int4, int2, float8, float4) have no
-// Kiln dtype; their tensors are refused where they enter the graph, and an output_dtype naming
-// one is refused here.
+// Quantized types are Kiln's int8, uint8, int16 and uint16 (the integer products, MatMulInteger
+// and the convolutions, take the 8-bit ones). Others (int4, int2, float8, float4) have no Kiln
+// dtype; their tensors are refused where they enter the graph, and an output_dtype naming one is
+// refused here.
 #include <algorithm>
 #include <cmath>
 
@@ -25,12 +26,8 @@ using ir::NodeId;
 using ir::OpKind;
 using ir::Shape;
 
-bool is_quantized_type(DType d) { return d == DType::kI8 || d == DType::kU8; }
-
-// The saturation bounds of a quantized type.
-std::pair<double, double> quantized_range(DType d) {
-  return d == DType::kI8 ? std::pair{-128.0, 127.0} : std::pair{0.0, 255.0};
-}
+bool is_8bit_quantized_type(DType d) { return d == DType::kI8 || d == DType::kU8; }
+bool is_quantized_type(DType d) { return is_8bit_quantized_type(d) || d == DType::kI16 || d == DType::kU16; }
 
 // A scale or zero point made broadcastable against x (ONNX's three granularities):
 // - per tensor: a scalar or a one-element tensor;
@@ -80,8 +77,8 @@ Result<NodeId> broadcast_parameter(Importer& im, NodeId param, const Shape& xs, 
 
 // `value` (f32, already a whole number or beyond the range) saturated to `dtype`'s range, as `dtype`.
 Result<NodeId> saturate(Importer& im, NodeId value, DType dtype) {
-  const auto [lo, hi] = quantized_range(dtype);
-  KILN_ASSIGN_OR_RETURN(NodeId saturated, im.add(OpKind::kClamp, {value}, ir::ClampAttrs{lo, hi}));
+  const auto [lo, hi] = ir::integer_range(dtype);
+  KILN_ASSIGN_OR_RETURN(NodeId saturated, im.add(OpKind::kClamp, {value}, ir::ClampAttrs{double(lo), double(hi)}));
   return im.cast(saturated, dtype);
 }
 
@@ -117,7 +114,7 @@ Result<DType> quantized_output_type(Importer& im) {
     from_attr = dtype_from_onnx(int32_t(output_dtype));
     if (!from_attr) {
       return im.unsupported(std::string("quantization to ") + onnx_type_name(int32_t(output_dtype)) +
-                            " is not supported (Kiln quantizes to int8 and uint8)");
+                            " is not supported (Kiln quantizes to int8, uint8, int16 and uint16)");
     }
   }
   if (from_zero_point && from_attr && *from_zero_point != *from_attr) {
@@ -126,7 +123,7 @@ Result<DType> quantized_output_type(Importer& im) {
   const DType dtype = from_zero_point.value_or(from_attr.value_or(DType::kU8));
   if (!is_quantized_type(dtype)) {
     return im.unsupported("quantization to " + std::string(ir::dtype_name(dtype)) +
-                          " is not supported (Kiln quantizes to int8 and uint8)");
+                          " is not supported (Kiln quantizes to int8, uint8, int16 and uint16)");
   }
   return dtype;
 }
@@ -171,7 +168,7 @@ Status dequantize_linear(Importer& im) {
   const DType x_dtype = im.type(x).dtype;
   if (!is_quantized_type(x_dtype) && x_dtype != DType::kI32) {
     return im.unsupported("dequantizing " + std::string(ir::dtype_name(x_dtype)) +
-                          " is not supported (int8, uint8 and int32 only)");
+                          " is not supported (int8, uint8, int16, uint16 and int32 only)");
   }
   DType out_dtype = im.type(scale_input).dtype;
   if (!ir::is_float(out_dtype)) return im.error("x_scale must be a float tensor");
@@ -236,7 +233,7 @@ Status dynamic_quantize_linear(Importer& im) {
 // column of B ([N] as is), per output channel of a convolution's weight ([O, 1, 1, ...]).
 Result<NodeId> shifted_i32(Importer& im, NodeId operand, int zero_point_input, std::string_view what,
                            std::optional<Shape> per_entry_shape) {
-  if (!is_quantized_type(im.type(operand).dtype)) {
+  if (!is_8bit_quantized_type(im.type(operand).dtype)) {
     return im.unsupported(std::string(what) + " of type " + std::string(ir::dtype_name(im.type(operand).dtype)) +
                           " is not supported (int8 and uint8 only)");
   }
@@ -323,7 +320,7 @@ Result<DType> qlinear_output_type(Importer& im, int y_zero_point_input) {
   if (im.has_input(y_zero_point_input)) source = y_zero_point_input;
   KILN_ASSIGN_OR_RETURN(NodeId v, im.input(source));
   const DType dtype = im.type(v).dtype;
-  if (!is_quantized_type(dtype)) {
+  if (!is_8bit_quantized_type(dtype)) {
     return im.unsupported("a quantized output of type " + std::string(ir::dtype_name(dtype)) +
                           " is not supported (int8 and uint8 only)");
   }

@@ -895,12 +895,9 @@ Result<NodeId> empty_extremum(Importer& im, NodeId x, OpKind op, const std::vect
     return im.add_constant(std::move(t), "empty_reduction");
   }
   double lowest = -std::numeric_limits<double>::infinity(), highest = std::numeric_limits<double>::infinity();
-  switch (dtype) {
-    case ir::DType::kBool: lowest = 0, highest = 1; break;
-    case ir::DType::kU8: lowest = 0, highest = 255; break;
-    case ir::DType::kI8: lowest = -128, highest = 127; break;
-    case ir::DType::kI32: lowest = std::numeric_limits<int32_t>::lowest(), highest = std::numeric_limits<int32_t>::max(); break;
-    default: break;  // floats: -inf / +inf
+  if (!ir::is_float(dtype)) {  // below 64 bits: exact as doubles
+    lowest = double(ir::integer_range(dtype).first);
+    highest = double(ir::integer_range(dtype).second);
   }
   for (int64_t i = 0; i < t.num_elements(); ++i) t.set_element_from_double(i, is_max ? lowest : highest);
   return im.add_constant(std::move(t), "empty_reduction");

@@ -89,12 +89,16 @@ Status check_count(const onnx::TensorProto& proto, const Field& field, int64_t n
 
 std::optional<DType> dtype_from_onnx(int32_t t) {
   switch (t) {
+    case onnx::TensorProto::DOUBLE: return DType::kF64;
     case onnx::TensorProto::FLOAT: return DType::kF32;
     case onnx::TensorProto::FLOAT16: return DType::kF16;
     case onnx::TensorProto::BFLOAT16: return DType::kBF16;
     case onnx::TensorProto::INT64: return DType::kI64;
     case onnx::TensorProto::INT32: return DType::kI32;
+    case onnx::TensorProto::INT16: return DType::kI16;
     case onnx::TensorProto::INT8: return DType::kI8;
+    case onnx::TensorProto::UINT32: return DType::kU32;
+    case onnx::TensorProto::UINT16: return DType::kU16;
     case onnx::TensorProto::UINT8: return DType::kU8;
     case onnx::TensorProto::BOOL: return DType::kBool;
     default: return std::nullopt;
@@ -178,6 +182,8 @@ Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::
   switch (*dtype) {
     case DType::kF32: KILN_RETURN_IF_ERROR(check_count(proto, proto.float_data(), numel)); break;
     case DType::kI64: KILN_RETURN_IF_ERROR(check_count(proto, proto.int64_data(), numel)); break;
+    case DType::kU32: KILN_RETURN_IF_ERROR(check_count(proto, proto.uint64_data(), numel)); break;
+    case DType::kF64: KILN_RETURN_IF_ERROR(check_count(proto, proto.double_data(), numel)); break;
     default: KILN_RETURN_IF_ERROR(check_count(proto, proto.int32_data(), numel)); break;
   }
   KILN_ASSIGN_OR_RETURN(ir::Tensor t, ir::Tensor::zeros(*dtype, shape));
@@ -194,7 +200,13 @@ Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::
       for (int64_t i = 0; i < numel; ++i) out[i] = uint16_t(proto.int32_data(int(i)));
       break;
     }
-    case DType::kI32: case DType::kI8: case DType::kU8: case DType::kBool:
+    case DType::kF64:
+      for (int64_t i = 0; i < numel; ++i) t.mutable_data_as<double>()[i] = proto.double_data(int(i));
+      break;
+    case DType::kU32:  // ONNX keeps uint32 values in uint64_data
+      for (int64_t i = 0; i < numel; ++i) t.mutable_data_as<uint32_t>()[i] = uint32_t(proto.uint64_data(int(i)));
+      break;
+    case DType::kI32: case DType::kI16: case DType::kI8: case DType::kU16: case DType::kU8: case DType::kBool:
       for (int64_t i = 0; i < numel; ++i) t.set_element_from_double(i, double(proto.int32_data(int(i))));
       break;
   }

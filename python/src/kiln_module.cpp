@@ -58,6 +58,10 @@ nb::dlpack::dtype dlpack_dtype(kiln_dtype d) {
     case KILN_DTYPE_I8: return {uint8_t(dtype_code::Int), 8, 1};
     case KILN_DTYPE_U8: return {uint8_t(dtype_code::UInt), 8, 1};
     case KILN_DTYPE_BOOL: return {uint8_t(dtype_code::Bool), 8, 1};
+    case KILN_DTYPE_I16: return {uint8_t(dtype_code::Int), 16, 1};
+    case KILN_DTYPE_U16: return {uint8_t(dtype_code::UInt), 16, 1};
+    case KILN_DTYPE_U32: return {uint8_t(dtype_code::UInt), 32, 1};
+    case KILN_DTYPE_F64: return {uint8_t(dtype_code::Float), 64, 1};
   }
   throw KilnError("INTERNAL: unknown kiln dtype");
 }

@@ -377,6 +377,24 @@ def binary_rule(g, op):
     return g.emit(op, [a, b], [], a.dtype, shape, mag, exact)
 
 
+def bitwise_rule(g, op):
+    """bitwise_not/and/or/xor and the shifts, on integers: exact, bounded by a power of two."""
+    rng = g.rng
+    dtypes = g.dtypes_of(op)
+    a = g.operand(dtypes, exact=True)
+    if op == "bitwise_not":
+        return g.emit(op, [a], [], a.dtype, a.shape, a.mag + 1, True)
+    if op in ("shift_left", "shift_right"):
+        # Amounts from -1 to past the width: out-of-range shifts have defined results too.
+        b = g.const(a.dtype, rng.choice([-1, 0, 1, 3, 64 if a.dtype == "i64" else 32]))
+        mag = a.mag * 8 if op == "shift_left" else a.mag
+        return g.emit(op, [a, b], [], a.dtype, a.shape, mag, True)
+    b = g.broadcast_partner(a, exact=True)
+    shape = broadcast(a.shape, b.shape) if isinstance(b, Value) else a.shape
+    bmag = b.mag if isinstance(b, Value) else 3.0
+    return g.emit(op, [a, b], [], a.dtype, shape, 2 * max(a.mag, bmag) + 1, True)
+
+
 def compare_rule(g, op):
     dtypes = g.dtypes_of(op)
     a = g.operand(dtypes, exact=True)
@@ -791,6 +809,8 @@ for _name in UNARY_OPS:
     RULES[_name] = ("Gelu" if _name == "gelu" else "No", unary_rule, 1.0)
 for _name in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "fmod"]:
     RULES[_name] = ("No", binary_rule, 2.0 if _name in ("add", "mul") else 1.0)
+for _name in ["bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"]:
+    RULES[_name] = ("No", bitwise_rule, 0.4)
 for _name in ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]:
     RULES[_name] = ("No", compare_rule, 0.5)
 for _name in ["and", "or", "xor"]:

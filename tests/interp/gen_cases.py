@@ -18,9 +18,11 @@ import sys
 import numpy as np
 
 RNG = np.random.default_rng(20240601)
-NP = {"f32": np.float32, "f16": np.float16, "bf16": np.float32, "i64": np.int64, "i32": np.int32,
-      "i8": np.int8, "u8": np.uint8, "bool": np.bool_}
-TOL = {"f32": (1e-5, 1e-6), "f16": (2e-3, 1e-3), "bf16": (1.6e-2, 1e-2)}
+NP = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32, "i64": np.int64, "i32": np.int32,
+      "i16": np.int16, "i8": np.int8, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8, "bool": np.bool_}
+INTS = ("i64", "i32", "i16", "i8", "u32", "u16", "u8")
+# f64 is computed in f32 by the kernels.
+TOL = {"f64": (1e-5, 1e-6), "f32": (1e-5, 1e-6), "f16": (2e-3, 1e-3), "bf16": (1.6e-2, 1e-2)}
 CASES = []
 
 
@@ -38,7 +40,7 @@ def to_dtype(x, dt):
     x = np.asarray(x)
     if dt == "bf16":
         return bf16_round(x.astype(np.float64))
-    if dt in ("i64", "i32", "i8", "u8") and x.dtype.kind in "iub":
+    if dt in INTS and x.dtype.kind in "iub":
         return x.astype(np.int64).astype(NP[dt])  # two's-complement wrap like Kiln
     return x.astype(NP[dt])
 
@@ -46,7 +48,7 @@ def to_dtype(x, dt):
 def rand(dt, shape, lo=-3.0, hi=3.0):
     if dt == "bool":
         return RNG.random(shape) < 0.5
-    if dt in ("i64", "i32", "i8", "u8"):
+    if dt in INTS:
         return RNG.integers(int(lo), int(hi) + 1, size=shape).astype(NP[dt])
     return to_dtype(RNG.uniform(lo, hi, size=shape), dt)
 
@@ -157,7 +159,83 @@ def binary_ref_int(op, a, b):
         nz = b != 0
         r[nz] = np.fmod(a[nz], b[nz])
         return r
+    if op == "bitwise_and":
+        return a & b
+    if op == "bitwise_or":
+        return a | b
+    if op == "bitwise_xor":
+        return a ^ b
     raise ValueError(op)
+
+
+def shift_ref(op, a, b, bits):
+    """ONNX BitShift: amounts outside [0, bits) give 0 (left) or the sign fill (right)."""
+    a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+    inside = (b >= 0) & (b < bits)
+    amount = np.where(inside, b, 0).astype(np.uint64)
+    if op == "shift_left":
+        return np.where(inside, (a.astype(np.uint64) << amount).astype(np.int64), 0)
+    return np.where(inside, a >> amount.astype(np.int64), np.where(a < 0, -1, 0))
+
+
+# The dtypes beyond the format's: i16, u16 and u32 with every binary op, bitwise ops and shifts
+# (wrapping); f64 (stored as double, computed in f32 by kernels).
+def gen_added_dtypes():
+    ranges = {"i16": (-32768, 32767), "u16": (0, 65535), "u32": (0, 4294967295), "i8": (-128, 127),
+              "u8": (0, 255), "i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 40, 2 ** 40)}
+    for dt in ("i16", "u16", "u32"):
+        lo, hi = ranges[dt]
+        for op in ("add", "sub", "mul", "div", "maximum", "minimum", "fmod"):
+            a = rand(dt, (3, 4), lo, hi)
+            bb = rand(dt, (4,), lo, hi)
+            if op in ("div", "fmod"):
+                bb[1] = 0
+            case("%s_%s" % (op, dt), [("a", dt, a), ("b", dt, bb)], [("y", dt, to_dtype(binary_ref_int(op, a, bb), dt))],
+                 "y = %s(a, b)" % op)
+        for op, ref in (("less", np.less), ("equal", np.equal)):
+            a, bb = rand(dt, (2, 3), lo, hi), rand(dt, (3,), lo, hi)
+            case("%s_%s" % (op, dt), [("a", dt, a), ("b", dt, bb)], [("y", "bool", ref(a, bb))], "y = %s(a, b)" % op)
+    for dt in INTS:
+        lo, hi = ranges[dt]
+        bits = 8 * np.dtype(NP[dt]).itemsize
+        a = rand(dt, (3, 4), lo, hi)
+        bb = rand(dt, (4,), lo, hi)
+        for op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            case("%s_%s" % (op, dt), [("a", dt, a), ("b", dt, bb)], [("y", dt, to_dtype(binary_ref_int(op, a, bb), dt))],
+                 "y = %s(a, b)" % op)
+        case("bitwise_not_%s" % dt, [("x", dt, a)], [("y", dt, to_dtype(~a.astype(np.int64), dt))], "y = bitwise_not(x)")
+        # Shift amounts from -2 to past the width, against negative values where the dtype has them.
+        amounts = np.array([-2, 0, 1, bits - 1, bits, bits + 3], NP[dt] if dt[0] == "i" else np.int64)
+        amounts = amounts[amounts >= 0].astype(NP[dt]) if dt[0] == "u" else amounts.astype(NP[dt])
+        x = rand(dt, (2, amounts.size), lo, hi)
+        for op in ("shift_left", "shift_right"):
+            case("%s_%s" % (op, dt), [("a", dt, x), ("b", dt, amounts)],
+                 [("y", dt, to_dtype(shift_ref(op, x, amounts, bits), dt))], "y = %s(a, b)" % op)
+    f = np.array([-70000.5, -40000.0, -1.5, 0.0, 0.75, 1.99, 40000.25, 70000.0, 5e9, np.nan], np.float32)
+    for dt in ("i16", "u16", "u32"):
+        lo, hi = ranges[dt]  # floats truncate and saturate; NaN -> 0
+        ref = np.clip(np.nan_to_num(np.trunc(f64(f)), nan=0.0), lo, hi).astype(NP[dt])
+        case("cast_f32_to_%s" % dt, [("x", "f32", f)], [("y", dt, ref)], "y = cast(x, to=%s)" % dt)
+        wide = rand("i64", (7,), -2 ** 40, 2 ** 40)
+        case("cast_i64_to_%s" % dt, [("x", "i64", wide)], [("y", dt, to_dtype(wide, dt))], "y = cast(x, to=%s)" % dt)
+        x = rand(dt, (7,), lo, hi)
+        case("cast_%s_to_f32" % dt, [("x", dt, x)], [("y", "f32", x.astype(np.float32))], "y = cast(x, to=f32)")
+        case("cast_%s_to_i64" % dt, [("x", dt, x)], [("y", "i64", x.astype(np.int64))], "y = cast(x, to=i64)")
+        xr = rand(dt, (3, 5), lo, hi)
+        case("reduce_max_%s" % dt, [("x", dt, xr)], [("y", dt, xr.max(axis=1))], "y = reduce_max(x, axes=[1])")
+        case("reduce_sum_%s" % dt, [("x", dt, xr)], [("y", dt, to_dtype(xr.astype(np.int64).sum(axis=1), dt))],
+             "y = reduce_sum(x, axes=[1])")
+    a, bb = rand("f64", (3, 4), -3, 3), rand("f64", (4,), 0.5, 2)
+    for op, ref in (("add", np.add), ("mul", np.multiply), ("div", np.divide)):
+        case("%s_f64" % op, [("a", "f64", a), ("b", "f64", bb)], [("y", "f64", ref(a, bb))], "y = %s(a, b)" % op)
+    unary_case("exp_f64", "f64", rand("f64", (7,), -3, 3), "exp(x)", np.exp)
+    case("reduce_sum_f64", [("x", "f64", a)], [("y", "f64", a.sum(axis=1))], "y = reduce_sum(x, axes=[1])")
+    m = rand("f64", (4, 2))
+    case("matmul_f64", [("a", "f64", a), ("b", "f64", m)], [("y", "f64", a @ m)], "y = matmul(a, b)")
+    x = rand("f32", (6,), -100, 100)
+    case("cast_f32_to_f64", [("x", "f32", x)], [("y", "f64", f64(x))], "y = cast(x, to=f64)")
+    case("cast_f64_to_i32", [("x", "f64", f64(x))], [("y", "i32", np.trunc(f64(x)).astype(np.int32))],
+         "y = cast(x, to=i32)")
 
 
 def gen_binary():
@@ -685,7 +763,7 @@ def main():
         return 2
     np.seterr(all="ignore")
     for gen in (gen_unary, gen_binary, gen_compare_logic, gen_select_convert, gen_reduce, gen_normalize, gen_matmul,
-                gen_attention, gen_layout, gen_conv, gen_graphs):
+                gen_attention, gen_layout, gen_conv, gen_graphs, gen_added_dtypes):
         gen()
     write(sys.argv[1])
     print("gen_cases.py: wrote %d cases to %s" % (len(CASES), sys.argv[1]))

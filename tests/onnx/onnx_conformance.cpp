@@ -180,6 +180,12 @@ TestResult runtime_failure(const std::string& what, const rt::Status& s) {
 }
 
 // Loads the artifact, runs it on `device` with `inputs` and returns its outputs as tensors.
+// ONNX before 1.13 stored bf16 test data as UINT16 tensors of the bits: read where the model has
+// a bf16 value, such a tensor is that bf16 tensor.
+ir::DType data_dtype(const ir::Tensor& t, ir::DType model_dtype) {
+  return t.dtype() == ir::DType::kU16 && model_dtype == ir::DType::kBF16 ? ir::DType::kBF16 : t.dtype();
+}
+
 Result<std::vector<ir::Tensor>> run_on_device(const std::vector<uint8_t>& bytes, const std::string& device,
                                               const std::vector<ir::Tensor>& inputs, TestResult& failure) {
   auto fail = [&](const std::string& what, const rt::Status& s) -> Status {
@@ -198,8 +204,9 @@ Result<std::vector<ir::Tensor>> run_on_device(const std::vector<uint8_t>& bytes,
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ir::Tensor& t = inputs[i];
-    rt::Status s = session.value().set_input(in_info[i].name, static_cast<kiln_dtype>(t.dtype()), t.shape(),
-                                             t.data(), t.size_bytes());
+    const ir::DType dtype = data_dtype(t, static_cast<ir::DType>(in_info[i].dtype));
+    rt::Status s = session.value().set_input(in_info[i].name, static_cast<kiln_dtype>(dtype), t.shape(), t.data(),
+                                             t.size_bytes());
     if (!s) return fail("input '" + in_info[i].name + "'", s);
   }
   rt::Status ran = session.value().run();
@@ -284,6 +291,10 @@ TestResult run_test(const fs::path& dir, const std::string& device, const std::s
       if (!want.is_ok()) {
         return {mentions_support(want.status().message()) ? Outcome::kUnsupported : Outcome::kFailed,
                 "output: " + want.status().message()};
+      }
+      if (data_dtype(*want, (*outputs)[i].dtype()) != want->dtype()) {
+        want = ir::Tensor::from_bytes(ir::DType::kBF16, want->shape(), std::span(want->data(), want->size_bytes()));
+        if (!want.is_ok()) return {Outcome::kFailed, "output: " + want.status().message()};
       }
       const std::string diff = compare((*outputs)[i], *want);
       if (!diff.empty()) return {Outcome::kFailed, set_dir.filename().string() + " output " + std::to_string(i) + ": " + diff};

@@ -423,7 +423,7 @@ def grpc_infer(client, model, inputs, outputs=None, version="", request_id=""):
 def np_to_triton(dtype):
     return {np.dtype(np.float32): "FP32", np.dtype(np.float64): "FP64", np.dtype(np.int64): "INT64",
             np.dtype(np.int32): "INT32", np.dtype(np.float16): "FP16", np.dtype(np.uint8): "UINT8",
-            np.dtype(np.int8): "INT8", np.dtype(np.bool_): "BOOL"}[np.dtype(dtype)]
+            np.dtype(np.int8): "INT8", np.dtype(np.bool_): "BOOL", np.dtype(np.uint64): "UINT64"}[np.dtype(dtype)]
 
 
 def infer(server, protocol, model, inputs, **kw):
@@ -830,7 +830,8 @@ def _bad_cases():
     return [
         ("wrong dtype (INT32 for INT64)", "lm", {"input_ids": ids, "attention_mask": mask.astype(np.int32)}, None,
          ["attention_mask", re.compile("INT32|INT64")]),
-        ("wrong dtype (FP64, no Kiln type)", "enc", {"x": x.astype(np.float64)}, None, [WORD_X, "FP64"]),
+        ("wrong dtype (UINT64, no Kiln type)", "enc", {"x": x.astype(np.uint64)}, None, [WORD_X, "UINT64"]),
+        ("wrong dtype (FP64 for FP32)", "enc", {"x": x.astype(np.float64)}, None, [WORD_X, re.compile("FP64|FP32")]),
         ("wrong dtype (FP16 for FP32)", "enc", {"x": x.astype(np.float16)}, None, [WORD_X, re.compile("FP16|FP32")]),
         ("wrong shape (last dim)", "enc", {"x": x[:, :, :15].copy()}, None, [WORD_X, "15"]),
         ("wrong rank", "enc", {"x": x.reshape(8, 16)}, None, [WORD_X]),

@@ -109,10 +109,13 @@ TEST_CASE("frontend safetensors: corrupted files give clear errors") {
   CHECK_FALSE(SafetensorsFile::from_bytes(raw_file(std::string(100000, '['), 0), "w").is_ok());
 
   // Unsupported dtypes are readable metadata but cannot be loaded.
-  Result<SafetensorsFile> f64 =
-      SafetensorsFile::from_bytes(raw_file(R"({"d":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8), "w");
-  REQUIRE(f64.is_ok());
-  CHECK(f64->load("d").status().code() == ErrorCode::kUnsupported);
+  Result<SafetensorsFile> u64 =
+      SafetensorsFile::from_bytes(raw_file(R"({"d":{"dtype":"U64","shape":[1],"data_offsets":[0,8]}})", 8), "w");
+  REQUIRE(u64.is_ok());
+  Result<ir::Tensor> u64_tensor = u64->load("d");
+  REQUIRE_FALSE(u64_tensor.is_ok());
+  CHECK(u64_tensor.status().code() == ErrorCode::kUnsupported);
+  CHECK(u64_tensor.status().message().find("(F64, F32,") != std::string::npos);
 
   CHECK(SafetensorsFile::open("/nonexistent/x.safetensors").status().code() == ErrorCode::kNotFound);
 }

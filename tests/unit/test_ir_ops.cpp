@@ -12,6 +12,7 @@
 
 namespace {
 
+using kiln::ir::DTypeClass;
 using kiln::ir::FusionClass;
 using kiln::ir::OpFamily;
 using kiln::ir::OpInfo;
@@ -56,16 +57,18 @@ TEST_CASE("ops: elementwise rows carry their scalar functions and C expression t
     CHECK(info.elementwise() == elementwise_family);
     switch (info.family) {
       case OpFamily::kUnary:
-        CHECK((info.scalar.unary_f != nullptr));
-        CHECK_FALSE(info.expr.float_form.empty());
-        // An integer form exists in the interpreter exactly when it exists in the kernels.
+        // A float form exists unless the op takes integers only (bitwise_not), in the
+        // interpreter exactly when in the kernels; the same holds for the integer form.
+        CHECK((info.scalar.unary_f != nullptr) == (info.operand_dtypes != DTypeClass::kInteger));
+        CHECK(info.expr.float_form.empty() == (info.operand_dtypes == DTypeClass::kInteger));
         CHECK((info.scalar.unary_i != nullptr) == !info.expr.int_form.empty());
         break;
       case OpFamily::kBinary:
       case OpFamily::kCompare:
-        CHECK((info.scalar.binary_f != nullptr));
-        CHECK((info.scalar.binary_i != nullptr));
-        CHECK_FALSE(info.expr.float_form.empty());
+        CHECK((info.scalar.binary_f != nullptr) == (info.operand_dtypes != DTypeClass::kInteger));
+        CHECK(info.expr.float_form.empty() == (info.operand_dtypes == DTypeClass::kInteger));
+        // Exactly one integer function: plain, or given the dtype's width.
+        CHECK(((info.scalar.binary_i != nullptr) != (info.scalar.binary_bits != nullptr)));
         CHECK_FALSE(info.expr.int_form.empty());
         CHECK(info.expr.bool_result == (info.family == OpFamily::kCompare));
         break;
@@ -109,6 +112,16 @@ TEST_CASE("ops: the scalar functions give the documented integer corner cases") 
   CHECK(fmod.binary_i(5, 0) == 0);                    // x fmod 0 == 0, like x / 0
   CHECK(fmod.binary_i(INT64_MIN, -1) == 0);           // no overflow trap
   CHECK(fmod.binary_f(-7.5, 2.0) == -1.5);
+  // Shifts by amounts outside [0, bits): 0, or the sign fill for a negative value shifted right.
+  const auto& shl = kiln::ir::op_info(OpKind::kShiftLeft).scalar;
+  const auto& shr = kiln::ir::op_info(OpKind::kShiftRight).scalar;
+  CHECK(shl.binary_bits(3, 2, 8) == 12);
+  CHECK(shl.binary_bits(3, 8, 8) == 0);
+  CHECK(shl.binary_bits(3, -1, 32) == 0);
+  CHECK(shl.binary_bits(INT64_MIN, 1, 64) == 0);  // no overflow trap
+  CHECK(shr.binary_bits(-16, 2, 32) == -4);       // arithmetic
+  CHECK(shr.binary_bits(-16, 32, 32) == -1);
+  CHECK(shr.binary_bits(16, -3, 8) == 0);
   CHECK(kiln::ir::op_info(OpKind::kReciprocal).scalar.unary_i(2) == 0);
   CHECK(kiln::ir::op_info(OpKind::kNeg).scalar.unary_i(INT64_MIN) == INT64_MIN);
   CHECK(kiln::ir::op_info(OpKind::kReduceMax).reduce.needs_elements);

@@ -171,7 +171,7 @@ TEST_CASE("onnx: every unsupported node is reported in one run") {
   m.node("TfIdfVectorizer", {"x"}, {"a"}, "first");
   m.node("Relu", {"x"}, {"r"});
   m.node("NonZero", {"r"}, {"c"}, "second");
-  set_int(m.node("Cast", {"r"}, {"d"}, "third"), "to", onnx::TensorProto::DOUBLE);
+  set_int(m.node("Cast", {"r"}, {"d"}, "third"), "to", onnx::TensorProto::STRING);
   m.output("d");
   Diagnostics diags;
   auto r = import(m.bytes(), diags);
@@ -181,7 +181,7 @@ TEST_CASE("onnx: every unsupported node is reported in one run") {
   CHECK(text.find("node 'first' (TfIdfVectorizer, opset 13): unsupported operator") != std::string::npos);
   CHECK(text.find("node 'second' (NonZero, opset 13): the number of nonzero elements depends on the input values; "
                   "data-dependent output sizes are not supported") != std::string::npos);
-  CHECK(text.find("node 'third' (Cast, opset 13): cast to DOUBLE is not supported") != std::string::npos);
+  CHECK(text.find("node 'third' (Cast, opset 13): cast to STRING is not supported") != std::string::npos);
 }
 
 TEST_CASE("onnx: opsets 18-28 import with their forms; later opsets are refused") {
@@ -363,8 +363,8 @@ TEST_CASE("onnx: mistakes in the signal operators, LRN, CumProd, ReverseSequence
       {17, "HannWindow", {"runtime"}, none, "node 'bad' (HannWindow, opset 17): size must be a constant (computed at import)"},
       {17, "HammingWindow", {"pair"}, none, "node 'bad' (HammingWindow, opset 17): size must be a scalar, got 2 values"},
       {17, "BlackmanWindow", {"i0"}, none, "node 'bad' (BlackmanWindow, opset 17): size must be in [1, 2^26], got 0"},
-      {17, "HannWindow", {"i4"}, [](onnx::NodeProto* n) { set_int(n, "output_datatype", onnx::TensorProto::DOUBLE); },
-       "node 'bad' (HannWindow, opset 17): output_datatype 11 (DOUBLE) has no Kiln dtype"},
+      {17, "HannWindow", {"i4"}, [](onnx::NodeProto* n) { set_int(n, "output_datatype", onnx::TensorProto::UINT64); },
+       "node 'bad' (HannWindow, opset 17): output_datatype 13 (UINT64) has no Kiln dtype"},
       {17, "HannWindow", {"i4"}, [](onnx::NodeProto* n) { set_int(n, "output_datatype", onnx::TensorProto::BOOL); },
        "node 'bad' (HannWindow, opset 17): output_datatype 9 (BOOL) must be a numeric type"},
       {17, "MelWeightMatrix", {"i4", "i12", "i0", "f0", "f9k"}, none,
@@ -1109,6 +1109,35 @@ TEST_CASE("onnx: the imported graph prints as .graph text that parses back") {
   CHECK(ir::print_graph(*back) == text);
 }
 
+TEST_CASE("onnx: mistakes in the bitwise operators and BitCast are diagnosed at the node") {
+  struct Case {
+    const char* op;
+    std::vector<std::string> inputs;  // "ints" i64[2, 3], "x" f32[2, 3] (graph inputs)
+    std::function<void(onnx::NodeProto*)> attrs;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"BitShift", {"ints", "ints"}, [](onnx::NodeProto* n) { set_string(n, "direction", "UP"); },
+       "node 'bad' (BitShift, opset 26): direction must be \"LEFT\" or \"RIGHT\", got \"UP\""},
+      {"BitwiseAnd", {"x", "x"}, [](onnx::NodeProto*) {}, "bitwise_and needs an integer operand, got f32[2, 3]"},
+      {"BitCast", {"ints"}, [](onnx::NodeProto* n) { set_int(n, "to", onnx::TensorProto::INT32); },
+       "node 'bad' (BitCast, opset 26): BitCast between types of different widths (i64 and i32)"},
+      {"BitCast", {"x"}, [](onnx::NodeProto* n) { set_int(n, "to", onnx::TensorProto::INT32); },
+       "node 'bad' (BitCast, opset 26): BitCast between float and integer types of a run-time value is not supported"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message);
+    ModelBuilder m(26);
+    m.input("ints", {"2", "3"}, onnx::TensorProto::INT64);
+    m.input("x", {"2", "3"});
+    c.attrs(m.node(c.op, c.inputs, {"y"}, "bad"));
+    m.output("y");
+    Diagnostics diags;
+    CHECK_FALSE(import(m.bytes(), diags).is_ok());
+    CHECK(diags.to_string().find(c.message) != std::string::npos);
+  }
+}
+
 TEST_CASE("onnx: TensorProto .pb files decode, and bad ones are errors") {
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::INT64);
@@ -1122,9 +1151,9 @@ TEST_CASE("onnx: TensorProto .pb files decode, and bad ones are errors") {
   const std::string lying = t.SerializeAsString();
   auto bad = onnx_import::parse_tensor_proto(std::as_bytes(std::span(lying.data(), lying.size())), "t.pb");
   CHECK_FALSE(bad.is_ok());
-  t.set_data_type(onnx::TensorProto::DOUBLE);
-  const std::string dbl = t.SerializeAsString();
-  auto unsupported = onnx_import::parse_tensor_proto(std::as_bytes(std::span(dbl.data(), dbl.size())), "t.pb");
+  t.set_data_type(onnx::TensorProto::UINT64);
+  const std::string u64 = t.SerializeAsString();
+  auto unsupported = onnx_import::parse_tensor_proto(std::as_bytes(std::span(u64.data(), u64.size())), "t.pb");
   CHECK(unsupported.status().code() == ErrorCode::kUnsupported);
 }
 
@@ -1388,8 +1417,9 @@ TEST_CASE("onnx: quantization forms Kiln cannot import exactly are diagnosed at 
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "output_dtype", onnx::TensorProto::INT16); },
-       "node 'bad' (QuantizeLinear, opset 23): quantization to INT16 is not supported (Kiln quantizes to int8 and uint8)"},
+      {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "output_dtype", onnx::TensorProto::INT32); },
+       "node 'bad' (QuantizeLinear, opset 23): quantization to i32 is not supported (Kiln quantizes to int8, uint8, int16 "
+       "and uint16)"},
       {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "precision", onnx::TensorProto::FLOAT16); },
        "node 'bad' (QuantizeLinear, opset 23): precision=FLOAT16 is not supported (Kiln divides by the scale in float32)"},
       {"QuantizeLinear", {"i", "scale"}, [](onnx::NodeProto*) {},

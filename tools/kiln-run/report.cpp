@@ -25,12 +25,16 @@ struct Tolerance {
 };
 Tolerance tolerance(ir::DType dtype) {
   switch (dtype) {
+    case ir::DType::kF64:  // kernels compute it in f32
     case ir::DType::kF32: return {1e-4, 1e-5};
     case ir::DType::kF16: return {1e-2, 1e-3};
     case ir::DType::kBF16: return {2e-2, 1e-2};
     case ir::DType::kI64:
     case ir::DType::kI32:
+    case ir::DType::kI16:
     case ir::DType::kI8:
+    case ir::DType::kU32:
+    case ir::DType::kU16:
     case ir::DType::kU8:
     case ir::DType::kBool: return {0, 0};
   }

@@ -78,11 +78,13 @@ std::string canonical_feature_name(const std::string& name) {
       {"shaderInt8", "shaderInt8"}, {"int8", "shaderInt8"},
       {"shaderInt16", "shaderInt16"}, {"int16", "shaderInt16"},
       {"shaderInt64", "shaderInt64"}, {"int64", "shaderInt64"}, {"i64", "shaderInt64"},
+      {"shaderFloat64", "shaderFloat64"}, {"float64", "shaderFloat64"}, {"f64", "shaderFloat64"},
       {"storageBuffer16BitAccess", "storageBuffer16BitAccess"}, {"storage16", "storageBuffer16BitAccess"},
       {"storageBuffer8BitAccess", "storageBuffer8BitAccess"}, {"storage8", "storageBuffer8BitAccess"},
       // The names codegen's GLSL emitter records (codegen/c_family.cpp).
       {"shader_float16", "shaderFloat16"}, {"shader_int8", "shaderInt8"}, {"shader_int16", "shaderInt16"},
-      {"shader_int64", "shaderInt64"}, {"storage_buffer_16bit", "storageBuffer16BitAccess"},
+      {"shader_int64", "shaderInt64"}, {"shader_float64", "shaderFloat64"},
+      {"storage_buffer_16bit", "storageBuffer16BitAccess"},
       {"storage_buffer_8bit", "storageBuffer8BitAccess"},
   };
   auto it = kNames.find(name);
@@ -102,7 +104,7 @@ Result<std::set<std::string>> parse_feature_list(std::string_view list) {
       const std::string canonical = canonical_feature_name(std::string(item));
       if (canonical.empty())
         return invalid_argument(std::string(kHideFeaturesEnv) + ": unknown Vulkan feature '" + std::string(item) +
-                                "' (known: shaderFloat16, shaderInt8, shaderInt16, shaderInt64, "
+                                "' (known: shaderFloat16, shaderFloat64, shaderInt8, shaderInt16, shaderInt64, "
                                 "storageBuffer16BitAccess, storageBuffer8BitAccess, or codegen's names "
                                 "such as storage_buffer_16bit)");
       out.insert(canonical);
@@ -167,6 +169,7 @@ Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<Vul
   enable.features = VkPhysicalDeviceFeatures{};
   enable.features.shaderInt64 = features2.features.shaderInt64;
   enable.features.shaderInt16 = features2.features.shaderInt16;
+  enable.features.shaderFloat64 = features2.features.shaderFloat64;
   storage16.uniformAndStorageBuffer16BitAccess = VK_FALSE;
   storage16.storageInputOutput16 = VK_FALSE;
   storage16.storagePushConstant16 = VK_FALSE;
@@ -178,6 +181,7 @@ Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<Vul
   if (hidden("shaderInt8")) f16i8.shaderInt8 = VK_FALSE;
   if (hidden("shaderInt16")) enable.features.shaderInt16 = VK_FALSE;
   if (hidden("shaderInt64")) enable.features.shaderInt64 = VK_FALSE;
+  if (hidden("shaderFloat64")) enable.features.shaderFloat64 = VK_FALSE;
   if (hidden("storageBuffer16BitAccess")) storage16.storageBuffer16BitAccess = VK_FALSE;
   if (hidden("storageBuffer8BitAccess")) storage8.storageBuffer8BitAccess = VK_FALSE;
   ctx->features_ = {
@@ -185,6 +189,7 @@ Result<std::shared_ptr<VulkanContext>> VulkanContext::create(std::shared_ptr<Vul
       {"shaderInt8", f16i8.shaderInt8 == VK_TRUE},
       {"shaderInt16", enable.features.shaderInt16 == VK_TRUE},
       {"shaderInt64", enable.features.shaderInt64 == VK_TRUE},
+      {"shaderFloat64", enable.features.shaderFloat64 == VK_TRUE},
       {"storageBuffer16BitAccess", storage16.storageBuffer16BitAccess == VK_TRUE},
       {"storageBuffer8BitAccess", storage8.storageBuffer8BitAccess == VK_TRUE},
   };

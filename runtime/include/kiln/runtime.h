@@ -60,7 +60,7 @@ extern "C" {
 
 /* The API level of this header: raised whenever functions, enum values or option fields are
  * added, so code can test for them at compile time. */
-#define KILN_RUNTIME_API_VERSION 3
+#define KILN_RUNTIME_API_VERSION 4
 /* The ABI generation: the N of the shared library's SONAME, libkiln_runtime.so.N. Raised only by
  * a change that breaks programs built against an older header (a removed or changed function,
  * a renumbered enum value, a reordered struct). */
@@ -87,7 +87,12 @@ typedef enum kiln_dtype {
   KILN_DTYPE_I32 = 4,
   KILN_DTYPE_I8 = 5,
   KILN_DTYPE_U8 = 6,
-  KILN_DTYPE_BOOL = 7
+  KILN_DTYPE_BOOL = 7,
+  /* (API level 4) */
+  KILN_DTYPE_I16 = 8,
+  KILN_DTYPE_U16 = 9,
+  KILN_DTYPE_U32 = 10,
+  KILN_DTYPE_F64 = 11
 } kiln_dtype;
 
 typedef enum kiln_device_type {
