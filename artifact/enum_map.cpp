@@ -21,6 +21,10 @@ fb::DType to_fb(ir::DType v) {
     case ir::DType::kI8: return fb::DType::I8;
     case ir::DType::kU8: return fb::DType::U8;
     case ir::DType::kBool: return fb::DType::Bool;
+    case ir::DType::kF8E4M3FN: return fb::DType::F8E4M3FN;
+    case ir::DType::kF8E4M3FNUZ: return fb::DType::F8E4M3FNUZ;
+    case ir::DType::kF8E5M2: return fb::DType::F8E5M2;
+    case ir::DType::kF8E5M2FNUZ: return fb::DType::F8E5M2FNUZ;
   }
   KILN_CHECK(false, "unknown ir::DType");
   return fb::DType::F32;
@@ -36,6 +40,10 @@ std::optional<ir::DType> from_fb(fb::DType v) {
     case fb::DType::I8: return ir::DType::kI8;
     case fb::DType::U8: return ir::DType::kU8;
     case fb::DType::Bool: return ir::DType::kBool;
+    case fb::DType::F8E4M3FN: return ir::DType::kF8E4M3FN;
+    case fb::DType::F8E4M3FNUZ: return ir::DType::kF8E4M3FNUZ;
+    case fb::DType::F8E5M2: return ir::DType::kF8E5M2;
+    case fb::DType::F8E5M2FNUZ: return ir::DType::kF8E5M2FNUZ;
   }
   return std::nullopt;  // a value this build does not know
 }

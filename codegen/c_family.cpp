@@ -133,6 +133,7 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
       return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
     case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
     case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_decode(m_.buffers[size_t(buffer)].dtype, "TO_U(" + at + ")");
   }
   return at;
 }
@@ -151,6 +152,9 @@ void Emitter::store(int buffer, const std::string& offset, const std::string& v)
     case DType::kBF16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + "k_f2bf(" + v + "));"); return;
     case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : cpu() ? "(signed char)(" : "(char)(") + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + v + ");"); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");");
+      return;
   }
 }
 
@@ -168,6 +172,10 @@ std::string Emitter::convert(const std::string& e, Num from, DType to) const {
       return from == Num::kF ? "k_f2uc(" + e + ")" : "(TO_I(" + e + ") & 255)";
     case DType::kBool:
       return "(" + e + " != " + lit(from, "0") + " ? 1 : 0)";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      // Rounded to the type here, not only when stored: with 2 or 3 mantissa bits, keeping the
+      // f32 value through the rest of a fused kernel would be far from the reference's result.
+      return float8_decode(to, float8_encode(to, from == Num::kF ? e : "TO_F(" + e + ")"));
   }
   return e;
 }
@@ -351,6 +359,7 @@ std::string glsl_storage_type(DType d) {
     case DType::kI32: return "int";
     case DType::kI8: return "int8_t";
     case DType::kU8: case DType::kBool: return "uint8_t";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uint8_t";
   }
   return "float";
 }
@@ -363,6 +372,7 @@ std::string cpu_storage_type(DType d) {
     case DType::kI32: return "int";
     case DType::kI8: return "signed char";
     case DType::kU8: case DType::kBool: return "uchar";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
   }
   return "float";
 }
@@ -376,6 +386,7 @@ std::string opencl_storage_type(DType d) {
     case DType::kI32: return "int";
     case DType::kI8: return "char";
     case DType::kU8: case DType::kBool: return "uchar";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
   }
   return "float";
 }

@@ -72,8 +72,12 @@ struct Point {
   std::string linear;
 };
 
-// The prelude: macros (IDX, TO_F, TO_I, TO_L, F2U, U2F) and k_* helpers for the dialect.
+// The prelude: macros (IDX, TO_F, TO_I, TO_L, TO_U, F2U, U2F) and k_* helpers for the dialect.
 std::string prelude(Dialect dialect, bool with_i64);
+// An 8-bit float dtype's element: its f32 value from an expression of its bits (a uint), and its
+// bits (a uint) from an f32 expression (the prelude's k_f8_to_f and k_f_to_f8).
+std::string float8_decode(ir::DType dtype, const std::string& bits);
+std::string float8_encode(ir::DType dtype, const std::string& value);
 
 class Emitter {
  public:

@@ -26,6 +26,9 @@ constexpr DTypeName kDTypeNames[] = {
     {ir::DType::kF32, "F32"}, {ir::DType::kF16, "F16"}, {ir::DType::kBF16, "BF16"},
     {ir::DType::kI64, "I64"}, {ir::DType::kI32, "I32"}, {ir::DType::kI8, "I8"},
     {ir::DType::kU8, "U8"},   {ir::DType::kBool, "BOOL"},
+    // safetensors names two 8-bit floats, PyTorch's float8_e4m3fn and float8_e5m2; the fnuz
+    // variants have no name there.
+    {ir::DType::kF8E4M3FN, "F8_E4M3"}, {ir::DType::kF8E5M2, "F8_E5M2"},
 };
 
 Status corrupt_file(const std::string& name, const std::string& what) {
@@ -178,7 +181,7 @@ Result<ir::Tensor> SafetensorsFile::load(const std::string& name) const {
   if (entry == nullptr) return not_found("no tensor named '" + name + "' in '" + name_ + "'");
   if (!entry->dtype) {
     return unsupported("tensor '" + name + "' in '" + name_ + "' has dtype " + entry->dtype_name +
-                       ", which Kiln does not support (F32, F16, BF16, I64, I32, I8, U8, BOOL)");
+                       ", which Kiln does not support (F32, F16, BF16, I64, I32, I8, U8, BOOL, F8_E4M3, F8_E5M2)");
   }
   std::span<const std::byte> data(bytes_->data() + data_start_ + entry->begin, entry->end - entry->begin);
   KILN_ASSIGN_OR_RETURN(ir::Tensor tensor, ir::Tensor::from_bytes(*entry->dtype, entry->shape, data));
@@ -228,6 +231,12 @@ std::vector<std::byte> encode_safetensors(const std::map<std::string, ir::Tensor
 
 Status write_safetensors(const std::string& path, const std::map<std::string, ir::Tensor>& tensors,
                          const std::map<std::string, std::string>& metadata) {
+  for (const auto& [name, tensor] : tensors) {
+    if (!parse_safetensors_dtype(safetensors_dtype_name(tensor.dtype()))) {
+      return unsupported("cannot write tensor '" + name + "' to '" + path + "': safetensors has no " +
+                         std::string(ir::dtype_name(tensor.dtype())) + " dtype");
+    }
+  }
   std::vector<std::byte> bytes = encode_safetensors(tensors, metadata);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return not_found("cannot create '" + path + "': " + std::strerror(errno));

@@ -12,6 +12,10 @@ std::string_view dtype_name(DType dtype) {
     case DType::kI8: return "i8";
     case DType::kU8: return "u8";
     case DType::kBool: return "bool";
+    case DType::kF8E4M3FN: return "f8e4m3fn";
+    case DType::kF8E4M3FNUZ: return "f8e4m3fnuz";
+    case DType::kF8E5M2: return "f8e5m2";
+    case DType::kF8E5M2FNUZ: return "f8e5m2fnuz";
   }
   return "?";
 }
@@ -33,8 +37,21 @@ size_t dtype_size(DType dtype) {
     case DType::kI8: return 1;
     case DType::kU8: return 1;
     case DType::kBool: return 1;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return 1;
   }
   return 0;
+}
+
+std::optional<Float8Format> float8_format(DType dtype) {
+  switch (dtype) {
+    case DType::kF8E4M3FN: return kFloat8E4M3FN;
+    case DType::kF8E4M3FNUZ: return kFloat8E4M3FNUZ;
+    case DType::kF8E5M2: return kFloat8E5M2;
+    case DType::kF8E5M2FNUZ: return kFloat8E5M2FNUZ;
+    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kI64: case DType::kI32: case DType::kI8:
+    case DType::kU8: case DType::kBool: return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace kiln::ir

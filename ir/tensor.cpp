@@ -110,6 +110,7 @@ double Tensor::element_as_double(int64_t i) const {
     case DType::kI8: return double(static_cast<int8_t>(*p));
     case DType::kU8: return double(static_cast<uint8_t>(*p));
     case DType::kBool: return *p != std::byte{0} ? 1.0 : 0.0;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_to_f32(uint8_t(*p), *float8_format(dtype_));
   }
   return 0.0;
 }
@@ -124,7 +125,8 @@ int64_t Tensor::element_as_int(int64_t i) const {
     case DType::kBool: return *p != std::byte{0} ? 1 : 0;
     case DType::kF32:
     case DType::kF16:
-    case DType::kBF16: {
+    case DType::kBF16:
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: {
       double v = element_as_double(i);
       if (std::isnan(v)) return 0;
       if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
@@ -142,6 +144,7 @@ void Tensor::set_element_from_double(int64_t i, double v) {
     case DType::kF16: { uint16_t h = f32_to_f16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBF16: { uint16_t h = f32_to_bf16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBool: *p = std::byte(v != 0.0 ? 1 : 0); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: *p = std::byte(f32_to_float8(float(v), *float8_format(dtype_))); return;
     case DType::kI64:
     case DType::kI32:
     case DType::kI8:

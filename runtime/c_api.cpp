@@ -127,6 +127,10 @@ std::optional<ir::DType> to_dtype(kiln_dtype dtype) {
     case KILN_DTYPE_I8: return ir::DType::kI8;
     case KILN_DTYPE_U8: return ir::DType::kU8;
     case KILN_DTYPE_BOOL: return ir::DType::kBool;
+    case KILN_DTYPE_F8E4M3FN: return ir::DType::kF8E4M3FN;
+    case KILN_DTYPE_F8E4M3FNUZ: return ir::DType::kF8E4M3FNUZ;
+    case KILN_DTYPE_F8E5M2: return ir::DType::kF8E5M2;
+    case KILN_DTYPE_F8E5M2FNUZ: return ir::DType::kF8E5M2FNUZ;
   }
   return std::nullopt;
 }
@@ -141,6 +145,10 @@ kiln_dtype from_dtype(ir::DType dtype) {
     case ir::DType::kI8: return KILN_DTYPE_I8;
     case ir::DType::kU8: return KILN_DTYPE_U8;
     case ir::DType::kBool: return KILN_DTYPE_BOOL;
+    case ir::DType::kF8E4M3FN: return KILN_DTYPE_F8E4M3FN;
+    case ir::DType::kF8E4M3FNUZ: return KILN_DTYPE_F8E4M3FNUZ;
+    case ir::DType::kF8E5M2: return KILN_DTYPE_F8E5M2;
+    case ir::DType::kF8E5M2FNUZ: return KILN_DTYPE_F8E5M2FNUZ;
   }
   return KILN_DTYPE_F32;
 }

@@ -232,6 +232,7 @@ std::string cuda_storage_type(DType d) {
     case DType::kI32: return "int";
     case DType::kI8: return "signed char";
     case DType::kU8: case DType::kBool: return "uchar";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
   }
   return "float";
 }
@@ -243,6 +244,7 @@ std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
     case DType::kF16: return "k_h2f(" + at + ")";
     case DType::kBF16: return "k_bf2f((uint)(" + at + "))";
     case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_decode(m_.buffers[size_t(buffer)].dtype, "(uint)(" + at + ")");
   }
   return at;
 }
@@ -255,6 +257,7 @@ void Emitter::cuda_store(int buffer, const std::string& offset, const std::strin
     case DType::kBF16: line(at + " = (ushort)(k_f2bf(" + v + "));"); return;
     case DType::kI8: line(at + " = (signed char)(" + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = (uchar)(" + v + ");"); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: line(at + " = (uchar)(" + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");"); return;
   }
 }
 
@@ -322,6 +325,7 @@ void Emitter::cuda_vector_load(int b, const std::string& offset, std::vector<Poi
       case DType::kI64: value = "(long long)" + bits; break;
       case DType::kI8: value = "(int)(signed char)" + bits; break;
       case DType::kU8: case DType::kBool: value = "(int)" + bits; break;
+      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: value = float8_decode(buf.dtype, bits); break;
     }
     const std::string name = fresh("x");
     line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
@@ -361,6 +365,7 @@ void Emitter::cuda_vector_store(int b, const std::string& offset, const std::vec
       case DType::kI8: case DType::kU8: case DType::kBool:
         put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
         break;
+      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: put(j / 4, float8_encode(buf.dtype, v), 8 * (j % 4)); break;
     }
   }
   const std::string dst = "(b" + std::to_string(b) + " + " + offset + ")";

@@ -60,7 +60,7 @@ extern "C" {
 
 /* The API level of this header: raised whenever functions, enum values or option fields are
  * added, so code can test for them at compile time. */
-#define KILN_RUNTIME_API_VERSION 3
+#define KILN_RUNTIME_API_VERSION 4
 /* The ABI generation: the N of the shared library's SONAME, libkiln_runtime.so.N. Raised only by
  * a change that breaks programs built against an older header (a removed or changed function,
  * a renumbered enum value, a reordered struct). */
@@ -78,7 +78,8 @@ typedef enum kiln_status {
   KILN_UNTRUSTED = 8         /* (API level 3) the artifact is not signed by a trusted key */
 } kiln_status;
 
-/* Element types, as spelled in the .graph format. bool is one byte (0 or 1). */
+/* Element types, as spelled in the .graph format. bool is one byte (0 or 1). The 8-bit floats
+ * are ONNX's FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2 and FLOAT8E5M2FNUZ, one byte each. */
 typedef enum kiln_dtype {
   KILN_DTYPE_F32 = 0,
   KILN_DTYPE_F16 = 1,
@@ -87,7 +88,11 @@ typedef enum kiln_dtype {
   KILN_DTYPE_I32 = 4,
   KILN_DTYPE_I8 = 5,
   KILN_DTYPE_U8 = 6,
-  KILN_DTYPE_BOOL = 7
+  KILN_DTYPE_BOOL = 7,
+  KILN_DTYPE_F8E4M3FN = 8,   /* (API level 4) */
+  KILN_DTYPE_F8E4M3FNUZ = 9, /* (API level 4) */
+  KILN_DTYPE_F8E5M2 = 10,    /* (API level 4) */
+  KILN_DTYPE_F8E5M2FNUZ = 11 /* (API level 4) */
 } kiln_dtype;
 
 typedef enum kiln_device_type {
