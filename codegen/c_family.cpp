@@ -133,7 +133,8 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
       return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
     case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
     case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_decode(m_.buffers[size_t(buffer)].dtype, "TO_U(" + at + ")");
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_decode(m_.buffers[size_t(buffer)].dtype, "TO_U(" + at + ")");
   }
   return at;
 }
@@ -281,6 +282,8 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
     }
     case ir::OpFamily::kConvert: {
       if (op == OpKind::kCast) {
+        // To an 8-bit float: the operand as f32; emit_elementwise's convert rounds it, once.
+        if (ir::is_float8(n.type.dtype)) return as_kind(0, Num::kF);
         kind = num_of(n.type.dtype);
         return convert(a[0], num_of(t[0]), n.type.dtype);
       }

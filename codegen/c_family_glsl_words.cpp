@@ -51,7 +51,8 @@ std::string Emitter::load_word(int buffer, const std::string& offset) const {
     case DType::kBF16: return "k_w_ld_bf16(" + b + "[" + i + " >> 1], " + i + ")";
     case DType::kI8: return "k_w_ld_i8(" + b + "[" + i + " >> 2], " + i + ")";
     case DType::kU8: case DType::kBool: return "k_w_ld_u8(" + b + "[" + i + " >> 2], " + i + ")";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_decode(m_.buffers[size_t(buffer)].dtype, "uint(k_w_ld_u8(" + b + "[" + i + " >> 2], " + i + "))");
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_decode(m_.buffers[size_t(buffer)].dtype, "uint(k_w_ld_u8(" + b + "[" + i + " >> 2], " + i + "))");
     case DType::kF32: case DType::kI32: case DType::kI64: break;
   }
   return b + "[" + offset + "]";  // not reached: word_buffer() holds only for 1- and 2-byte dtypes
@@ -67,7 +68,9 @@ void Emitter::store_word(int buffer, const std::string& offset, const std::strin
     case DType::kF16: bits = "k_w_bits_f16(" + v + ")"; break;
     case DType::kBF16: bits = "k_w_bits_bf16(" + v + ")"; break;
     case DType::kI8: case DType::kU8: case DType::kBool: bits = "k_w_bits_8(" + v + ")"; break;
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: bits = float8_encode(dtype, v); break;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      bits = float8_encode(dtype, v);
+      break;
     case DType::kF32: case DType::kI32: case DType::kI64:
       fail(internal_error("kernel '" + m_.kernel->name + "': word storage of a 4- or 8-byte dtype"));
       return;

@@ -271,7 +271,8 @@ float k_f8_to_f(uint b, uint m, uint bias, uint kind) {
   if ((kind == 1u && c == 127u) || (kind == 0u && e == (127u >> m) && man != 0u)) return U2F(sg | 0x7fc00000u);
   if (kind == 0u && e == (127u >> m)) return U2F(sg | 0x7f800000u);
   // Subnormals: man units of 2^(1 - bias - m), whose f32 exponent field is 128 - bias - m.
-  float mag = e == 0u ? TO_F(man) * U2F((128u - bias - m) << 23) : U2F(((e + 127u - bias) << 23) | (man << (23u - m)));
+  float mag = e == 0u ? TO_F(man) * U2F((128u - bias - m) << 23)
+                      : U2F(((e + 127u - bias) << 23) | (man << (23u - m)));
   return sg != 0u ? -mag : mag;
 }
 uint k_f_to_f8(float x, uint m, uint bias, uint kind) {
@@ -283,7 +284,9 @@ uint k_f_to_f8(float x, uint m, uint bias, uint kind) {
     uint s = 23u - m;  // round the mantissa to m bits, nearest even, then rebias the exponent
     code = ((a + (1u << (s - 1u)) - 1u + ((a >> s) & 1u)) >> s) - ((127u - bias) << m);
   }
-  if (code > (kind == 0u ? infc - 1u : (kind == 1u ? 126u : 127u))) return kind == 0u ? (sg | infc) : (kind == 2u ? 128u : (sg | 127u));
+  if (code > (kind == 0u ? infc - 1u : (kind == 1u ? 126u : 127u))) {  // beyond the largest value
+    return kind == 0u ? (sg | infc) : (kind == 2u ? 128u : (sg | 127u));
+  }
   return (kind == 2u && code == 0u) ? 0u : (sg | code);
 }
 float k_maxf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); }
@@ -342,11 +345,19 @@ bool k_better_l(I64 v, IDX i, I64 bv, IDX bi) { return v > bv || (v == bv && i <
 
 }  // namespace
 
+namespace {
+
+// The arguments of k_f8_to_f and k_f_to_f8 that name an 8-bit float dtype's format.
 std::string float8_args(DType dtype) {
   const Float8Format f = *ir::float8_format(dtype);
   return std::to_string(f.mantissa_bits) + "u, " + std::to_string(f.bias) + "u, " + std::to_string(int(f.kind)) + "u";
 }
-std::string float8_decode(DType dtype, const std::string& bits) { return "k_f8_to_f(" + bits + ", " + float8_args(dtype) + ")"; }
+
+}  // namespace
+
+std::string float8_decode(DType dtype, const std::string& bits) {
+  return "k_f8_to_f(" + bits + ", " + float8_args(dtype) + ")";
+}
 std::string float8_encode(DType dtype, const std::string& value) {
   return "k_f_to_f8(" + value + ", " + float8_args(dtype) + ")";
 }

@@ -244,7 +244,8 @@ std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
     case DType::kF16: return "k_h2f(" + at + ")";
     case DType::kBF16: return "k_bf2f((uint)(" + at + "))";
     case DType::kI8: case DType::kU8: case DType::kBool: return "TO_I(" + at + ")";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_decode(m_.buffers[size_t(buffer)].dtype, "(uint)(" + at + ")");
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_decode(m_.buffers[size_t(buffer)].dtype, "(uint)(" + at + ")");
   }
   return at;
 }
@@ -257,7 +258,9 @@ void Emitter::cuda_store(int buffer, const std::string& offset, const std::strin
     case DType::kBF16: line(at + " = (ushort)(k_f2bf(" + v + "));"); return;
     case DType::kI8: line(at + " = (signed char)(" + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = (uchar)(" + v + ");"); return;
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: line(at + " = (uchar)(" + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");"); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      line(at + " = (uchar)(" + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");");
+      return;
   }
 }
 
@@ -325,7 +328,9 @@ void Emitter::cuda_vector_load(int b, const std::string& offset, std::vector<Poi
       case DType::kI64: value = "(long long)" + bits; break;
       case DType::kI8: value = "(int)(signed char)" + bits; break;
       case DType::kU8: case DType::kBool: value = "(int)" + bits; break;
-      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: value = float8_decode(buf.dtype, bits); break;
+      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+        value = float8_decode(buf.dtype, bits);
+        break;
     }
     const std::string name = fresh("x");
     line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
@@ -365,7 +370,9 @@ void Emitter::cuda_vector_store(int b, const std::string& offset, const std::vec
       case DType::kI8: case DType::kU8: case DType::kBool:
         put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
         break;
-      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: put(j / 4, float8_encode(buf.dtype, v), 8 * (j % 4)); break;
+      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+        put(j / 4, float8_encode(buf.dtype, v), 8 * (j % 4));
+        break;
     }
   }
   const std::string dst = "(b" + std::to_string(b) + " + " + offset + ")";
@@ -797,7 +804,8 @@ class CudaRowsBody {
 
   // The normalized row: y = output(x) at every element, the epilogue and the stores.
   void write_row(const Output& output) {
-    auto write = [&](Point& p, const std::string& x) { e_.finish_anchor(p, "float", output(p, x)); };
+    const DType dtype = m_.node(m_.anchor).type.dtype;
+    auto write = [&](Point& p, const std::string& x) { e_.finish_anchor(p, "float", e_.float8_rounded(output(p, x), dtype)); };
     if (cached_ && vec_ > 1) {
       // Write the row from registers: each run of `vec` results in one 16-byte store per output.
       line("#pragma unroll");
@@ -807,7 +815,8 @@ class CudaRowsBody {
       std::vector<Point> points = vector_points("k0");
       for (uint32_t j = 0; j < vec_; ++j) {
         const std::string av = e_.fresh("a");
-        line("float " + av + " = " + output(points[j], "xr[i * " + V_ + " + " + std::to_string(j) + "]") + ";");
+        line("float " + av + " = " +
+             e_.float8_rounded(output(points[j], "xr[i * " + V_ + " + " + std::to_string(j) + "]"), dtype) + ";");
         points[j].vals[m_.anchor] = av;
         for (NodeId n : m_.epilogue) e_.emit_elementwise(n, points[j]);
       }
