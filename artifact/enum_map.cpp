@@ -25,6 +25,10 @@ fb::DType to_fb(ir::DType v) {
     case ir::DType::kU16: return fb::DType::U16;
     case ir::DType::kU32: return fb::DType::U32;
     case ir::DType::kF64: return fb::DType::F64;
+    case ir::DType::kF8E4M3FN: return fb::DType::F8E4M3FN;
+    case ir::DType::kF8E4M3FNUZ: return fb::DType::F8E4M3FNUZ;
+    case ir::DType::kF8E5M2: return fb::DType::F8E5M2;
+    case ir::DType::kF8E5M2FNUZ: return fb::DType::F8E5M2FNUZ;
   }
   KILN_CHECK(false, "unknown ir::DType");
   return fb::DType::F32;
@@ -44,6 +48,10 @@ std::optional<ir::DType> from_fb(fb::DType v) {
     case fb::DType::U16: return ir::DType::kU16;
     case fb::DType::U32: return ir::DType::kU32;
     case fb::DType::F64: return ir::DType::kF64;
+    case fb::DType::F8E4M3FN: return ir::DType::kF8E4M3FN;
+    case fb::DType::F8E4M3FNUZ: return ir::DType::kF8E4M3FNUZ;
+    case fb::DType::F8E5M2: return ir::DType::kF8E5M2;
+    case fb::DType::F8E5M2FNUZ: return ir::DType::kF8E5M2FNUZ;
   }
   return std::nullopt;  // a value this build does not know
 }

@@ -138,6 +138,8 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
     case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
     case DType::kI16: case DType::kU16: case DType::kI8: case DType::kU8: case DType::kBool:
       return "TO_I(" + at + ")";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_decode(m_.buffers[size_t(buffer)].dtype, "TO_U(" + at + ")");
   }
   return at;
 }
@@ -160,6 +162,9 @@ void Emitter::store(int buffer, const std::string& offset, const std::string& v)
     case DType::kU16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + v + ");"); return;
     case DType::kU32: line(at + " = " + (glsl() ? "uint(" : "(uint)(") + v + ");"); return;
     case DType::kF64: line(at + " = " + (glsl() ? "double(" : "(double)(") + v + ");"); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");");
+      return;
   }
 }
 
@@ -187,6 +192,10 @@ std::string Emitter::convert(const std::string& e, Num from, DType to) const {
                              : "(TO_L(" + e + ") & " + lit(Num::kL, "4294967295") + ")";
     case DType::kBool:
       return "(" + e + " != " + lit(from, "0") + " ? 1 : 0)";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      // Rounded to the type here, not only when stored: with 2 or 3 mantissa bits, keeping the
+      // f32 value through the rest of a fused kernel would be far from the reference's result.
+      return float8_decode(to, float8_encode(to, from == Num::kF ? e : "TO_F(" + e + ")"));
   }
   return e;
 }
@@ -295,6 +304,8 @@ std::string Emitter::elementwise_expr(const Node& n, const std::vector<std::stri
     }
     case ir::OpFamily::kConvert: {
       if (op == OpKind::kCast) {
+        // To an 8-bit float: the operand as f32; emit_elementwise's convert rounds it, once.
+        if (ir::is_float8(n.type.dtype)) return as_kind(0, Num::kF);
         kind = num_of(n.type.dtype);
         return convert(a[0], num_of(t[0]), n.type.dtype);
       }
@@ -377,6 +388,7 @@ std::string glsl_storage_type(DType d) {
     case DType::kU32: return "uint";
     case DType::kU16: return "uint16_t";
     case DType::kU8: case DType::kBool: return "uint8_t";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uint8_t";
   }
   return "float";
 }
@@ -393,6 +405,7 @@ std::string cpu_storage_type(DType d) {
     case DType::kU32: return "uint";
     case DType::kU16: return "ushort";
     case DType::kU8: case DType::kBool: return "uchar";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
   }
   return "float";
 }
@@ -410,6 +423,7 @@ std::string opencl_storage_type(DType d) {
     case DType::kU32: return "uint";
     case DType::kU16: return "ushort";
     case DType::kU8: case DType::kBool: return "uchar";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
   }
   return "float";
 }

@@ -2,8 +2,8 @@
 // storage-buffer access (storageBuffer8BitAccess / storageBuffer16BitAccess) or 8/16-bit shader
 // arithmetic (shaderInt8 / shaderInt16 / shaderFloat16). Every buffer of a 1- or 2-byte dtype is
 // declared `uint d[]` and element i is addressed inside its 32-bit word:
-//   loads   f16 via unpackHalf2x16, bf16 via shifts (k_bf2f), i16 / u16 / i8 / u8 / bool via
-//           bitfieldExtract;
+//   loads   f16 via unpackHalf2x16, bf16 via shifts (k_bf2f), i16 / u16 / i8 / u8 / bool / 8-bit
+//           floats via bitfieldExtract (the floats then through k_f8_to_f);
 //   stores  clear the element's bits with atomicAnd, then set them with atomicOr, so that
 //           neighbouring elements of one word written by different invocations never lose each
 //           other's updates (a plain read-modify-write of the word would race).
@@ -56,6 +56,8 @@ std::string Emitter::load_word(int buffer, const std::string& offset) const {
     case DType::kU16: return "k_w_ld_u16(" + b + "[" + i + " >> 1], " + i + ")";
     case DType::kI8: return "k_w_ld_i8(" + b + "[" + i + " >> 2], " + i + ")";
     case DType::kU8: case DType::kBool: return "k_w_ld_u8(" + b + "[" + i + " >> 2], " + i + ")";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_decode(m_.buffers[size_t(buffer)].dtype, "uint(k_w_ld_u8(" + b + "[" + i + " >> 2], " + i + "))");
     case DType::kF32: case DType::kI32: case DType::kI64: case DType::kU32: case DType::kF64: break;
   }
   return b + "[" + offset + "]";  // not reached: word_buffer() holds only for 1- and 2-byte dtypes
@@ -72,6 +74,9 @@ void Emitter::store_word(int buffer, const std::string& offset, const std::strin
     case DType::kBF16: bits = "k_w_bits_bf16(" + v + ")"; break;
     case DType::kI16: case DType::kU16: bits = "k_w_bits_16(" + v + ")"; break;
     case DType::kI8: case DType::kU8: case DType::kBool: bits = "k_w_bits_8(" + v + ")"; break;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      bits = float8_encode(dtype, v);
+      break;
     case DType::kF32: case DType::kI32: case DType::kI64: case DType::kU32: case DType::kF64:
       fail(internal_error("kernel '" + m_.kernel->name + "': word storage of a 4- or 8-byte dtype"));
       return;

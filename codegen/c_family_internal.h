@@ -72,8 +72,12 @@ struct Point {
   std::string linear;
 };
 
-// The prelude: macros (IDX, TO_F, TO_I, TO_L, F2U, U2F) and k_* helpers for the dialect.
+// The prelude: macros (IDX, TO_F, TO_I, TO_L, TO_U, F2U, U2F) and k_* helpers for the dialect.
 std::string prelude(Dialect dialect, bool with_i64);
+// An 8-bit float dtype's element: its f32 value from an expression of its bits (a uint), and its
+// bits (a uint) from an f32 expression (the prelude's k_f8_to_f and k_f_to_f8).
+std::string float8_decode(ir::DType dtype, const std::string& bits);
+std::string float8_encode(ir::DType dtype, const std::string& value);
 
 class Emitter {
  public:
@@ -121,6 +125,12 @@ class Emitter {
   void cuda_store(int buffer, const std::string& offset, const std::string& value);
   // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
   std::string convert(const std::string& e, Num from, ir::DType to) const;
+  // An f32 value `v` of a node of dtype `d` as the node holds it: rounded when `d` is an 8-bit
+  // float (as convert does for elementwise results), else v. For the anchors whose templates
+  // compute in f32 and do not convert their result (reductions, normalizations).
+  std::string float8_rounded(const std::string& v, ir::DType d) const {
+    return ir::is_float8(d) ? convert(v, Num::kF, d) : v;
+  }
   // Expands a C expression template of the operator table (ir::CExpr: {0} operands, {k},
   // {lit:V}, and {lowest} / {highest}, the extreme values of `kind`).
   std::string expand(std::string_view form, const std::vector<std::string>& operands, Num kind) const;

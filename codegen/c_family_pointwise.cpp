@@ -384,7 +384,8 @@ std::string Emitter::pointwise_anchor(const Node& a, Point& p, const std::string
     case OpKind::kCos: case OpKind::kAtan: case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRound: case OpKind::kSign:
     case OpKind::kGelu: case OpKind::kNot: case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul:
     case OpKind::kDiv: case OpKind::kPow: case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kFmod:
-    case OpKind::kEqual:
+    case OpKind::kBitwiseNot: case OpKind::kBitwiseAnd: case OpKind::kBitwiseOr: case OpKind::kBitwiseXor:
+    case OpKind::kShiftLeft: case OpKind::kShiftRight: case OpKind::kEqual:
     case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual: case OpKind::kGreater:
     case OpKind::kGreaterEqual: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor: case OpKind::kWhere:
     case OpKind::kCast: case OpKind::kClamp: case OpKind::kReduceSum: case OpKind::kReduceMean:

@@ -5,6 +5,9 @@
 #include "codegen/c_family_internal.h"
 
 namespace kiln::codegen::cfam {
+
+using ir::DType;
+
 namespace {
 
 constexpr const char* kOpenClMacros = R"(#define IDX long
@@ -12,6 +15,7 @@ constexpr const char* kOpenClMacros = R"(#define IDX long
 #define TO_F(x) ((float)(x))
 #define TO_I(x) ((int)(x))
 #define TO_L(x) ((long)(x))
+#define TO_U(x) ((uint)(x))
 #define TO_IDX(x) ((long)(x))
 #define F2U(x) as_uint(x)
 #define U2F(x) as_float(x)
@@ -46,6 +50,7 @@ constexpr const char* kGlslMacros = R"(#define IDX int
 #define TO_F(x) float(x)
 #define TO_I(x) int(x)
 #define TO_L(x) int64_t(x)
+#define TO_U(x) uint(x)
 #define TO_IDX(x) int(x)
 #define F2U(x) floatBitsToUint(x)
 #define U2F(x) uintBitsToFloat(x)
@@ -134,6 +139,7 @@ typedef unsigned char uchar;
 #define TO_F(x) ((float)(x))
 #define TO_I(x) ((int)(x))
 #define TO_L(x) ((long long)(x))
+#define TO_U(x) ((uint)(x))
 #define TO_IDX(x) ((long long)(x))
 #define F2U(x) __float_as_uint(x)
 #define U2F(x) __uint_as_float(x)
@@ -181,6 +187,7 @@ typedef unsigned long long ulong_t;
 #define TO_F(x) ((float)(x))
 #define TO_I(x) ((int)(x))
 #define TO_L(x) ((long long)(x))
+#define TO_U(x) ((uint)(x))
 #define TO_IDX(x) ((long long)(x))
 #define F2U(x) __builtin_bit_cast(uint, (float)(x))
 #define U2F(x) __builtin_bit_cast(float, (uint)(x))
@@ -262,6 +269,34 @@ uint k_f2bf(float f) {
   if (isnan(f)) return (u >> 16) | 64u;
   return (u + 32767u + ((u >> 16) & 1u)) >> 16;
 }
+// ONNX's 8-bit floats, as support/float8.h converts them (the same steps, which the backends
+// suite checks against it): m mantissa bits, exponent bias `bias`, `kind` Float8Kind's number
+// (0 IEEE-like, 1 no inf and NaN 0x7f/0xff, 2 fnuz: 0x80 the only NaN, no -0). f32 -> f8
+// rounds to nearest even without saturating.
+float k_f8_to_f(uint b, uint m, uint bias, uint kind) {
+  uint c = b & 127u, e = c >> m, man = c & ((1u << m) - 1u), sg = (b & 128u) << 24;
+  if (kind == 2u && b == 128u) return U2F(0x7fc00000u);
+  if ((kind == 1u && c == 127u) || (kind == 0u && e == (127u >> m) && man != 0u)) return U2F(sg | 0x7fc00000u);
+  if (kind == 0u && e == (127u >> m)) return U2F(sg | 0x7f800000u);
+  // Subnormals: man units of 2^(1 - bias - m), whose f32 exponent field is 128 - bias - m.
+  float mag = e == 0u ? TO_F(man) * U2F((128u - bias - m) << 23)
+                      : U2F(((e + 127u - bias) << 23) | (man << (23u - m)));
+  return sg != 0u ? -mag : mag;
+}
+uint k_f_to_f8(float x, uint m, uint bias, uint kind) {
+  uint a = F2U(x) & 0x7fffffffu, sg = (F2U(x) >> 24) & 128u, infc = 127u >> m << m, code;
+  if (a > 0x7f800000u) return kind == 2u ? 128u : (sg | (kind == 0u ? (infc | (1u << (m - 1u))) : 127u));
+  if (a < ((128u - bias) << 23)) {
+    code = TO_U(k_round(U2F(a) * U2F((126u + bias + m) << 23)));  // subnormal units, nearest even
+  } else {
+    uint s = 23u - m;  // round the mantissa to m bits, nearest even, then rebias the exponent
+    code = ((a + (1u << (s - 1u)) - 1u + ((a >> s) & 1u)) >> s) - ((127u - bias) << m);
+  }
+  if (code > (kind == 0u ? infc - 1u : (kind == 1u ? 126u : 127u))) {  // beyond the largest value
+    return kind == 0u ? (sg | infc) : (kind == 2u ? 128u : (sg | 127u));
+  }
+  return (kind == 2u && code == 0u) ? 0u : (sg | code);
+}
 float k_maxf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); }
 float k_minf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a < b ? a : b); }
 float k_sigmoid(float x) {
@@ -317,6 +352,23 @@ bool k_better_l(I64 v, IDX i, I64 bv, IDX bi) { return v > bv || (v == bv && i <
 )";
 
 }  // namespace
+
+namespace {
+
+// The arguments of k_f8_to_f and k_f_to_f8 that name an 8-bit float dtype's format.
+std::string float8_args(DType dtype) {
+  const Float8Format f = *ir::float8_format(dtype);
+  return std::to_string(f.mantissa_bits) + "u, " + std::to_string(f.bias) + "u, " + std::to_string(int(f.kind)) + "u";
+}
+
+}  // namespace
+
+std::string float8_decode(DType dtype, const std::string& bits) {
+  return "k_f8_to_f(" + bits + ", " + float8_args(dtype) + ")";
+}
+std::string float8_encode(DType dtype, const std::string& value) {
+  return "k_f_to_f8(" + value + ", " + float8_args(dtype) + ")";
+}
 
 std::string prelude(Dialect dialect, bool with_i64) {
   if (dialect == Dialect::kCuda) {

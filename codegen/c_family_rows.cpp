@@ -51,7 +51,7 @@ void Emitter::emit_row_result(const std::vector<std::string>& row_coords, const 
     if (!m_.reduced_axes[d]) p.coords.push_back(row_coords[ri++]);
     else if (keep_rank) p.coords.push_back("TO_IDX(0)");
   }
-  finish_anchor(p, ctype(num_of(a.type.dtype)), result);
+  finish_anchor(p, ctype(num_of(a.type.dtype)), float8_rounded(result, a.type.dtype));
 }
 
 void Emitter::emit_rows() {
@@ -181,7 +181,7 @@ void Emitter::emit_rows() {
       const std::string s = value(a.inputs[1], p), b = value(a.inputs[2], p);
       y = "(" + as_f(x) + " - mean) * inv_std * " + s + " + " + b;
     }
-    finish_anchor(p, "float", y);
+    finish_anchor(p, "float", float8_rounded(y, a.type.dtype));
   });
   close();
 }

@@ -351,6 +351,19 @@ bool Parser::parse_scalar_literal(ir::Tensor& tensor, int64_t index, bool& ok, i
       fill(h, tensor.mutable_data_as<uint16_t>());
       break;
     }
+    case ir::DType::kF8E4M3FN: case ir::DType::kF8E4M3FNUZ: case ir::DType::kF8E5M2: case ir::DType::kF8E5M2FNUZ: {
+      const Float8Format format = *ir::float8_format(dtype);
+      const uint8_t b = f32_to_float8(as_f32, format);
+      // Without infinities, an infinity or an overflow would become NaN (support/float8.h).
+      if (std::isinf(float_value) && format.kind != Float8Kind::kIeee) {
+        error(loc, type_name + " has no infinity");
+        ok = false;
+        return true;
+      }
+      if (std::isfinite(float_value) && !std::isfinite(float8_to_f32(b, format))) return out_of_range();
+      fill(b, tensor.mutable_data_as<uint8_t>());
+      break;
+    }
     default: break;
   }
   return true;

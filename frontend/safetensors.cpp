@@ -27,6 +27,9 @@ constexpr DTypeName kDTypeNames[] = {
     {ir::DType::kI64, "I64"}, {ir::DType::kI32, "I32"}, {ir::DType::kI16, "I16"},
     {ir::DType::kI8, "I8"},   {ir::DType::kU32, "U32"}, {ir::DType::kU16, "U16"},
     {ir::DType::kU8, "U8"},   {ir::DType::kBool, "BOOL"},
+    // safetensors names two 8-bit floats, PyTorch's float8_e4m3fn and float8_e5m2; the fnuz
+    // variants have no name there.
+    {ir::DType::kF8E4M3FN, "F8_E4M3"}, {ir::DType::kF8E5M2, "F8_E5M2"},
 };
 
 Status corrupt_file(const std::string& name, const std::string& what) {
@@ -231,6 +234,12 @@ std::vector<std::byte> encode_safetensors(const std::map<std::string, ir::Tensor
 
 Status write_safetensors(const std::string& path, const std::map<std::string, ir::Tensor>& tensors,
                          const std::map<std::string, std::string>& metadata) {
+  for (const auto& [name, tensor] : tensors) {
+    if (!parse_safetensors_dtype(safetensors_dtype_name(tensor.dtype()))) {
+      return unsupported("cannot write tensor '" + name + "' to '" + path + "': safetensors has no " +
+                         std::string(ir::dtype_name(tensor.dtype())) + " dtype");
+    }
+  }
   std::vector<std::byte> bytes = encode_safetensors(tensors, metadata);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return not_found("cannot create '" + path + "': " + std::strerror(errno));

@@ -63,10 +63,11 @@ class SafetensorsFile {
 // Loads every tensor of a file.
 Result<std::map<std::string, ir::Tensor>> read_safetensors(const std::string& path);
 
-// Writes tensors (sorted by name, data 8-byte aligned) in the safetensors format.
+// Writes tensors (sorted by name, data 8-byte aligned) in the safetensors format; a dtype
+// safetensors cannot name (f8e4m3fnuz, f8e5m2fnuz) is kUnsupported.
 Status write_safetensors(const std::string& path, const std::map<std::string, ir::Tensor>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
-// The same, into memory.
+// The same, into memory, without that check (every dtype must have a name).
 std::vector<std::byte> encode_safetensors(const std::map<std::string, ir::Tensor>& tensors,
                                           const std::map<std::string, std::string>& metadata = {});
 

@@ -65,6 +65,11 @@ std::vector<Out> load_as(const Tensor& t, Convert convert) {
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) out[i] = convert(int64_t(read_raw<uint8_t>(p + i) != 0));
       break;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: {
+      const Float8Format f = *float8_format(t.dtype());
+      for (int64_t i = 0; i < n; ++i) out[i] = convert(double(float8_to_f32(read_raw<uint8_t>(p + i), f)));
+      break;
+    }
   }
   return out;
 }
@@ -89,7 +94,8 @@ int64_t wrap_to_dtype(int64_t v, DType dtype) {
     case DType::kF64:
     case DType::kF32:
     case DType::kF16:
-    case DType::kBF16: return v;
+    case DType::kBF16:
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return v;
   }
   return v;
 }
@@ -176,6 +182,11 @@ Result<Tensor> tensor_from_values(DType dtype, const std::vector<int64_t>& shape
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != T(0) ? 1 : 0));
       break;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: {
+      const Float8Format f = *float8_format(dtype);
+      for (int64_t i = 0; i < n; ++i) write_raw(p + i, f32_to_float8(float(values[i]), f));
+      break;
+    }
   }
   return t;
 }
@@ -224,7 +235,8 @@ Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
     case DType::kF64:
     case DType::kF32:
     case DType::kF16:
-    case DType::kBF16: break;  // handled above
+    case DType::kBF16:
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: break;  // handled above
   }
   return t;
 }

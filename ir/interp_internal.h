@@ -5,7 +5,8 @@
 //  - Float math runs in the context's compute type: double (InterpreterPrecision::kExact) or
 //    float (kDeviceFaithful). Evaluators with float intermediates or accumulators are templates
 //    on it, instantiated through with_compute_type(); a value is rounded to the node's dtype
-//    when stored (f32 directly, f16/bf16 through f32 with round-to-nearest-even).
+//    when stored (f32 directly, f16/bf16/f8 through f32 with round-to-nearest-even;
+//    f8 per support/float8.h).
 //  - Integer math runs in int64 with two's-complement wrap-around, then wraps to the dtype
 //    (i32/i8/u8 wrap like NumPy).
 //  - Storing a double into an integer dtype (cast, or a float-valued op whose node is integer)
@@ -65,7 +66,7 @@ int64_t wrap_to_dtype(int64_t v, DType dtype);
 // double -> integer dtype: truncate toward zero, NaN -> 0, saturate to the dtype's range.
 int64_t double_to_int_saturating(double v, DType dtype);
 
-// All elements of `t` converted to the compute type T (double or float); an f32, f16 or bf16
+// All elements of `t` converted to the compute type T (double or float); an f32, f16, bf16 or f8
 // element converts exactly to either. load_values<double> is load_doubles.
 template <class T>
 std::vector<T> load_values(const Tensor& t);

@@ -15,7 +15,8 @@
 //    some orders overflow or cancel stays order-dependent), the ulps of the device's math
 //    library (exp, tanh, ...), attention's online softmax (the kernels rescale a running sum),
 //    and fusion: a fused f16/bf16 kernel keeps its intermediate values in f32 where this
-//    interpreter rounds every node's value to the node's dtype.
+//    interpreter rounds every node's value to the node's dtype (an f8 value is rounded in the
+//    kernel too: its 3 or 2 mantissa bits make the difference too large to ignore).
 //    Elementwise ops are the same in both modes: the scalar function in double, rounded to f32,
 //    then to the dtype. For one IEEE operation (add, mul, div, sqrt) that is exactly the f32
 //    result (double has more than twice f32's bits, so rounding twice is rounding once); the

@@ -181,6 +181,7 @@ std::string_view descr_of(DType dtype) {
     case DType::kU16: return "<u2";
     case DType::kU8: return "|u1";
     case DType::kBool: return "|b1";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "<f4";  // written as f32 (see ir/npy.h)
   }
   return "<f4";
 }
@@ -265,11 +266,9 @@ std::vector<uint8_t> to_npy_bytes(const Tensor& tensor) {
   for (size_t i = 0; i < len_size; ++i) out.push_back(uint8_t(dict.size() >> (8 * i)));
   out.insert(out.end(), dict.begin(), dict.end());
   const int64_t n = tensor.num_elements();
-  if (tensor.dtype() == DType::kBF16) {
+  if (tensor.dtype() == DType::kBF16 || is_float8(tensor.dtype())) {
     for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, tensor.data() + 2 * i, 2);
-      const float f = bf16_to_f32(h);
+      const float f = float(tensor.element_as_double(i));  // exact: f32 holds every bf16 and f8 value
       const auto* p = reinterpret_cast<const uint8_t*>(&f);
       out.insert(out.end(), p, p + 4);
     }
@@ -296,21 +295,20 @@ Result<Tensor> convert_npy_tensor(const Tensor& tensor, DType wanted) {
     return Tensor::from_bytes(DType::kBF16, tensor.shape(),
                               std::span<const std::byte>(tensor.data(), tensor.size_bytes()));
   }
-  if (tensor.dtype() == DType::kF32 && wanted == DType::kBF16) {
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(DType::kBF16, tensor.shape()));
-    const int64_t n = tensor.num_elements();
-    for (int64_t i = 0; i < n; ++i) {
-      float f;
-      std::memcpy(&f, tensor.data() + 4 * i, 4);
-      const uint16_t h = f32_to_bf16(f);
-      std::memcpy(out.mutable_data() + 2 * i, &h, 2);
-    }
+  if (tensor.dtype() == DType::kF32 && (wanted == DType::kBF16 || is_float8(wanted))) {
+    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(wanted, tensor.shape()));
+    for (int64_t i = 0, n = tensor.num_elements(); i < n; ++i) out.set_element_from_double(i, tensor.element_as_double(i));
     return out;
+  }
+  if (tensor.dtype() == DType::kU8 && is_float8(wanted)) {  // raw bits
+    return Tensor::from_bytes(wanted, tensor.shape(), std::span<const std::byte>(tensor.data(), tensor.size_bytes()));
   }
   return invalid_argument("expected " + std::string(dtype_name(wanted)) + " data, got " +
                           std::string(dtype_name(tensor.dtype())) +
                           (wanted == DType::kBF16 ? " (bf16 inputs are read from .npy files of f32, of raw bits as "
                                                     "uint16, or of ml_dtypes.bfloat16)"
+                           : is_float8(wanted)    ? " (8-bit float inputs are read from .npy files of f32 or of raw "
+                                                    "bits as uint8)"
                                                   : ""));
 }
 

@@ -282,7 +282,7 @@ enum class FusionClass : uint8_t {
 enum class DTypeClass : uint8_t {
   kAny,            // every dtype
   kNumeric,        // not bool
-  kFloat,          // f32, f16, bf16
+  kFloat,          // f32, f16, bf16 and the 8-bit floats
   kFloatOrSigned,  // floats and signed integers
   kInteger,        // signed and unsigned integers
   kBool,           // bool only

@@ -58,13 +58,13 @@ std::string format_f32(float v) {
   return as_float_token(std::string(buf, end));
 }
 
-// Shortest decimal that reads back to the same 16-bit value, both when the reader parses to
-// f32 and rounds, and when it parses to double, narrows to f32 and rounds (so double rounding
-// in either reader cannot change the value).
-std::string format_half(float v, bool bf16) {
+// Shortest decimal that reads back to the same 16- or 8-bit value (`to_bits` rounds an f32 to
+// it), both when the reader parses to f32 and rounds, and when it parses to double, narrows to
+// f32 and rounds (so double rounding in either reader cannot change the value).
+template <class ToBits>
+std::string format_narrow(float v, ToBits to_bits) {
   if (!std::isfinite(v)) return non_finite(v);
-  auto to_bits = [bf16](float f) { return bf16 ? f32_to_bf16(f) : f32_to_f16(f); };
-  const uint16_t bits = to_bits(v);
+  const auto bits = to_bits(v);
   auto reads_back = [&](const std::string& text) {
     return to_bits(std::strtof(text.c_str(), nullptr)) == bits &&
            to_bits(float(std::strtod(text.c_str(), nullptr))) == bits;
@@ -79,15 +79,19 @@ std::string format_half(float v, bool bf16) {
     std::string respelled = format_f32(std::strtof(text.c_str(), nullptr));
     return reads_back(respelled) ? respelled : as_float_token(std::move(text));
   }
-  return format_f32(v);  // exact: every 16-bit value is an f32
+  return format_f32(v);  // exact: every 16- and 8-bit value is an f32
 }
 
 std::string format_element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kF64: return format_double(t.element_as_double(i));
     case DType::kF32: return format_f32(float(t.element_as_double(i)));
-    case DType::kF16: return format_half(float(t.element_as_double(i)), false);
-    case DType::kBF16: return format_half(float(t.element_as_double(i)), true);
+    case DType::kF16: return format_narrow(float(t.element_as_double(i)), f32_to_f16);
+    case DType::kBF16: return format_narrow(float(t.element_as_double(i)), f32_to_bf16);
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: {
+      const Float8Format f = *float8_format(t.dtype());
+      return format_narrow(float(t.element_as_double(i)), [f](float x) { return f32_to_float8(x, f); });
+    }
     case DType::kBool: return t.element_as_int(i) != 0 ? "true" : "false";
     case DType::kI64: case DType::kI32: case DType::kI16: case DType::kI8:
     case DType::kU32: case DType::kU16: case DType::kU8:

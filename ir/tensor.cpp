@@ -109,6 +109,8 @@ double Tensor::element_as_double(int64_t i) const {
     case DType::kI64: case DType::kI32: case DType::kI16: case DType::kI8:
     case DType::kU32: case DType::kU16: case DType::kU8: case DType::kBool:
       return double(element_as_int(i));
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_to_f32(uint8_t(*p), *float8_format(dtype_));
   }
   return 0.0;
 }
@@ -127,7 +129,8 @@ int64_t Tensor::element_as_int(int64_t i) const {
     case DType::kF64:
     case DType::kF32:
     case DType::kF16:
-    case DType::kBF16: {
+    case DType::kBF16:
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: {
       double v = element_as_double(i);
       if (std::isnan(v)) return 0;
       if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
@@ -146,6 +149,7 @@ void Tensor::set_element_from_double(int64_t i, double v) {
     case DType::kF16: { uint16_t h = f32_to_f16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBF16: { uint16_t h = f32_to_bf16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBool: *p = std::byte(v != 0.0 ? 1 : 0); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: *p = std::byte(f32_to_float8(float(v), *float8_format(dtype_))); return;
     case DType::kI64:
     case DType::kI32:
     case DType::kI16:

@@ -100,6 +100,7 @@ NodeId simplify_node(Graph& graph, NodeId id) {
       return kNoNode;
     case OpKind::kNeg:
     case OpKind::kNot:
+    case OpKind::kBitwiseNot:
       if (op_of(in[0]) == node.op) return forward_if_same_type(graph.node(in[0]).inputs[0]);
       return kNoNode;
     case OpKind::kAbs:
@@ -110,6 +111,8 @@ NodeId simplify_node(Graph& graph, NodeId id) {
     case OpKind::kMinimum:
     case OpKind::kAnd:
     case OpKind::kOr:
+    case OpKind::kBitwiseAnd:
+    case OpKind::kBitwiseOr:
       if (in[0] == in[1]) return forward_if_same_type(in[0]);
       return kNoNode;
     case OpKind::kWhere:
@@ -167,6 +170,7 @@ NodeId simplify_node(Graph& graph, NodeId id) {
     case OpKind::kRound: case OpKind::kSign: case OpKind::kGelu: case OpKind::kXor: case OpKind::kEqual:
     case OpKind::kNotEqual: case OpKind::kLess: case OpKind::kLessEqual: case OpKind::kGreater:
     case OpKind::kGreaterEqual: case OpKind::kFmod: case OpKind::kReduceSum: case OpKind::kReduceMean: case OpKind::kReduceMax:
+    case OpKind::kBitwiseXor: case OpKind::kShiftLeft: case OpKind::kShiftRight:
     case OpKind::kReduceMin: case OpKind::kReduceProd: case OpKind::kArgMax: case OpKind::kSoftmax:
     case OpKind::kLogSoftmax: case OpKind::kLayerNorm: case OpKind::kMatMul: case OpKind::kAttention: case OpKind::kGather:
     case OpKind::kIota: case OpKind::kTopK: case OpKind::kScatter: case OpKind::kConv2d: case OpKind::kMaxPool2d: case OpKind::kAvgPool2d:

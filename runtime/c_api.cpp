@@ -131,6 +131,10 @@ std::optional<ir::DType> to_dtype(kiln_dtype dtype) {
     case KILN_DTYPE_U16: return ir::DType::kU16;
     case KILN_DTYPE_U32: return ir::DType::kU32;
     case KILN_DTYPE_F64: return ir::DType::kF64;
+    case KILN_DTYPE_F8E4M3FN: return ir::DType::kF8E4M3FN;
+    case KILN_DTYPE_F8E4M3FNUZ: return ir::DType::kF8E4M3FNUZ;
+    case KILN_DTYPE_F8E5M2: return ir::DType::kF8E5M2;
+    case KILN_DTYPE_F8E5M2FNUZ: return ir::DType::kF8E5M2FNUZ;
   }
   return std::nullopt;
 }
@@ -149,6 +153,10 @@ kiln_dtype from_dtype(ir::DType dtype) {
     case ir::DType::kU16: return KILN_DTYPE_U16;
     case ir::DType::kU32: return KILN_DTYPE_U32;
     case ir::DType::kF64: return KILN_DTYPE_F64;
+    case ir::DType::kF8E4M3FN: return KILN_DTYPE_F8E4M3FN;
+    case ir::DType::kF8E4M3FNUZ: return KILN_DTYPE_F8E4M3FNUZ;
+    case ir::DType::kF8E5M2: return KILN_DTYPE_F8E5M2;
+    case ir::DType::kF8E5M2FNUZ: return KILN_DTYPE_F8E5M2FNUZ;
   }
   return KILN_DTYPE_F32;
 }

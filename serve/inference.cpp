@@ -50,10 +50,16 @@ std::string datatype_names() {
   return names;
 }
 
+bool has_datatype(kiln_dtype dtype) {
+  for (const TypeRow& r : kTypes)
+    if (r.kiln == dtype) return true;
+  return false;
+}
+
 DataType datatype_from_kiln(kiln_dtype dtype) {
   for (const TypeRow& r : kTypes)
     if (r.kiln == dtype) return r.type;
-  return DataType::kFp32;  // unreachable: every kiln_dtype has a row
+  return DataType::kFp32;  // unreachable: Model::load refuses a dtype without a row (has_datatype)
 }
 
 std::optional<int64_t> element_count(const std::vector<int64_t>& shape) {

@@ -28,6 +28,9 @@ std::string datatype_names();
 // "TYPE_FP32", as Triton's model configuration spells it (inference::DataType's names).
 std::string_view datatype_config_name(DataType type);
 size_t datatype_size(DataType type);
+// Whether the protocol has a datatype for a Kiln dtype (not for the 8-bit floats); a model with
+// a tensor of one it has not is refused at load.
+bool has_datatype(kiln_dtype dtype);
 DataType datatype_from_kiln(kiln_dtype dtype);
 kiln_dtype datatype_to_kiln(DataType type);
 

@@ -527,6 +527,14 @@ Result<std::shared_ptr<Model>> Model::load(const std::string& name, int64_t vers
   state->artifact = std::move(artifact.value());
   state->input_infos = state->artifact.inputs();
   state->output_infos = state->artifact.outputs();
+  for (const auto* infos : {&state->input_infos, &state->output_infos}) {
+    for (const rt::TensorInfo& info : *infos) {
+      if (!has_datatype(info.dtype)) {
+        return unsupported("tensor '" + info.name + "' is " + kiln_dtype_name(info.dtype) +
+                           ", which the inference protocol has no datatype for");
+      }
+    }
+  }
   state->inputs = specs_of(state->input_infos);
   state->outputs = specs_of(state->output_infos);
 

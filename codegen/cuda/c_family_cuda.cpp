@@ -236,6 +236,7 @@ std::string cuda_storage_type(DType d) {
     case DType::kU32: return "uint";
     case DType::kU16: return "ushort";
     case DType::kU8: case DType::kBool: return "uchar";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
   }
   return "float";
 }
@@ -250,6 +251,8 @@ std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
     case DType::kF64: return "TO_F(" + at + ")";
     case DType::kI16: case DType::kU16: case DType::kI8: case DType::kU8: case DType::kBool:
       return "TO_I(" + at + ")";
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_decode(m_.buffers[size_t(buffer)].dtype, "(uint)(" + at + ")");
   }
   return at;
 }
@@ -266,6 +269,9 @@ void Emitter::cuda_store(int buffer, const std::string& offset, const std::strin
     case DType::kU16: line(at + " = (ushort)(" + v + ");"); return;
     case DType::kU32: line(at + " = (uint)(" + v + ");"); return;
     case DType::kF64: line(at + " = (double)(" + v + ");"); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      line(at + " = (uchar)(" + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");");
+      return;
   }
 }
 
@@ -336,6 +342,9 @@ void Emitter::cuda_vector_load(int b, const std::string& offset, std::vector<Poi
       case DType::kI16: value = "(int)(short)" + bits; break;
       case DType::kU32: value = "(long long)" + bits; break;
       case DType::kF64: value = "(float)__longlong_as_double((long long)" + bits + ")"; break;
+      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+        value = float8_decode(buf.dtype, bits);
+        break;
     }
     const std::string name = fresh("x");
     line(ctype(num_of(buf.dtype)) + " " + name + " = " + value + ";");
@@ -379,6 +388,9 @@ void Emitter::cuda_vector_store(int b, const std::string& offset, const std::vec
       case DType::kI16: case DType::kU16: put(j / 2, "((uint)(" + v + ") & 0xffffu)", 16 * (j % 2)); break;
       case DType::kI8: case DType::kU8: case DType::kBool:
         put(j / 4, "((uint)(" + v + ") & 0xffu)", 8 * (j % 4));
+        break;
+      case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+        put(j / 4, float8_encode(buf.dtype, v), 8 * (j % 4));
         break;
     }
   }
@@ -811,7 +823,8 @@ class CudaRowsBody {
 
   // The normalized row: y = output(x) at every element, the epilogue and the stores.
   void write_row(const Output& output) {
-    auto write = [&](Point& p, const std::string& x) { e_.finish_anchor(p, "float", output(p, x)); };
+    const DType dtype = m_.node(m_.anchor).type.dtype;
+    auto write = [&](Point& p, const std::string& x) { e_.finish_anchor(p, "float", e_.float8_rounded(output(p, x), dtype)); };
     if (cached_ && vec_ > 1) {
       // Write the row from registers: each run of `vec` results in one 16-byte store per output.
       line("#pragma unroll");
@@ -821,7 +834,8 @@ class CudaRowsBody {
       std::vector<Point> points = vector_points("k0");
       for (uint32_t j = 0; j < vec_; ++j) {
         const std::string av = e_.fresh("a");
-        line("float " + av + " = " + output(points[j], "xr[i * " + V_ + " + " + std::to_string(j) + "]") + ";");
+        line("float " + av + " = " +
+             e_.float8_rounded(output(points[j], "xr[i * " + V_ + " + " + std::to_string(j) + "]"), dtype) + ";");
         points[j].vals[m_.anchor] = av;
         for (NodeId n : m_.epilogue) e_.emit_elementwise(n, points[j]);
       }

@@ -50,14 +50,16 @@ static void free_set(tensor_set* set) {
   set->count = 0;
 }
 
-/* IEEE half bits of a float that f16 represents exactly (the small values used below). */
-static uint16_t f16_bits(float value) {
+/* The bits of a float in a smaller float type (`width` bits: a sign, then the exponent with
+ * `bias`, then `mantissa` bits) that holds it exactly as +0 or a normal number: the small values
+ * used below, in f16 (16, 10, 15) and the 8-bit floats. */
+static uint32_t small_float_bits(float value, int width, int mantissa, int bias) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
-  uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+  uint32_t sign = (bits >> 31) << (width - 1);
   if ((bits & 0x7fffffffu) == 0) return sign;
-  int32_t exponent = (int32_t)((bits >> 23) & 0xffu) - 127 + 15;
-  return (uint16_t)(sign | (uint16_t)(exponent << 10) | (uint16_t)((bits & 0x7fffffu) >> 13));
+  uint32_t exponent = ((bits >> 23) & 0xffu) - 127u + (uint32_t)bias;
+  return sign | (exponent << mantissa) | ((bits & 0x7fffffu) >> (23 - mantissa));
 }
 
 /* Deterministic element `i` of input `k`: values exact in every float type, small non-negative
@@ -67,11 +69,15 @@ static void fill_element(kiln_dtype dtype, unsigned char* p, size_t i, size_t k)
   int64_t n = (int64_t)((i + k) % 2);
   switch (dtype) {
     case KILN_DTYPE_F32: memcpy(p, &f, 4); break;
-    case KILN_DTYPE_F16: { uint16_t h = f16_bits(f); memcpy(p, &h, 2); break; }
+    case KILN_DTYPE_F16: { uint16_t h = (uint16_t)small_float_bits(f, 16, 10, 15); memcpy(p, &h, 2); break; }
     case KILN_DTYPE_BF16: { uint32_t b; memcpy(&b, &f, 4); uint16_t h = (uint16_t)(b >> 16); memcpy(p, &h, 2); break; }
     case KILN_DTYPE_I64: memcpy(p, &n, 8); break;
     case KILN_DTYPE_I32: { int32_t v = (int32_t)n; memcpy(p, &v, 4); break; }
     case KILN_DTYPE_I8: case KILN_DTYPE_U8: case KILN_DTYPE_BOOL: *p = (unsigned char)n; break;
+    case KILN_DTYPE_F8E4M3FN: *p = (unsigned char)small_float_bits(f, 8, 3, 7); break;
+    case KILN_DTYPE_F8E4M3FNUZ: *p = (unsigned char)small_float_bits(f, 8, 3, 8); break;
+    case KILN_DTYPE_F8E5M2: *p = (unsigned char)small_float_bits(f, 8, 2, 15); break;
+    case KILN_DTYPE_F8E5M2FNUZ: *p = (unsigned char)small_float_bits(f, 8, 2, 16); break;
   }
 }
 
@@ -193,6 +199,8 @@ static double element_value(const host_tensor* t, size_t i) {
     case KILN_DTYPE_I8: return (signed char)p[i];
     case KILN_DTYPE_U8: case KILN_DTYPE_BOOL: return p[i];
     case KILN_DTYPE_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return (double)h; }  /* raw bits */
+    case KILN_DTYPE_F8E4M3FN: case KILN_DTYPE_F8E4M3FNUZ: case KILN_DTYPE_F8E5M2: case KILN_DTYPE_F8E5M2FNUZ:
+      return p[i]; /* raw bits */
   }
   return 0;
 }
@@ -202,7 +210,9 @@ static void print_outputs(const tensor_set* outputs) {
     const host_tensor* t = &outputs->tensors[k];
     printf("  output %s: %s[", outputs->names[k], kiln_dtype_name(t->dtype));
     for (size_t d = 0; d < t->rank; ++d) printf("%s%lld", d ? ", " : "", (long long)t->dims[d]);
-    printf("]%s", t->dtype == KILN_DTYPE_F16 ? " (f16 bits)" : "");
+    const int float8 = t->dtype == KILN_DTYPE_F8E4M3FN || t->dtype == KILN_DTYPE_F8E4M3FNUZ ||
+                       t->dtype == KILN_DTYPE_F8E5M2 || t->dtype == KILN_DTYPE_F8E5M2FNUZ;
+    printf("]%s", t->dtype == KILN_DTYPE_F16 ? " (f16 bits)" : float8 ? " (bits)" : "");
     size_t n = t->bytes / kiln_dtype_size(t->dtype);
     for (size_t i = 0; i < n && i < 6; ++i) printf(" %.6g", element_value(t, i));
     printf("%s\n", n > 6 ? " ..." : "");

@@ -173,6 +173,12 @@ Result<ir::NodeId> pad_axis(Importer& im, ir::NodeId x, ir::NodeId value, const 
                             int64_t before, int64_t after);
 
 using Converter = std::function<Status(Importer&)>;
+// ONNX's Cast of x to `to` (Cast, CastLike, QuantizeLinear). With `saturate` (the attribute's
+// default, 1), a conversion to an 8-bit float first clamps x to the type's finite range, so that
+// an overflow or an infinity gives the largest value instead of the inf or NaN of Kiln's
+// conversion (support/float8.h); NaN stays NaN. Other conversions ignore `saturate`, as ONNX does.
+Result<ir::NodeId> onnx_cast(Importer& im, ir::NodeId x, ir::DType to, bool saturate);
+
 // Registers the converters of one op family into `table` (keyed by ONNX op_type).
 void register_elementwise_ops(std::map<std::string, Converter>& table);
 void register_tensor_ops(std::map<std::string, Converter>& table);

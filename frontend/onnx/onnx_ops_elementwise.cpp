@@ -11,6 +11,7 @@ namespace {
 
 using ir::NodeId;
 using ir::OpKind;
+using ir::DType;
 
 Converter unary(OpKind op) {
   return [op](Importer& im) -> Status {
@@ -374,10 +375,28 @@ Status cast_op(Importer& im) {
     return im.set_output_dims(0, *v.dims, v.dims_scalar);  // a shape vector stays one
   }
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
-  if (im.type(x).dtype == *dtype) return im.set_output(0, x);
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {x}, ir::CastAttrs{*dtype}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, onnx_cast(im, x, *dtype, im.attr_int("saturate", 1) != 0));
   return im.set_output(0, y);
 }
+
+}  // namespace
+
+Result<NodeId> onnx_cast(Importer& im, NodeId x, DType to, bool saturate) {
+  const DType from = im.type(x).dtype;
+  if (from == to) return x;
+  if (const std::optional<Float8Format> f = ir::float8_format(to); f && saturate && from != DType::kBool) {
+    // The clamp must hold the bound exactly: every 8-bit float's maximum (448, 240, 57344) is an
+    // f32, f16 and bf16 value and a whole number, but not a value of every other 8-bit float.
+    if (ir::is_float8(from)) {
+      KILN_ASSIGN_OR_RETURN(x, im.cast(x, DType::kF32));
+    }
+    const double max = float8_to_f32(uint8_t(float8_max_code(*f)), *f);
+    KILN_ASSIGN_OR_RETURN(x, im.add(OpKind::kClamp, {x}, ir::ClampAttrs{-max, max}));
+  }
+  return im.cast(x, to);
+}
+
+namespace {
 
 Status identity(Importer& im) {
   KILN_RETURN_IF_ERROR(im.only_first_outputs(1));

@@ -595,9 +595,7 @@ Status one_hot(Importer& im) {
 Status cast_like(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId target, im.input(1));
-  const ir::DType to = im.type(target).dtype;
-  if (im.type(x).dtype == to) return im.set_output(0, x);
-  KILN_ASSIGN_OR_RETURN(NodeId y, im.add(OpKind::kCast, {x}, ir::CastAttrs{to}));
+  KILN_ASSIGN_OR_RETURN(NodeId y, onnx_cast(im, x, im.type(target).dtype, im.attr_int("saturate", 1) != 0));
   return im.set_output(0, y);
 }
 

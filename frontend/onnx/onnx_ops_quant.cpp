@@ -10,9 +10,11 @@
 // run as float ones.
 //
 // Quantized types are Kiln's int8, uint8, int16 and uint16 (the integer products, MatMulInteger
-// and the convolutions, take the 8-bit ones). Others (int4, int2, float8, float4) have no Kiln
-// dtype; their tensors are refused where they enter the graph, and an output_dtype naming one is
-// refused here.
+// and the convolutions, take the 8-bit ones), and for QuantizeLinear and DequantizeLinear also its
+// 8-bit floats (ONNX's float8 types): x / scale converted to the float type with its rounding
+// (nearest even) and, by default, saturation (onnx_cast); their zero point must be zero. Others
+// (int4, int2, float8e8m0, float4) have no Kiln dtype; their tensors are refused where they enter
+// the graph, and an output_dtype naming one is refused here.
 #include <algorithm>
 #include <cmath>
 
@@ -28,6 +30,19 @@ using ir::Shape;
 
 bool is_8bit_quantized_type(DType d) { return d == DType::kI8 || d == DType::kU8; }
 bool is_quantized_type(DType d) { return is_8bit_quantized_type(d) || d == DType::kI16 || d == DType::kU16; }
+
+// ONNX defines the zero point of an 8-bit float quantization as zero: a constant one that is not
+// is refused (a computed one is not checked, and is not used).
+Status check_float8_zero_point(Importer& im, int input) {
+  if (!im.has_input(input)) return Status::ok();
+  KILN_ASSIGN_OR_RETURN(NodeId zp, im.input(input));
+  if (const ir::Tensor* t = im.const_data(zp)) {
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      if (t->element_as_double(i) != 0.0) return im.error("the zero point of an 8-bit float type must be zero");
+    }
+  }
+  return Status::ok();
+}
 
 // A scale or zero point made broadcastable against x (ONNX's three granularities):
 // - per tensor: a scalar or a one-element tensor;
@@ -114,16 +129,16 @@ Result<DType> quantized_output_type(Importer& im) {
     from_attr = dtype_from_onnx(int32_t(output_dtype));
     if (!from_attr) {
       return im.unsupported(std::string("quantization to ") + onnx_type_name(int32_t(output_dtype)) +
-                            " is not supported (Kiln quantizes to int8, uint8, int16 and uint16)");
+                            " is not supported (Kiln quantizes to int8, uint8, int16, uint16 and the float8 types)");
     }
   }
   if (from_zero_point && from_attr && *from_zero_point != *from_attr) {
     return im.error("output_dtype disagrees with the zero point's type");
   }
   const DType dtype = from_zero_point.value_or(from_attr.value_or(DType::kU8));
-  if (!is_quantized_type(dtype)) {
+  if (!is_quantized_type(dtype) && !ir::is_float8(dtype)) {
     return im.unsupported("quantization to " + std::string(ir::dtype_name(dtype)) +
-                          " is not supported (Kiln quantizes to int8, uint8, int16 and uint16)");
+                          " is not supported (Kiln quantizes to int8, uint8, int16, uint16 and the float8 types)");
   }
   return dtype;
 }
@@ -141,7 +156,8 @@ Status check_precision(Importer& im) {
 
 // QuantizeLinear: y = saturate(round_half_even(x / y_scale) + y_zero_point), computed in f32
 // (the quotient of an f16 or bf16 input is not rounded to its type before rounding to an
-// integer, as ONNX Runtime also does).
+// integer, as ONNX Runtime also does). To an 8-bit float: y = x / y_scale converted with the
+// `saturate` attribute (onnx_cast).
 Status quantize_linear(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   if (!ir::is_float(im.type(x).dtype)) {
@@ -154,27 +170,33 @@ Status quantize_linear(Importer& im) {
   const int64_t axis = im.attr_int("axis", 1);
   const int64_t block_size = im.attr_int("block_size", 0);
   KILN_ASSIGN_OR_RETURN(NodeId scale, f32_parameter(im, 1, xs, axis, block_size, "y_scale"));
-  KILN_ASSIGN_OR_RETURN(NodeId zero_point, f32_parameter(im, 2, xs, axis, block_size, "y_zero_point"));
   KILN_ASSIGN_OR_RETURN(NodeId value, im.cast(x, DType::kF32));
+  if (ir::is_float8(dtype)) {
+    KILN_RETURN_IF_ERROR(check_float8_zero_point(im, 2));
+    KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kDiv, {value, scale}));
+    KILN_ASSIGN_OR_RETURN(NodeId y, onnx_cast(im, value, dtype, im.attr_int("saturate", 1) != 0));
+    return im.set_output(0, y);
+  }
+  KILN_ASSIGN_OR_RETURN(NodeId zero_point, f32_parameter(im, 2, xs, axis, block_size, "y_zero_point"));
   KILN_ASSIGN_OR_RETURN(NodeId y, quantize(im, value, scale, zero_point, dtype));
   return im.set_output(0, y);
 }
 
 // DequantizeLinear: y = (x - x_zero_point) * x_scale in f32, as the scale's type (or
-// output_dtype). int32 inputs take no zero point but a zero one.
+// output_dtype). int32 and 8-bit float inputs take no zero point but a zero one.
 Status dequantize_linear(Importer& im) {
   KILN_ASSIGN_OR_RETURN(NodeId x, im.input(0));
   KILN_ASSIGN_OR_RETURN(NodeId scale_input, im.input(1));
   const DType x_dtype = im.type(x).dtype;
-  if (!is_quantized_type(x_dtype) && x_dtype != DType::kI32) {
+  if (!is_quantized_type(x_dtype) && x_dtype != DType::kI32 && !ir::is_float8(x_dtype)) {
     return im.unsupported("dequantizing " + std::string(ir::dtype_name(x_dtype)) +
-                          " is not supported (int8, uint8, int16, uint16 and int32 only)");
+                          " is not supported (int8, uint8, int16, uint16, int32 and the float8 types only)");
   }
   DType out_dtype = im.type(scale_input).dtype;
   if (!ir::is_float(out_dtype)) return im.error("x_scale must be a float tensor");
   if (const int64_t output_dtype = im.attr_int("output_dtype", 0); output_dtype != 0) {
     std::optional<DType> d = dtype_from_onnx(int32_t(output_dtype));
-    if (!d || !ir::is_float(*d)) {
+    if (!d || !ir::is_float(*d) || ir::is_float8(*d)) {
       return im.unsupported(std::string("output_dtype=") + onnx_type_name(int32_t(output_dtype)) +
                             " is not supported (float32, float16 and bfloat16 only)");
     }
@@ -188,7 +210,12 @@ Status dequantize_linear(Importer& im) {
   const int64_t axis = im.attr_int("axis", 1);
   const int64_t block_size = im.attr_int("block_size", 0);
   KILN_ASSIGN_OR_RETURN(NodeId scale, f32_parameter(im, 1, xs, axis, block_size, "x_scale"));
-  KILN_ASSIGN_OR_RETURN(NodeId zero_point, f32_parameter(im, 2, xs, axis, block_size, "x_zero_point"));
+  NodeId zero_point = ir::kNoNode;
+  if (ir::is_float8(x_dtype)) {
+    KILN_RETURN_IF_ERROR(check_float8_zero_point(im, 2));
+  } else {
+    KILN_ASSIGN_OR_RETURN(zero_point, f32_parameter(im, 2, xs, axis, block_size, "x_zero_point"));
+  }
   KILN_ASSIGN_OR_RETURN(NodeId value, im.cast(x, DType::kF32));
   if (zero_point != ir::kNoNode) {
     KILN_ASSIGN_OR_RETURN(value, im.apply(OpKind::kSub, {value, zero_point}));

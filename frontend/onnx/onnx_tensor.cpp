@@ -85,6 +85,21 @@ Status check_count(const onnx::TensorProto& proto, const Field& field, int64_t n
   return Status::ok();
 }
 
+// TensorProto data types newer than the onnx 1.12 protobuf headers Kiln builds against (the
+// field is a plain int32, so models carrying them still parse).
+enum NewerOnnxType : int32_t {
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUint4 = 21,
+  kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUint2 = 25,
+  kInt2 = 26,
+};
+
 }  // namespace
 
 std::optional<DType> dtype_from_onnx(int32_t t) {
@@ -101,11 +116,28 @@ std::optional<DType> dtype_from_onnx(int32_t t) {
     case onnx::TensorProto::UINT16: return DType::kU16;
     case onnx::TensorProto::UINT8: return DType::kU8;
     case onnx::TensorProto::BOOL: return DType::kBool;
+    case kFloat8E4M3FN: return DType::kF8E4M3FN;
+    case kFloat8E4M3FNUZ: return DType::kF8E4M3FNUZ;
+    case kFloat8E5M2: return DType::kF8E5M2;
+    case kFloat8E5M2FNUZ: return DType::kF8E5M2FNUZ;
     default: return std::nullopt;
   }
 }
 
 const char* onnx_type_name(int32_t t) {
+  switch (t) {
+    case kFloat8E4M3FN: return "FLOAT8E4M3FN";
+    case kFloat8E4M3FNUZ: return "FLOAT8E4M3FNUZ";
+    case kFloat8E5M2: return "FLOAT8E5M2";
+    case kFloat8E5M2FNUZ: return "FLOAT8E5M2FNUZ";
+    case kUint4: return "UINT4";
+    case kInt4: return "INT4";
+    case kFloat4E2M1: return "FLOAT4E2M1";
+    case kFloat8E8M0: return "FLOAT8E8M0";
+    case kUint2: return "UINT2";
+    case kInt2: return "INT2";
+    default: break;
+  }
   if (onnx::TensorProto::DataType_IsValid(t)) {
     return onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t)).c_str();
   }
@@ -198,6 +230,12 @@ Result<ir::Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::
       // int32_data holds the 16-bit patterns.
       auto* out = t.mutable_data_as<uint16_t>();
       for (int64_t i = 0; i < numel; ++i) out[i] = uint16_t(proto.int32_data(int(i)));
+      break;
+    }
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: {
+      // int32_data holds the 8-bit patterns.
+      auto* out = t.mutable_data_as<uint8_t>();
+      for (int64_t i = 0; i < numel; ++i) out[i] = uint8_t(proto.int32_data(int(i)));
       break;
     }
     case DType::kF64:

@@ -62,6 +62,10 @@ nb::dlpack::dtype dlpack_dtype(kiln_dtype d) {
     case KILN_DTYPE_U16: return {uint8_t(dtype_code::UInt), 16, 1};
     case KILN_DTYPE_U32: return {uint8_t(dtype_code::UInt), 32, 1};
     case KILN_DTYPE_F64: return {uint8_t(dtype_code::Float), 64, 1};
+    // NumPy has no 8-bit floats: their arrays are uint8 holding the bits (an ml_dtypes array's
+    // .view(numpy.uint8), and back with .view(ml_dtypes.float8_e4m3fn) and so on).
+    case KILN_DTYPE_F8E4M3FN: case KILN_DTYPE_F8E4M3FNUZ: case KILN_DTYPE_F8E5M2: case KILN_DTYPE_F8E5M2FNUZ:
+      return {uint8_t(dtype_code::UInt), 8, 1};
   }
   throw KilnError("INTERNAL: unknown kiln dtype");
 }
@@ -452,7 +456,8 @@ NB_MODULE(_kiln, m) {
 
   nb::class_<TensorInfo>(m, "TensorInfo", "An input or output of an artifact.")
       .def_ro("name", &TensorInfo::name)
-      .def_ro("dtype", &TensorInfo::dtype, "Kiln's dtype name: f32, f16, bf16, i64, i32, i8, u8 or bool.")
+      .def_ro("dtype", &TensorInfo::dtype, "Kiln's dtype name: f32, f16, bf16, i64, i32, i8, u8, bool, f8e4m3fn, f8e4m3fnuz, f8e5m2 or "
+              "f8e5m2fnuz (8-bit floats are passed as uint8 arrays of their bits).")
       .def_ro("shape", &TensorInfo::shape, "Sizes: int for static dims, str (the symbol) for symbolic ones.")
       .def("__repr__", &TensorInfo::repr);
 

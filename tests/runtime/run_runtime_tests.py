@@ -271,7 +271,7 @@ def main():
                       r"input 'x': expected f32\[N, 3\], given i32\[4, 3\]", "wrong dtype")
     x_f64 = path("x_f64.npy")
     np.save(x_f64, x.astype(np.float64))
-    expect_user_error([kr, affine, "--input", f"x={x_f64}"], r"input 'x': .*'<f8'", "float64 .npy file")
+    expect_user_error([kr, affine, "--input", f"x={x_f64}"], r"input 'x': .*dtype f64 instead of f32", "float64 .npy file")
     expect_user_error([kr, affine, "--input", f"x={x_wide}"],
                       r"input 'x': expected f32\[N, 3\], given f32\[4, 5\] \(dimension 1 is 5 instead of 3\)",
                       "wrong shape")

@@ -51,6 +51,7 @@ SOURCES = {
     "enc": EXAMPLES / "onnx" / "transformer_encoder.onnx",  # x: f32[batch, 8, 16] -> y
     "lm": EXAMPLES / "onnx" / "tiny_lm.onnx",  # input_ids, attention_mask: i64[batch, seq] -> logits
     "mlp": EXAMPLES / "mlp.graph",  # x: f32[N, 784] -> probs: f32[N, 10]
+    "f8": SOURCE_DIR / "tests" / "serve" / "float8.graph",  # x: f8e4m3fn[4]: no protocol datatype
 }
 LM_VOCAB = 40  # tiny_lm's vocabulary (examples/onnx/make_models.py: LM_V); positions up to 32
 
@@ -121,7 +122,7 @@ def artifacts(tools, work):
     out = work / "artifacts"
     out.mkdir()
     procs = {}
-    for name, src in SOURCES.items():  # the three compiles at once
+    for name, src in SOURCES.items():  # the compiles at once
         procs[name] = subprocess.Popen([tools["kilnc"], str(src), "-o", str(out / f"{name}.kiln")],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for name, p in procs.items():
@@ -224,6 +225,7 @@ def repo(work, artifacts, ref):
     r.add(root, "badconfig", "enc", config="max_batch_size: 4\ndynamic_batching { max_queue_delay_microseconds: \n")
     r.add(root, "mismatch", "enc", config=(
         'max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 8, 15 ] } ]\n'))
+    r.add(root, "float8", "f8")
     return r
 
 
@@ -1136,6 +1138,7 @@ LOAD_FAILURES = {  # model -> what its load error must say besides its name
     "broken": re.compile(r"artifact|model\.kiln|magic|format|corrupt|truncated|invalid|not a kiln", re.I),
     "badconfig": re.compile(r"config", re.I),
     "mismatch": re.compile(r"\bx\b.*(dims|shape|15|16)|(dims|shape|15|16).*\bx\b", re.I | re.S),
+    "float8": re.compile(r"'x' is f8e4m3fn, which the inference protocol has no datatype for"),
 }
 
 

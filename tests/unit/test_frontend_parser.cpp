@@ -274,6 +274,10 @@ TEST_CASE("frontend parser: diagnostics name the place and the problem") {
        "t.graph:1:9: error: cannot open safetensors file '/nonexistent/w.safetensors'"},
       {body("  y = neg(x)\n}\nextra"), "t.graph:4:1: error: unexpected 'extra' after the end of the graph"},
       {body("  y = const i8[2] [1, 300]\n"), "t.graph:2:23: error: integer 300 is out of range for i8"},
+      // 8-bit floats: a finite number that rounds beyond the largest value (464 still rounds to
+      // 448), and inf where the type has none.
+      {body("  y = neg(x)\n  z = const f8e4m3fn[1] 465.0\n"), "t.graph:3:25: error: number 465.0 is out of range for f8e4m3fn"},
+      {body("  y = neg(x)\n  z = const f8e4m3fnuz[1] -inf\n"), "t.graph:3:27: error: f8e4m3fnuz has no infinity"},
   };
   for (const Case& c : cases) {
     Parsed p = parse(c.text);

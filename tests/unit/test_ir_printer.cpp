@@ -184,6 +184,11 @@ TEST_CASE("ir.printer: constant literals") {
   // f16 / bf16 print their shortest round-tripping decimal.
   CHECK(constant_line(tensor_of(DType::kF16, {3}, {0.1, 100, 65504})) == "c = const f16[3] [0.1, 100.0, 65500.0]");
   CHECK(constant_line(tensor_of(DType::kBF16, {2}, {0.1, 3.0})) == "c = const bf16[2] [0.1, 3.0]");
+  // So do the 8-bit floats (0.1 is 0.1015625 in f8e4m3fn, 0.09375 in f8e5m2; 450 reads back as
+  // 448, 60000 as 57344); NaN and inf as above.
+  CHECK(constant_line(tensor_of(DType::kF8E4M3FN, {4}, {0.1, 448, -0.0, std::nan("")})) ==
+        "c = const f8e4m3fn[4] [0.1, 450.0, -0.0, nan]");
+  CHECK(constant_line(tensor_of(DType::kF8E5M2, {3}, {0.1, 57344, -inf})) == "c = const f8e5m2[3] [0.09, 60000.0, -inf]");
   // Elided above the limit.
   std::vector<double> many(20);
   for (size_t i = 0; i < many.size(); ++i) many[i] = double(i);

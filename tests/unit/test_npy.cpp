@@ -2,8 +2,10 @@
 // bytes exactly as NumPy writes them, and clear errors (never crashes) on malformed files.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,6 +120,39 @@ TEST_CASE("npy: bf16 is written as f32 and converted back on request") {
   Result<Tensor> wrong = convert_npy_tensor(*read, DType::kI32);
   REQUIRE_FALSE(wrong.is_ok());
   CHECK(wrong.status().message().find("expected i32 data, got f32") != std::string::npos);
+}
+
+TEST_CASE("npy: 8-bit floats are written as f32 and read from f32 or from raw bits as uint8") {
+  Result<Tensor> f8 = Tensor::zeros(DType::kF8E5M2, {3});
+  REQUIRE(f8.is_ok());
+  f8->set_element_from_double(0, 1.5);
+  f8->set_element_from_double(1, -0.1);
+  f8->set_element_from_double(2, std::numeric_limits<double>::infinity());
+  Result<Tensor> read = read_npy_bytes(to_npy_bytes(*f8));
+  REQUIRE(read.is_ok());
+  CHECK(read->dtype() == DType::kF32);
+  for (int i = 0; i < 3; ++i) CHECK(read->element_as_double(i) == f8->element_as_double(i));
+  Result<Tensor> back = convert_npy_tensor(*read, DType::kF8E5M2);
+  REQUIRE(back.is_ok());
+  CHECK(std::memcmp(back->data(), f8->data(), 3) == 0);
+  // Rounded without saturation: f8e4m3fn has no infinity (NaN).
+  Result<Tensor> rounded = convert_npy_tensor(*read, DType::kF8E4M3FN);
+  REQUIRE(rounded.is_ok());
+  CHECK(rounded->element_as_double(1) == -0.09375);
+  CHECK(std::isnan(rounded->element_as_double(2)));
+  // Raw bits: |u1 is read as u8, reinterpreted when an 8-bit float is expected.
+  Result<Tensor> bits = read_npy_bytes(numpy_file("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", {0x38, 0x80}));
+  REQUIRE(bits.is_ok());
+  Result<Tensor> e4m3 = convert_npy_tensor(*bits, DType::kF8E4M3FNUZ);
+  REQUIRE(e4m3.is_ok());
+  CHECK(e4m3->element_as_double(0) == 0.5);
+  CHECK(std::isnan(e4m3->element_as_double(1)));
+  Result<Tensor> wrong = convert_npy_tensor(*bits, DType::kBF16);
+  REQUIRE_FALSE(wrong.is_ok());
+  Result<Tensor> wrong_f8 = convert_npy_tensor(*convert_npy_tensor(*read, DType::kF8E5M2), DType::kF8E4M3FN);
+  REQUIRE_FALSE(wrong_f8.is_ok());
+  CHECK(wrong_f8.status().message().find("8-bit float inputs are read from .npy files of f32 or of raw bits as uint8") !=
+        std::string::npos);
 }
 
 TEST_CASE("npy: bf16 bits are read from '<u2' (a uint16 view) and '<V2' / '|V2' (ml_dtypes.bfloat16)") {

@@ -1418,8 +1418,8 @@ TEST_CASE("onnx: quantization forms Kiln cannot import exactly are diagnosed at 
   };
   const std::vector<Case> cases = {
       {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "output_dtype", onnx::TensorProto::INT32); },
-       "node 'bad' (QuantizeLinear, opset 23): quantization to i32 is not supported (Kiln quantizes to int8, uint8, int16 "
-       "and uint16)"},
+       "node 'bad' (QuantizeLinear, opset 23): quantization to i32 is not supported (Kiln quantizes to int8, uint8, int16, "
+       "uint16 and the float8 types)"},
       {"QuantizeLinear", {"x", "scale"}, [](onnx::NodeProto* n) { set_int(n, "precision", onnx::TensorProto::FLOAT16); },
        "node 'bad' (QuantizeLinear, opset 23): precision=FLOAT16 is not supported (Kiln divides by the scale in float32)"},
       {"QuantizeLinear", {"i", "scale"}, [](onnx::NodeProto*) {},
@@ -1459,6 +1459,47 @@ TEST_CASE("onnx: quantization forms Kiln cannot import exactly are diagnosed at 
     CHECK_FALSE(import(m.bytes(), diags).is_ok());
     CHECK(diags.to_string().find(c.message) != std::string::npos);
   }
+}
+
+TEST_CASE("onnx: 8-bit float casts saturate by clamping first; their quantization needs a zero zero point") {
+  constexpr int32_t kFloat8E4M3FN = 17;  // newer than the onnx 1.12 headers
+  auto model = [&](const std::string& op, int64_t saturate, std::optional<int32_t> zero_point_bits) {
+    ModelBuilder m(23);
+    m.input("x", {"4"});
+    m.init_floats("scale", {}, {2.0f});
+    std::vector<std::string> inputs = {"x"};
+    if (op == "QuantizeLinear") inputs.push_back("scale");
+    if (zero_point_bits) {
+      auto* zp = m.graph->add_initializer();
+      zp->set_name("zp");
+      zp->set_data_type(kFloat8E4M3FN);
+      zp->add_int32_data(*zero_point_bits);  // int32_data holds the bit pattern
+      inputs.push_back("zp");
+    }
+    auto* n = m.node(op, inputs, {"y"}, "n");
+    if (op == "Cast") set_int(n, "to", kFloat8E4M3FN);
+    if (saturate >= 0) set_int(n, "saturate", saturate);
+    m.output("y");
+    return m.bytes();
+  };
+  struct Case {
+    std::string op;
+    int64_t saturate;  // -1: the default
+    int clamps;
+  };
+  for (const Case& c : {Case{"Cast", -1, 1}, Case{"Cast", 1, 1}, Case{"Cast", 0, 0}, Case{"QuantizeLinear", -1, 1},
+                        Case{"QuantizeLinear", 0, 0}}) {
+    INFO(c.op << " saturate=" << c.saturate);
+    Diagnostics diags;
+    Result<ir::Graph> g = import(model(c.op, c.saturate, c.op == "Cast" ? std::nullopt : std::optional<int32_t>(0)), diags);
+    REQUIRE_MESSAGE(g.is_ok(), diags.to_string());
+    CHECK(count_ops(*g, ir::OpKind::kClamp) == c.clamps);
+    CHECK(g->node(g->outputs()[0].node).type.dtype == ir::DType::kF8E4M3FN);
+  }
+  Diagnostics diags;
+  CHECK_FALSE(import(model("QuantizeLinear", -1, 0x38), diags).is_ok());  // 0x38 is 1.0
+  CHECK(diags.to_string().find("node 'n' (QuantizeLinear, opset 23): the zero point of an 8-bit float type must be zero") !=
+        std::string::npos);
 }
 
 TEST_CASE("onnx: 3-D and dilated pools unroll over their window; too large a window is diagnosed") {

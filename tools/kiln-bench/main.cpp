@@ -165,7 +165,8 @@ Result<std::vector<kiln::runtime::TensorSpec>> signature(
 kiln_dtype c_dtype(kiln::ir::DType dtype) {
   for (kiln_dtype d : {KILN_DTYPE_F32, KILN_DTYPE_F16, KILN_DTYPE_BF16, KILN_DTYPE_I64, KILN_DTYPE_I32,
                        KILN_DTYPE_I8, KILN_DTYPE_U8, KILN_DTYPE_BOOL, KILN_DTYPE_I16, KILN_DTYPE_U16, KILN_DTYPE_U32,
-                       KILN_DTYPE_F64})
+                       KILN_DTYPE_F64, KILN_DTYPE_F8E4M3FN, KILN_DTYPE_F8E4M3FNUZ, KILN_DTYPE_F8E5M2,
+                       KILN_DTYPE_F8E5M2FNUZ})
     if (kiln::ir::dtype_name(dtype) == kiln_dtype_name(d)) return d;
   return KILN_DTYPE_F32;  // unreachable: the two enums name the same dtypes
 }

@@ -108,7 +108,7 @@ kiln::Result<bool> check_outputs_against(const std::string& dir, const kiln::run
     kiln::Result<kiln::ir::Tensor> read = kiln::ir::read_npy(path);
     if (!read.is_ok())
       return Status(read.status().code(), "--check-against: output '" + name + "': " + read.status().message());
-    // bf16 is stored as f32 (ir/npy.h); any other dtype difference is the comparison's to report.
+    // bf16 and the 8-bit floats are stored as f32 (ir/npy.h); any other dtype difference is the comparison's to report.
     kiln::Result<kiln::ir::Tensor> converted = kiln::ir::convert_npy_tensor(*read, session.outputs()[i].dtype());
     expected.push_back(converted.is_ok() ? std::move(converted).value() : std::move(read).value());
   }

@@ -78,7 +78,8 @@ typedef enum kiln_status {
   KILN_UNTRUSTED = 8         /* (API level 3) the artifact is not signed by a trusted key */
 } kiln_status;
 
-/* Element types, as spelled in the .graph format. bool is one byte (0 or 1). */
+/* Element types, as spelled in the .graph format. bool is one byte (0 or 1). The 8-bit floats
+ * are ONNX's FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2 and FLOAT8E5M2FNUZ, one byte each. */
 typedef enum kiln_dtype {
   KILN_DTYPE_F32 = 0,
   KILN_DTYPE_F16 = 1,
@@ -92,7 +93,11 @@ typedef enum kiln_dtype {
   KILN_DTYPE_I16 = 8,
   KILN_DTYPE_U16 = 9,
   KILN_DTYPE_U32 = 10,
-  KILN_DTYPE_F64 = 11
+  KILN_DTYPE_F64 = 11,
+  KILN_DTYPE_F8E4M3FN = 12,
+  KILN_DTYPE_F8E4M3FNUZ = 13,
+  KILN_DTYPE_F8E5M2 = 14,
+  KILN_DTYPE_F8E5M2FNUZ = 15
 } kiln_dtype;
 
 typedef enum kiln_device_type {
