@@ -397,10 +397,14 @@ std::string opencl_storage_type(DType d) {
 }  // namespace
 
 Result<RenderedKernel> Emitter::render() {
-  // Does anything need 64-bit integers (i64 values, argmax results)?
-  for (const ModelBuffer& b : m_.buffers) uses_i64_ = uses_i64_ || b.dtype == DType::kI64;
+  // Does anything need 64-bit integers (i64 values, argmax results)? 8-bit floats?
+  for (const ModelBuffer& b : m_.buffers) {
+    uses_i64_ = uses_i64_ || b.dtype == DType::kI64;
+    uses_float8_ = uses_float8_ || ir::is_float8(b.dtype);
+  }
   for (NodeId n : m_.kernel->nodes) {
     uses_i64_ = uses_i64_ || m_.node(n).type.dtype == DType::kI64;
+    uses_float8_ = uses_float8_ || ir::is_float8(m_.node(n).type.dtype);
     for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || m_.node(in).type.dtype == DType::kI64;
   }
   if (cpu()) {
@@ -465,7 +469,7 @@ Result<RenderedKernel> Emitter::render() {
       for (size_t i = 0; i < m_.symbols.size(); ++i) src += " uint p" + std::to_string(i) + ";";
       src += " } pc;\n";
     }
-    src += prelude(d_, uses_i64_);
+    src += prelude(d_, uses_i64_, uses_float8_);
     if (word_storage_) src += word_storage_prelude();
     src += shared_decls_;
     src += "void main() {\n";
@@ -475,7 +479,7 @@ Result<RenderedKernel> Emitter::render() {
   } else if (cpu()) {
     // Buffers are restrict for the reason given for CUDA below. The function is the module's
     // only exported symbol for this kernel (-fvisibility=hidden hides the helpers).
-    src = header + prelude(d_, true) + "extern \"C\" __attribute__((visibility(\"default\"))) void " + m_.entry_point +
+    src = header + prelude(d_, true, true) + "extern \"C\" __attribute__((visibility(\"default\"))) void " + m_.entry_point +
           "(void* const* kb, const long long* ks, long long begin, long long end) {\n";
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       const std::string type = std::string(m_.buffers[b].written ? "" : "const ") + cpu_storage_type(m_.buffers[b].dtype);
@@ -502,7 +506,7 @@ Result<RenderedKernel> Emitter::render() {
       params += std::string(params.empty() ? "" : ", ") + "long long " + sanitize_identifier(s);
     src += params + ") {\n" + shared_decls_ + body_ + "}\n";
   } else {
-    src = header + prelude(d_, uses_i64_);
+    src = header + prelude(d_, uses_i64_, uses_float8_);
     src += "__kernel __attribute__((reqd_work_group_size(" + std::to_string(wg) + ", 1, 1))) void " +
            m_.entry_point + "(";
     std::string params;
@@ -541,6 +545,6 @@ Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect
   return emitter.render();
 }
 
-std::string cuda_program_prelude() { return cfam::prelude(Dialect::kCuda, true); }
+std::string cuda_program_prelude() { return cfam::prelude(Dialect::kCuda, true, true); }
 
 }  // namespace kiln::codegen

@@ -110,7 +110,8 @@ double Tensor::element_as_double(int64_t i) const {
     case DType::kI8: return double(static_cast<int8_t>(*p));
     case DType::kU8: return double(static_cast<uint8_t>(*p));
     case DType::kBool: return *p != std::byte{0} ? 1.0 : 0.0;
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return float8_to_f32(uint8_t(*p), *float8_format(dtype_));
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return float8_to_f32(uint8_t(*p), *float8_format(dtype_));
   }
   return 0.0;
 }
@@ -144,7 +145,9 @@ void Tensor::set_element_from_double(int64_t i, double v) {
     case DType::kF16: { uint16_t h = f32_to_f16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBF16: { uint16_t h = f32_to_bf16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBool: *p = std::byte(v != 0.0 ? 1 : 0); return;
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: *p = std::byte(f32_to_float8(float(v), *float8_format(dtype_))); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      *p = std::byte(f32_to_float8(float(v), *float8_format(dtype_)));
+      return;
     case DType::kI64:
     case DType::kI32:
     case DType::kI8:
