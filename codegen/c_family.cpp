@@ -431,11 +431,15 @@ std::string opencl_storage_type(DType d) {
 }  // namespace
 
 Result<RenderedKernel> Emitter::render() {
-  // Does anything need 64-bit integers (i64 and u32 values, argmax results)?
+  // Does anything need 64-bit integers (i64 and u32 values, argmax results)? 8-bit floats?
   auto is_64 = [](DType d) { return num_of(d) == Num::kL; };
-  for (const ModelBuffer& b : m_.buffers) uses_i64_ = uses_i64_ || is_64(b.dtype);
+  for (const ModelBuffer& b : m_.buffers) {
+    uses_i64_ = uses_i64_ || is_64(b.dtype);
+    uses_float8_ = uses_float8_ || ir::is_float8(b.dtype);
+  }
   for (NodeId n : m_.kernel->nodes) {
     uses_i64_ = uses_i64_ || is_64(m_.node(n).type.dtype);
+    uses_float8_ = uses_float8_ || ir::is_float8(m_.node(n).type.dtype);
     for (NodeId in : m_.node(n).inputs) uses_i64_ = uses_i64_ || is_64(m_.node(in).type.dtype);
   }
   if (cpu()) {
@@ -502,7 +506,7 @@ Result<RenderedKernel> Emitter::render() {
       for (size_t i = 0; i < m_.symbols.size(); ++i) src += " uint p" + std::to_string(i) + ";";
       src += " } pc;\n";
     }
-    src += prelude(d_, uses_i64_);
+    src += prelude(d_, uses_i64_, uses_float8_);
     if (word_storage_) src += word_storage_prelude();
     src += shared_decls_;
     src += "void main() {\n";
@@ -512,7 +516,7 @@ Result<RenderedKernel> Emitter::render() {
   } else if (cpu()) {
     // Buffers are restrict for the reason given for CUDA below. The function is the module's
     // only exported symbol for this kernel (-fvisibility=hidden hides the helpers).
-    src = header + prelude(d_, true) + "extern \"C\" __attribute__((visibility(\"default\"))) void " + m_.entry_point +
+    src = header + prelude(d_, true, true) + "extern \"C\" __attribute__((visibility(\"default\"))) void " + m_.entry_point +
           "(void* const* kb, const long long* ks, long long begin, long long end) {\n";
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       const std::string type = std::string(m_.buffers[b].written ? "" : "const ") + cpu_storage_type(m_.buffers[b].dtype);
@@ -545,7 +549,7 @@ Result<RenderedKernel> Emitter::render() {
       src += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
       break;
     }
-    src += prelude(d_, uses_i64_);
+    src += prelude(d_, uses_i64_, uses_float8_);
     src += "__kernel __attribute__((reqd_work_group_size(" + std::to_string(wg) + ", 1, 1))) void " +
            m_.entry_point + "(";
     std::string params;
@@ -584,6 +588,6 @@ Result<RenderedKernel> render_c_family(const KernelModel& model, Dialect dialect
   return emitter.render();
 }
 
-std::string cuda_program_prelude() { return cfam::prelude(Dialect::kCuda, true); }
+std::string cuda_program_prelude() { return cfam::prelude(Dialect::kCuda, true, true); }
 
 }  // namespace kiln::codegen

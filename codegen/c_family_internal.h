@@ -72,8 +72,10 @@ struct Point {
   std::string linear;
 };
 
-// The prelude: macros (IDX, TO_F, TO_I, TO_L, TO_U, F2U, U2F) and k_* helpers for the dialect.
-std::string prelude(Dialect dialect, bool with_i64);
+// The prelude: macros (IDX, TO_F, TO_I, TO_L, TO_U, F2U, U2F) and k_* helpers for the dialect;
+// the i64 and 8-bit float helpers only where asked for (GLSL and OpenCL C: a kernel that needs
+// them; PoCL compiles every function of a kernel's source, used or not).
+std::string prelude(Dialect dialect, bool with_i64, bool with_float8);
 // An 8-bit float dtype's element: its f32 value from an expression of its bits (a uint), and its
 // bits (a uint) from an f32 expression (the prelude's k_f8_to_f and k_f_to_f8).
 std::string float8_decode(ir::DType dtype, const std::string& bits);
@@ -262,6 +264,7 @@ class Emitter {
   int indent_ = 1;
   int counter_ = 0;
   bool uses_i64_ = false;
+  bool uses_float8_ = false;
   std::set<std::string> features_;
   Status error_ = Status::ok();
   bool word_storage_ = false;  // GLSL: 1- and 2-byte buffers as uint words (the fallback variant)

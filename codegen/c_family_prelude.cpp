@@ -269,34 +269,6 @@ uint k_f2bf(float f) {
   if (isnan(f)) return (u >> 16) | 64u;
   return (u + 32767u + ((u >> 16) & 1u)) >> 16;
 }
-// ONNX's 8-bit floats, as support/float8.h converts them (the same steps, which the backends
-// suite checks against it): m mantissa bits, exponent bias `bias`, `kind` Float8Kind's number
-// (0 IEEE-like, 1 no inf and NaN 0x7f/0xff, 2 fnuz: 0x80 the only NaN, no -0). f32 -> f8
-// rounds to nearest even without saturating.
-float k_f8_to_f(uint b, uint m, uint bias, uint kind) {
-  uint c = b & 127u, e = c >> m, man = c & ((1u << m) - 1u), sg = (b & 128u) << 24;
-  if (kind == 2u && b == 128u) return U2F(0x7fc00000u);
-  if ((kind == 1u && c == 127u) || (kind == 0u && e == (127u >> m) && man != 0u)) return U2F(sg | 0x7fc00000u);
-  if (kind == 0u && e == (127u >> m)) return U2F(sg | 0x7f800000u);
-  // Subnormals: man units of 2^(1 - bias - m), whose f32 exponent field is 128 - bias - m.
-  float mag = e == 0u ? TO_F(man) * U2F((128u - bias - m) << 23)
-                      : U2F(((e + 127u - bias) << 23) | (man << (23u - m)));
-  return sg != 0u ? -mag : mag;
-}
-uint k_f_to_f8(float x, uint m, uint bias, uint kind) {
-  uint a = F2U(x) & 0x7fffffffu, sg = (F2U(x) >> 24) & 128u, infc = 127u >> m << m, code;
-  if (a > 0x7f800000u) return kind == 2u ? 128u : (sg | (kind == 0u ? (infc | (1u << (m - 1u))) : 127u));
-  if (a < ((128u - bias) << 23)) {
-    code = TO_U(k_round(U2F(a) * U2F((126u + bias + m) << 23)));  // subnormal units, nearest even
-  } else {
-    uint s = 23u - m;  // round the mantissa to m bits, nearest even, then rebias the exponent
-    code = ((a + (1u << (s - 1u)) - 1u + ((a >> s) & 1u)) >> s) - ((127u - bias) << m);
-  }
-  if (code > (kind == 0u ? infc - 1u : (kind == 1u ? 126u : 127u))) {  // beyond the largest value
-    return kind == 0u ? (sg | infc) : (kind == 2u ? 128u : (sg | 127u));
-  }
-  return (kind == 2u && code == 0u) ? 0u : (sg | code);
-}
 float k_maxf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a > b ? a : b); }
 float k_minf(float a, float b) { return (isnan(a) || isnan(b)) ? a + b : (a < b ? a : b); }
 float k_sigmoid(float x) {
@@ -351,6 +323,37 @@ I64 k_pow_l(I64 b, I64 e) {
 bool k_better_l(I64 v, IDX i, I64 bv, IDX bi) { return v > bv || (v == bv && i < bi); }
 )";
 
+// Only in the kernels that hold 8-bit floats, except on cpu and CUDA (prelude()).
+constexpr const char* kFloat8 = R"(// ONNX's 8-bit floats, as support/float8.h converts them (the same steps, which the backends
+// suite checks against it): m mantissa bits, exponent bias `bias`, `kind` Float8Kind's number
+// (0 IEEE-like, 1 no inf and NaN 0x7f/0xff, 2 fnuz: 0x80 the only NaN, no -0). f32 -> f8
+// rounds to nearest even without saturating.
+float k_f8_to_f(uint b, uint m, uint bias, uint kind) {
+  uint c = b & 127u, e = c >> m, man = c & ((1u << m) - 1u), sg = (b & 128u) << 24;
+  if (kind == 2u && b == 128u) return U2F(0x7fc00000u);
+  if ((kind == 1u && c == 127u) || (kind == 0u && e == (127u >> m) && man != 0u)) return U2F(sg | 0x7fc00000u);
+  if (kind == 0u && e == (127u >> m)) return U2F(sg | 0x7f800000u);
+  // Subnormals: man units of 2^(1 - bias - m), whose f32 exponent field is 128 - bias - m.
+  float mag = e == 0u ? TO_F(man) * U2F((128u - bias - m) << 23)
+                      : U2F(((e + 127u - bias) << 23) | (man << (23u - m)));
+  return sg != 0u ? -mag : mag;
+}
+uint k_f_to_f8(float x, uint m, uint bias, uint kind) {
+  uint a = F2U(x) & 0x7fffffffu, sg = (F2U(x) >> 24) & 128u, infc = 127u >> m << m, code;
+  if (a > 0x7f800000u) return kind == 2u ? 128u : (sg | (kind == 0u ? (infc | (1u << (m - 1u))) : 127u));
+  if (a < ((128u - bias) << 23)) {
+    code = TO_U(k_round(U2F(a) * U2F((126u + bias + m) << 23)));  // subnormal units, nearest even
+  } else {
+    uint s = 23u - m;  // round the mantissa to m bits, nearest even, then rebias the exponent
+    code = ((a + (1u << (s - 1u)) - 1u + ((a >> s) & 1u)) >> s) - ((127u - bias) << m);
+  }
+  if (code > (kind == 0u ? infc - 1u : (kind == 1u ? 126u : 127u))) {  // beyond the largest value
+    return kind == 0u ? (sg | infc) : (kind == 2u ? 128u : (sg | 127u));
+  }
+  return (kind == 2u && code == 0u) ? 0u : (sg | code);
+}
+)";
+
 }  // namespace
 
 namespace {
@@ -370,21 +373,24 @@ std::string float8_encode(DType dtype, const std::string& value) {
   return "k_f_to_f8(" + value + ", " + float8_args(dtype) + ")";
 }
 
-std::string prelude(Dialect dialect, bool with_i64) {
-  if (dialect == Dialect::kCuda) {
-    // One prelude per CUDA program (all kernels of a graph): always with the i64 helpers.
-    return std::string(kCudaMacros) + kCommon + kCommonI64;
+std::string prelude(Dialect dialect, bool with_i64, bool with_float8) {
+  std::string text;
+  if (dialect == Dialect::kCuda || dialect == Dialect::kCpu) {
+    // CUDA: one prelude per program (all kernels of a graph). cpu: every kernel is its own
+    // translation unit, linked with the others into one shared object, with the helpers internal
+    // to it (an unnamed namespace), where unused ones cost nothing.
+    text = dialect == Dialect::kCuda ? std::string(kCudaMacros) : std::string(kCpuMacros) + kPortableFmax;
+    text += kCommon;
+    if (with_i64) text += kCommonI64;
+    if (with_float8) text += kFloat8;
+    return dialect == Dialect::kCpu ? "namespace {\n" + text + "}  // namespace\n" : text;
   }
-  if (dialect == Dialect::kCpu) {
-    // Every kernel is its own translation unit, linked with the others into one shared object:
-    // the helpers are internal to it (an unnamed namespace), and always carry the i64 ones.
-    return std::string("namespace {\n") + kCpuMacros + kPortableFmax + kCommon + kCommonI64 + "}  // namespace\n";
-  }
-  std::string text = dialect == Dialect::kGlsl ? kGlslMacros : kOpenClMacros;
+  text = dialect == Dialect::kGlsl ? kGlslMacros : kOpenClMacros;
   if (with_i64) text += dialect == Dialect::kGlsl ? kGlslI64 : kOpenClI64;
   text += kPortableFmax;
   text += kCommon;
   if (with_i64) text += kCommonI64;
+  if (with_float8) text += kFloat8;
   return text;
 }
 

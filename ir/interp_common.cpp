@@ -236,7 +236,8 @@ Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: break;  // handled above
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      break;  // handled above
   }
   return t;
 }

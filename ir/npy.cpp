@@ -181,7 +181,8 @@ std::string_view descr_of(DType dtype) {
     case DType::kU16: return "<u2";
     case DType::kU8: return "|u1";
     case DType::kBool: return "|b1";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "<f4";  // written as f32 (see ir/npy.h)
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return "<f4";  // written as f32 (see ir/npy.h)
   }
   return "<f4";
 }
@@ -297,7 +298,9 @@ Result<Tensor> convert_npy_tensor(const Tensor& tensor, DType wanted) {
   }
   if (tensor.dtype() == DType::kF32 && (wanted == DType::kBF16 || is_float8(wanted))) {
     KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::zeros(wanted, tensor.shape()));
-    for (int64_t i = 0, n = tensor.num_elements(); i < n; ++i) out.set_element_from_double(i, tensor.element_as_double(i));
+    for (int64_t i = 0, n = tensor.num_elements(); i < n; ++i) {
+      out.set_element_from_double(i, tensor.element_as_double(i));
+    }
     return out;
   }
   if (tensor.dtype() == DType::kU8 && is_float8(wanted)) {  // raw bits

@@ -149,7 +149,9 @@ void Tensor::set_element_from_double(int64_t i, double v) {
     case DType::kF16: { uint16_t h = f32_to_f16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBF16: { uint16_t h = f32_to_bf16(float(v)); std::memcpy(p, &h, 2); return; }
     case DType::kBool: *p = std::byte(v != 0.0 ? 1 : 0); return;
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: *p = std::byte(f32_to_float8(float(v), *float8_format(dtype_))); return;
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      *p = std::byte(f32_to_float8(float(v), *float8_format(dtype_)));
+      return;
     case DType::kI64:
     case DType::kI32:
     case DType::kI16:

@@ -824,7 +824,9 @@ class CudaRowsBody {
   // The normalized row: y = output(x) at every element, the epilogue and the stores.
   void write_row(const Output& output) {
     const DType dtype = m_.node(m_.anchor).type.dtype;
-    auto write = [&](Point& p, const std::string& x) { e_.finish_anchor(p, "float", e_.float8_rounded(output(p, x), dtype)); };
+    auto write = [&](Point& p, const std::string& x) {
+      e_.finish_anchor(p, "float", e_.float8_rounded(output(p, x), dtype));
+    };
     if (cached_ && vec_ > 1) {
       // Write the row from registers: each run of `vec` results in one 16-byte store per output.
       line("#pragma unroll");
