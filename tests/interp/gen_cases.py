@@ -181,61 +181,55 @@ def shift_ref(op, a, b, bits):
 # The dtypes beyond the format's: i16, u16 and u32 with every binary op, bitwise ops and shifts
 # (wrapping); f64 (stored as double, computed in f32 by kernels).
 def gen_added_dtypes():
+    # One case per dtype and group, each output one op: their kernels fuse, so PoCL and NVRTC
+    # compile a few kernels per dtype rather than one per op.
     ranges = {"i16": (-32768, 32767), "u16": (0, 65535), "u32": (0, 4294967295), "i8": (-128, 127),
               "u8": (0, 255), "i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 40, 2 ** 40)}
+    f = np.array([-70000.5, -40000.0, -1.5, 0.0, 0.75, 1.99, 40000.25, 70000.0, 5e9, np.nan], np.float32)
     for dt in ("i16", "u16", "u32"):
         lo, hi = ranges[dt]
-        for op in ("add", "sub", "mul", "div", "maximum", "minimum", "fmod"):
-            a = rand(dt, (3, 4), lo, hi)
-            bb = rand(dt, (4,), lo, hi)
-            if op in ("div", "fmod"):
-                bb[1] = 0
-            case("%s_%s" % (op, dt), [("a", dt, a), ("b", dt, bb)], [("y", dt, to_dtype(binary_ref_int(op, a, bb), dt))],
-                 "y = %s(a, b)" % op)
-        for op, ref in (("less", np.less), ("equal", np.equal)):
-            a, bb = rand(dt, (2, 3), lo, hi), rand(dt, (3,), lo, hi)
-            case("%s_%s" % (op, dt), [("a", dt, a), ("b", dt, bb)], [("y", "bool", ref(a, bb))], "y = %s(a, b)" % op)
+        a, bb = rand(dt, (3, 4), lo, hi), rand(dt, (4,), lo, hi)
+        bb[1] = 0  # div and fmod by zero
+        ops = ("add", "sub", "mul", "div", "maximum", "minimum", "fmod")
+        outs = [("y_" + op, dt, to_dtype(binary_ref_int(op, a, bb), dt)) for op in ops]
+        outs += [("y_less", "bool", np.less(a, bb)), ("y_equal", "bool", np.equal(a, bb))]
+        case("arith_%s" % dt, [("a", dt, a), ("b", dt, bb)], outs,
+             "\n".join("%s = %s(a, b)" % (o[0], o[0][2:]) for o in outs))
+        # Floats truncate and saturate (NaN -> 0); wider integers wrap.
+        wide, x = rand("i64", (7,), -2 ** 40, 2 ** 40), rand(dt, (7,), lo, hi)
+        case("casts_%s" % dt, [("f", "f32", f), ("w", "i64", wide), ("x", dt, x)],
+             [("from_f32", dt, np.clip(np.nan_to_num(np.trunc(f64(f)), nan=0.0), lo, hi).astype(NP[dt])),
+              ("from_i64", dt, to_dtype(wide, dt)), ("to_f32", "f32", x.astype(np.float32)),
+              ("to_i64", "i64", x.astype(np.int64))],
+             "from_f32 = cast(f, to=%s)\nfrom_i64 = cast(w, to=%s)\nto_f32 = cast(x, to=f32)\nto_i64 = cast(x, to=i64)"
+             % (dt, dt))
+        xr = rand(dt, (3, 5), lo, hi)
+        case("reduce_%s" % dt, [("x", dt, xr)],
+             [("mx", dt, xr.max(axis=1)), ("sm", dt, to_dtype(xr.astype(np.int64).sum(axis=1), dt))],
+             "mx = reduce_max(x, axes=[1])\nsm = reduce_sum(x, axes=[1])")
     for dt in INTS:
         lo, hi = ranges[dt]
         bits = 8 * np.dtype(NP[dt]).itemsize
-        a = rand(dt, (3, 4), lo, hi)
-        bb = rand(dt, (4,), lo, hi)
-        for op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-            case("%s_%s" % (op, dt), [("a", dt, a), ("b", dt, bb)], [("y", dt, to_dtype(binary_ref_int(op, a, bb), dt))],
-                 "y = %s(a, b)" % op)
-        case("bitwise_not_%s" % dt, [("x", dt, a)], [("y", dt, to_dtype(~a.astype(np.int64), dt))], "y = bitwise_not(x)")
         # Shift amounts from -2 to past the width, against negative values where the dtype has them.
-        amounts = np.array([-2, 0, 1, bits - 1, bits, bits + 3], NP[dt] if dt[0] == "i" else np.int64)
-        amounts = amounts[amounts >= 0].astype(NP[dt]) if dt[0] == "u" else amounts.astype(NP[dt])
-        x = rand(dt, (2, amounts.size), lo, hi)
-        for op in ("shift_left", "shift_right"):
-            case("%s_%s" % (op, dt), [("a", dt, x), ("b", dt, amounts)],
-                 [("y", dt, to_dtype(shift_ref(op, x, amounts, bits), dt))], "y = %s(a, b)" % op)
-    f = np.array([-70000.5, -40000.0, -1.5, 0.0, 0.75, 1.99, 40000.25, 70000.0, 5e9, np.nan], np.float32)
-    for dt in ("i16", "u16", "u32"):
-        lo, hi = ranges[dt]  # floats truncate and saturate; NaN -> 0
-        ref = np.clip(np.nan_to_num(np.trunc(f64(f)), nan=0.0), lo, hi).astype(NP[dt])
-        case("cast_f32_to_%s" % dt, [("x", "f32", f)], [("y", dt, ref)], "y = cast(x, to=%s)" % dt)
-        wide = rand("i64", (7,), -2 ** 40, 2 ** 40)
-        case("cast_i64_to_%s" % dt, [("x", "i64", wide)], [("y", dt, to_dtype(wide, dt))], "y = cast(x, to=%s)" % dt)
-        x = rand(dt, (7,), lo, hi)
-        case("cast_%s_to_f32" % dt, [("x", dt, x)], [("y", "f32", x.astype(np.float32))], "y = cast(x, to=f32)")
-        case("cast_%s_to_i64" % dt, [("x", dt, x)], [("y", "i64", x.astype(np.int64))], "y = cast(x, to=i64)")
-        xr = rand(dt, (3, 5), lo, hi)
-        case("reduce_max_%s" % dt, [("x", dt, xr)], [("y", dt, xr.max(axis=1))], "y = reduce_max(x, axes=[1])")
-        case("reduce_sum_%s" % dt, [("x", dt, xr)], [("y", dt, to_dtype(xr.astype(np.int64).sum(axis=1), dt))],
-             "y = reduce_sum(x, axes=[1])")
+        amounts = np.array([-2, 0, 1, bits - 1, bits, bits + 3], np.int64)
+        amounts = (amounts[amounts >= 0] if dt[0] == "u" else amounts).astype(NP[dt])
+        x, y = rand(dt, (2, amounts.size), lo, hi), rand(dt, (amounts.size,), lo, hi)
+        outs = [("y_" + op, dt, to_dtype(binary_ref_int("bitwise_" + op, x, y), dt)) for op in ("and", "or", "xor")]
+        outs += [("y_not", dt, to_dtype(~x.astype(np.int64), dt))]
+        outs += [("y_" + op, dt, to_dtype(shift_ref(op, x, amounts, bits), dt)) for op in ("shift_left", "shift_right")]
+        case("bitwise_%s" % dt, [("x", dt, x), ("y", dt, y), ("s", dt, amounts)], outs,
+             "y_and = bitwise_and(x, y)\ny_or = bitwise_or(x, y)\ny_xor = bitwise_xor(x, y)\ny_not = bitwise_not(x)\n"
+             "y_shift_left = shift_left(x, s)\ny_shift_right = shift_right(x, s)")
     a, bb = rand("f64", (3, 4), -3, 3), rand("f64", (4,), 0.5, 2)
-    for op, ref in (("add", np.add), ("mul", np.multiply), ("div", np.divide)):
-        case("%s_f64" % op, [("a", "f64", a), ("b", "f64", bb)], [("y", "f64", ref(a, bb))], "y = %s(a, b)" % op)
-    unary_case("exp_f64", "f64", rand("f64", (7,), -3, 3), "exp(x)", np.exp)
-    case("reduce_sum_f64", [("x", "f64", a)], [("y", "f64", a.sum(axis=1))], "y = reduce_sum(x, axes=[1])")
+    case("arith_f64", [("a", "f64", a), ("b", "f64", bb)],
+         [("y_add", "f64", a + bb), ("y_mul", "f64", a * bb), ("y_div", "f64", a / bb), ("y_exp", "f64", np.exp(a))],
+         "y_add = add(a, b)\ny_mul = mul(a, b)\ny_div = div(a, b)\ny_exp = exp(a)")
     m = rand("f64", (4, 2))
-    case("matmul_f64", [("a", "f64", a), ("b", "f64", m)], [("y", "f64", a @ m)], "y = matmul(a, b)")
+    case("matmul_reduce_f64", [("a", "f64", a), ("b", "f64", m)], [("y", "f64", a @ m), ("s", "f64", a.sum(axis=1))],
+         "y = matmul(a, b)\ns = reduce_sum(a, axes=[1])")
     x = rand("f32", (6,), -100, 100)
-    case("cast_f32_to_f64", [("x", "f32", x)], [("y", "f64", f64(x))], "y = cast(x, to=f64)")
-    case("cast_f64_to_i32", [("x", "f64", f64(x))], [("y", "i32", np.trunc(f64(x)).astype(np.int32))],
-         "y = cast(x, to=i32)")
+    case("casts_f64", [("x", "f32", x)], [("wide", "f64", f64(x)), ("back", "i32", np.trunc(f64(x)).astype(np.int32))],
+         "wide = cast(x, to=f64)\nback = cast(wide, to=i32)")
 
 
 def gen_binary():
