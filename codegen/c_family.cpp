@@ -432,10 +432,13 @@ std::string opencl_storage_type(DType d) {
 
 Result<RenderedKernel> Emitter::render() {
   // Does anything need 64-bit integers (i64 and u32 values, argmax results)? 8-bit floats?
+  // Does a buffer hold f64 (Vulkan's shaderFloat64, OpenCL's cl_khr_fp64)?
   auto is_64 = [](DType d) { return num_of(d) == Num::kL; };
+  bool holds_f64 = false;
   for (const ModelBuffer& b : m_.buffers) {
     uses_i64_ = uses_i64_ || is_64(b.dtype);
     uses_float8_ = uses_float8_ || ir::is_float8(b.dtype);
+    holds_f64 = holds_f64 || b.dtype == DType::kF64;
   }
   for (NodeId n : m_.kernel->nodes) {
     uses_i64_ = uses_i64_ || is_64(m_.node(n).type.dtype);
@@ -490,8 +493,7 @@ Result<RenderedKernel> Emitter::render() {
       exts.insert("GL_EXT_shader_explicit_arithmetic_types_int64");
       features_.insert("shader_int64");
     }
-    for (const ModelBuffer& b : m_.buffers)
-      if (b.dtype == DType::kF64) features_.insert("shader_float64");  // double is core GLSL 4.00
+    if (holds_f64) features_.insert("shader_float64");  // double is core GLSL 4.00
     src = "#version 450\n" + header;
     for (const std::string& e : exts) src += "#extension " + e + " : require\n";
     src += "layout(local_size_x = " + std::to_string(wg) + ") in;\n";
@@ -543,13 +545,8 @@ Result<RenderedKernel> Emitter::render() {
       params += std::string(params.empty() ? "" : ", ") + "long long " + sanitize_identifier(s);
     src += params + ") {\n" + shared_decls_ + body_ + "}\n";
   } else {
-    src = header;
-    for (const ModelBuffer& b : m_.buffers) {
-      if (b.dtype != DType::kF64) continue;
-      src += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
-      break;
-    }
-    src += prelude(d_, uses_i64_, uses_float8_);
+    src = header + (holds_f64 ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "") +
+          prelude(d_, uses_i64_, uses_float8_);
     src += "__kernel __attribute__((reqd_work_group_size(" + std::to_string(wg) + ", 1, 1))) void " +
            m_.entry_point + "(";
     std::string params;
