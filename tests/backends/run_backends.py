@@ -58,8 +58,9 @@ def build_targets(kilnc):
 
 def interp_cases(work, everything):
     """(name, graph path, [("--input", "NAME=FILE.npy")]) per generated op case. Unless
-    `everything`, keeps the first two cases of each op plus every symbolic-shape case, which
-    covers every op on both devices in a few minutes on 2 cores (KILN_BACKENDS_ALL=1: all)."""
+    `everything`, keeps the first two cases of each op plus every symbolic-shape case and every
+    case of several ops (gen_added_dtypes groups one dtype's ops in one case), which covers every
+    op and dtype on both devices in a few minutes on 2 cores (KILN_BACKENDS_ALL=1: all)."""
     out_dir = os.path.join(work, "cases")
     rc, log = run(["/usr/bin/python3", os.path.join(SOURCE_DIR, "tests/interp/gen_cases.py"), out_dir])
     if rc != 0:
@@ -75,10 +76,10 @@ def interp_cases(work, everything):
                     inputs.append(("--input", "%s=%s" % (fn[:-4], os.path.join(d, fn))))
             graph = os.path.join(d, "model.graph")
             with open(graph) as g:
-                m = re.search(r"=\s*([a-z_0-9]+)\(", g.read())
-            op = m.group(1) if m else name
+                ops = re.findall(r"=\s*([a-z_0-9]+)\(", g.read())
+            op = ops[0] if ops else name
             per_op[op] = per_op.get(op, 0) + 1
-            if everything or per_op[op] <= 2 or "sym" in name:
+            if everything or per_op[op] <= 2 or "sym" in name or len(ops) > 1:
                 cases.append((name, graph, inputs, []))
     return cases
 
