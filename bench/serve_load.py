@@ -85,7 +85,8 @@ def write_bert_onnx(path, layers, seq):
     import onnx
     import make_compile_models as mcm
     # batch -1: the generator's Reshape targets become [-1, T, H, hd] and [-1, T, D].
-    mcm.BERT.update(layers=layers, seq=seq, batch=-1)
+    mcm.BERT.update(layers=layers, seq=seq)
+    mcm.BATCH = -1
     model, weight_bytes = mcm.make_bert_encoder()
     for value in list(model.graph.input) + list(model.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"  # replaces the -1 dim_value

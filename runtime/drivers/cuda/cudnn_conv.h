@@ -3,8 +3,8 @@
 // chosen once when the stream prepares a run; one workspace per stream, grown to the largest
 // plan's need.
 //
-// The algorithm: cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7), remembered per
-// device, cuDNN version and convolution shape: in the process, and in
+// The algorithm: cuDNN's heuristics (cudnnGetConvolutionForwardAlgorithm_v7), remembered with its
+// workspace size per device, cuDNN version and convolution shape: in the process, and in
 // <kiln_cache_dir()>/cudnn-algorithms.txt (support/cache_dir.h) for the next process, so a load
 // after the first asks cuDNN nothing. (Timing the candidates with
 // cudnnFindConvolutionForwardAlgorithmEx was tried: it times the bare convolution, and its
