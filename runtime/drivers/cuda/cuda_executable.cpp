@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 #include "runtime/drivers/cuda/cublaslt_api.h"
 #include "runtime/drivers/cuda/cudnn_api.h"
@@ -35,7 +36,9 @@ CudaProgram::CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::Loa
     : device_(device), artifact_(std::move(artifact)), serial_(next_program_serial++) {}
 
 CudaProgram::~CudaProgram() {
+  if (vendor_libraries_.valid()) vendor_libraries_.wait();  // it may still be making the cuDNN handle
   ScopedContext current(device_.api(), device_.context());
+  if (cudnnHandle_t unused = take_cudnn_handle()) (*cudnn_api())->cudnnDestroy(unused);
   constant_block_.reset();
   for (auto& [id, loaded] : modules_)
     if (loaded.module) device_.api().cuModuleUnload(loaded.module);
@@ -79,9 +82,10 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
   }
   if (gemm || conv) {
     try {
-      program->vendor_libraries_ = std::async(std::launch::async, [gemm, conv] {
+      CudaProgram* loading = program.get();  // outlives the task: its destructor waits for it
+      program->vendor_libraries_ = std::async(std::launch::async, [gemm, conv, loading] {
         if (gemm) (void)cublaslt_api();
-        if (conv) (void)cudnn_api();
+        if (conv) loading->make_cudnn_handle();
       });
     } catch (const std::system_error&) {
       // No thread to spare: the first run loads the libraries itself.
@@ -93,6 +97,23 @@ Result<std::shared_ptr<CudaProgram>> CudaProgram::load(CudaDevice& device,
   KILN_RETURN_IF_ERROR(program->load_functions());
   KILN_RETURN_IF_ERROR(program->upload_constants());
   return program;
+}
+
+void CudaProgram::make_cudnn_handle() {
+  Result<const CudnnApi*> dnn = cudnn_api();
+  if (!dnn.is_ok()) return;  // the stream says why when it plans a convolution
+  ScopedContext current(device_.api(), device_.context());
+  cudnnHandle_t handle = nullptr;
+  if (!current.status().is_ok() || (*dnn)->cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) return;
+  std::lock_guard<std::mutex> lock(spare_cudnn_mutex_);
+  spare_cudnn_ = handle;
+}
+
+cudnnHandle_t CudaProgram::take_cudnn_handle() const {
+  std::shared_future<void> libraries = vendor_libraries_;  // a copy per caller, as shared_future wants
+  if (libraries.valid()) libraries.wait();
+  std::lock_guard<std::mutex> lock(spare_cudnn_mutex_);
+  return std::exchange(spare_cudnn_, nullptr);
 }
 
 Status CudaProgram::load_modules() {

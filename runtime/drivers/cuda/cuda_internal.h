@@ -20,6 +20,8 @@
 #include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/hal/device.h"
 
+struct cudnnContext;  // cudnn_api.h: cudnnHandle_t
+
 namespace kiln::runtime::cuda {
 
 // What the driver learns about one CUDA device when it enumerates them. Immutable.
@@ -191,11 +193,16 @@ class CudaProgram {
   // The device pointer of a constant value, or 0.
   CUdeviceptr constant(ir::NodeId value) const;
   uint64_t serial() const { return serial_; }  // unique per process; streams key prepared work by it
+  // A cuDNN handle made while the program loaded, for the first stream that runs one of its
+  // convolutions (the caller owns it then: cudnnDestroy), or nullptr (no convolutions, no cuDNN,
+  // or already taken). Waits for the library thread. Thread-safe.
+  cudnnContext* take_cudnn_handle() const;
 
  private:
   CudaProgram(CudaDevice& device, std::shared_ptr<const artifact::LoadedArtifact> artifact);
   Status load_modules();
   Status load_module(uint32_t id, LoadedModule& loaded);
+  void make_cudnn_handle();  // on the library thread
   Status load_functions();
   // Looks up `entry` in the module of `binary` and sizes its grid for `block` threads.
   Status load_function(const artifact::KernelBinary& binary, const std::string& entry, uint32_t block,
@@ -213,7 +220,11 @@ class CudaProgram {
   // cuBLASLt's and cuDNN's libraries (hundreds of MB) loading on another thread while the
   // modules load and the constants upload, when a kernel may run through them; the first run
   // waits for them there.
-  std::future<void> vendor_libraries_;
+  // With convolutions it also makes a cuDNN handle: cudnnCreate takes 1.4-2 ms even with the
+  // library loaded, which the first run would otherwise spend (MobileNetV2's first run 5-7 ms).
+  std::shared_future<void> vendor_libraries_;
+  mutable std::mutex spare_cudnn_mutex_;
+  mutable cudnnContext* spare_cudnn_ = nullptr;  // guarded by spare_cudnn_mutex_
   uint64_t serial_;
 };
 

@@ -469,7 +469,7 @@ Status CudaStream::prepare(const CudaProgram& program, const hal::ExecuteArgs& a
     if (binary.conv) {
       const artifact::ConvCall& call = *binary.conv;
       KILN_ASSIGN_OR_RETURN(int64_t batch, call.batch.evaluate(bindings));
-      if (!convs_) convs_ = std::make_unique<CudnnConvs>(device_, stream_);
+      if (!convs_) convs_ = std::make_unique<CudnnConvs>(device_, stream_, program.take_cudnn_handle());
       ConvOperands operands;
       KILN_ASSIGN_OR_RETURN(operands.x, arg_pointer(call.x_arg, "input"));
       KILN_ASSIGN_OR_RETURN(operands.w, arg_pointer(call.w_arg, "filter"));

@@ -149,10 +149,14 @@ const char* algorithm_label(int algo) {
 
 }  // namespace
 
-CudnnConvs::CudnnConvs(CudaDevice& device, CUstream stream) : device_(device), stream_(stream) {}
+CudnnConvs::CudnnConvs(CudaDevice& device, CUstream stream, cudnnHandle_t handle)
+    : device_(device), stream_(stream), handle_(handle) {}
 
 CudnnConvs::~CudnnConvs() {
-  if (!dnn_) return;
+  if (!dnn_) {
+    if (handle_) (*cudnn_api())->cudnnDestroy(handle_);  // made ahead, never used
+    return;
+  }
   for (auto& [key, plan] : plans_) {
     for (cudnnTensorDescriptor_t t : {plan->x, plan->y, plan->bias})
       if (t) dnn_->cudnnDestroyTensorDescriptor(t);
@@ -278,7 +282,7 @@ Result<const CudnnConvPlan*> CudnnConvs::plan(uint32_t kernel, const artifact::C
     if (!loaded.is_ok()) {
       why_not_ = loaded.status().message();
     } else {
-      cudnnStatus_t s = (*loaded)->cudnnCreate(&handle_);
+      cudnnStatus_t s = handle_ ? CUDNN_STATUS_SUCCESS : (*loaded)->cudnnCreate(&handle_);
       if (s == CUDNN_STATUS_SUCCESS) s = (*loaded)->cudnnSetStream(handle_, stream_);
       if (s != CUDNN_STATUS_SUCCESS) {
         if (handle_) (*loaded)->cudnnDestroy(handle_);

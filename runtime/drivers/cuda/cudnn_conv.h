@@ -39,7 +39,9 @@ struct ConvOperands {
 
 class CudnnConvs {
  public:
-  CudnnConvs(CudaDevice& device, CUstream stream);
+  // `handle`: a cuDNN handle made ahead (CudaProgram::take_cudnn_handle), owned from here on; or
+  // nullptr, and the first plan() makes one.
+  CudnnConvs(CudaDevice& device, CUstream stream, cudnnHandle_t handle = nullptr);
   ~CudnnConvs();
   CudnnConvs(const CudnnConvs&) = delete;
   CudnnConvs& operator=(const CudnnConvs&) = delete;
