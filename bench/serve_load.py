@@ -101,11 +101,11 @@ def kilnc_target(device):
     if not device:
         return None
     kind = device.split(":")[0]
-    if kind in ("cuda", "vulkan", "opencl"):
+    if kind in ("cuda", "vulkan", "opencl", "cpu"):
         return kind
     if kind == "reference":
         return None  # the reference interpreter runs any artifact
-    sys.exit("serve_load: unknown device '%s' (cuda:N, vulkan:N, opencl:N or reference)" % device)
+    sys.exit("serve_load: unknown device '%s' (cuda:N, vulkan:N, opencl:N, cpu:N or reference)" % device)
 
 
 def build_artifact(args, work):

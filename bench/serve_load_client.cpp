@@ -36,6 +36,7 @@
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 
+#include "serve/grpc_process.h"
 #include "serve/proto/grpc_service.grpc.pb.h"
 
 namespace {
@@ -223,6 +224,7 @@ nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : 
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::serve::configure_grpc_process();
   CLI::App app{"kiln-serve-load: closed-loop gRPC load generator for kiln-serve (KServe v2 / Triton protocol)"};
   std::string url = "127.0.0.1:8001", model, version, json_path;
   std::vector<std::string> input_texts;

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "serve/grpc_frontend.h"
+#include "serve/grpc_process.h"
 #include "serve/http_frontend.h"
 #include "serve/log.h"
 #include "serve/server.h"
@@ -120,6 +121,7 @@ int serve(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::serve::configure_grpc_process();
   return kiln::tools::run_guarded("kiln-serve", [&] {
     Options options;
     CLI::App app{"kiln-serve: serves Kiln artifacts over the KServe v2 inference protocol (HTTP, gRPC)"};
