@@ -68,17 +68,19 @@ Metrics::ModelSeries& Metrics::model_series(const std::string& model, const std:
   return it->second;
 }
 
-void Metrics::request_done(const std::string& model, const std::string& version, bool success,
-                           std::string_view failure_reason, double request_seconds, double queue_seconds) {
+void Metrics::requests_done(const std::string& model, const std::string& version,
+                            std::span<const RequestOutcome> outcomes) {
   std::lock_guard lock(mutex_);
   ModelSeries& series = model_series(model, version);
-  if (success) {
-    ++series.success;
-  } else {
-    ++series.failures[std::string(failure_reason)];
+  for (const RequestOutcome& outcome : outcomes) {
+    if (outcome.success) {
+      ++series.success;
+    } else {
+      ++series.failures[std::string(outcome.failure_reason)];
+    }
+    series.request_seconds.observe(outcome.request_seconds);
+    series.queue_seconds.observe(outcome.queue_seconds);
   }
-  series.request_seconds.observe(request_seconds);
-  series.queue_seconds.observe(queue_seconds);
 }
 
 void Metrics::batch_executed(const std::string& model, const std::string& version, const std::string& device,

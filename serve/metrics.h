@@ -16,18 +16,28 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kiln::serve {
 
+// A finished request: `success` or not, with its durations in seconds (queue and compute are 0
+// for a request refused before it was queued).
+struct RequestOutcome {
+  bool success = true;
+  std::string_view failure_reason;
+  double request_seconds = 0, queue_seconds = 0;
+};
+
 class Metrics {
  public:
-  // A finished request: `success` or not, with its durations in seconds (queue and compute are
-  // 0 for a request refused before it was queued).
-  void request_done(const std::string& model, const std::string& version, bool success,
-                    std::string_view failure_reason, double request_seconds, double queue_seconds);
+  void request_done(const std::string& model, const std::string& version, const RequestOutcome& outcome) {
+    requests_done(model, version, std::span(&outcome, 1));
+  }
+  // A batch's requests at once: one lock for all of them, as a model's worker finishes a batch.
+  void requests_done(const std::string& model, const std::string& version, std::span<const RequestOutcome> outcomes);
   // One executed batch of `rows` rows (the sum of its requests' batch sizes) on `device`.
   void batch_executed(const std::string& model, const std::string& version, const std::string& device,
                       int64_t rows, double compute_seconds);

@@ -92,8 +92,13 @@ struct Model::State {
   uint32_t max_queue_size = 0;                 // 0: unlimited
 
   std::mutex mutex;  // guards everything below
-  std::condition_variable changed;
+  // Idle workers wait on `work_ready` for a batch to form; the one worker gathering a batch waits
+  // on `batch_grew` for more rows. Two of them, and a threshold, so that an arriving request wakes
+  // no one it need not: under load a wake-up per request was as many context switches as requests.
+  std::condition_variable work_ready, batch_grew;
   std::deque<Pending> queue;
+  int64_t queued_rows = 0;      // the rows of the requests in `queue` (with batching)
+  int64_t wake_forming_at = 0;  // queued_rows at which the forming worker looks again; 0: any arrival
   uint32_t pending = 0;  // queued or being gathered into a batch, not yet executing
   bool forming = false;  // a worker is gathering a batch (one at a time, so batches fill up)
   bool draining = false;
@@ -103,7 +108,9 @@ struct Model::State {
   void worker_loop(Instance& instance);
   std::vector<Pending> take_batch(std::unique_lock<std::mutex>& lock);
   void execute(Instance& instance, std::vector<Pending>& batch);
-  void finish(Pending& p, Result<InferResponse> result, Clock::time_point started);
+  void fail_all(std::vector<Pending>& batch, const Status& status, Clock::time_point started);
+  // The batch's requests into the metrics, as finishing now (one lock for the batch).
+  void record_done(const std::vector<Pending>& batch, const Status& status, Clock::time_point started);
 };
 
 // Everything a request must satisfy, checked before it is queued: a request that would fail
@@ -187,13 +194,19 @@ Status Model::State::validate(const InferRequest& request, Pending& pending) con
   return Status::ok();
 }
 
-void Model::State::finish(Pending& p, Result<InferResponse> result, Clock::time_point started) {
-  Clock::time_point now = Clock::now();
-  bool ok = result.is_ok();
-  std::string reason = ok ? "" : error_code_name(result.status().code());
-  metrics->request_done(name, version_string, ok, reason, seconds_between(p.arrival, now),
-                        seconds_between(p.arrival, started));
-  p.done(std::move(result));
+void Model::State::record_done(const std::vector<Pending>& batch, const Status& status, Clock::time_point started) {
+  const Clock::time_point now = Clock::now();
+  const std::string reason = status.is_ok() ? "" : std::string(error_code_name(status.code()));
+  std::vector<RequestOutcome> outcomes;
+  outcomes.reserve(batch.size());
+  for (const Pending& p : batch)
+    outcomes.push_back({status.is_ok(), reason, seconds_between(p.arrival, now), seconds_between(p.arrival, started)});
+  metrics->requests_done(name, version_string, outcomes);
+}
+
+void Model::State::fail_all(std::vector<Pending>& batch, const Status& status, Clock::time_point started) {
+  record_done(batch, status, started);
+  for (Pending& p : batch) p.done(status);
 }
 
 // Takes the next batch off the queue. Called with the lock held by the one worker forming a
@@ -203,6 +216,7 @@ std::vector<Pending> Model::State::take_batch(std::unique_lock<std::mutex>& lock
   std::vector<Pending> batch;
   batch.push_back(std::move(queue.front()));
   queue.pop_front();
+  queued_rows -= batch[0].rows;
   if (!dynamic_batching) return batch;
   int64_t rows = batch[0].rows;
   const std::string key = batch[0].group_key;
@@ -212,6 +226,7 @@ std::vector<Pending> Model::State::take_batch(std::unique_lock<std::mutex>& lock
     for (auto it = queue.begin(); it != queue.end() && rows < max_batch_size;) {
       if (it->group_key == key && rows + it->rows <= max_batch_size) {
         rows += it->rows;
+        queued_rows -= it->rows;
         batch.push_back(std::move(*it));
         it = queue.erase(it);
       } else {
@@ -223,7 +238,9 @@ std::vector<Pending> Model::State::take_batch(std::unique_lock<std::mutex>& lock
     bool preferred = std::binary_search(preferred_batch_sizes.begin(), preferred_batch_sizes.end(), rows);
     bool more = std::any_of(queue.begin(), queue.end(), [&](const Pending& p) { return p.group_key == key; });
     if (preferred && !more) break;
-    changed.wait_until(lock, deadline);
+    // Woken when enough rows to fill the batch may have come (with preferred sizes: at any arrival).
+    wake_forming_at = preferred_batch_sizes.empty() ? queued_rows + (enough - rows) : 0;
+    batch_grew.wait_until(lock, deadline);
   }
   return batch;
 }
@@ -231,14 +248,17 @@ std::vector<Pending> Model::State::take_batch(std::unique_lock<std::mutex>& lock
 void Model::State::worker_loop(Instance& instance) {
   std::unique_lock lock(mutex);
   while (true) {
-    changed.wait(lock, [&] { return (!forming && !queue.empty()) || (draining && queue.empty()); });
-    if (queue.empty()) return;  // draining, and nothing is left
+    work_ready.wait(lock, [&] { return (!forming && !queue.empty()) || (draining && queue.empty()); });
+    if (queue.empty()) {  // draining, and nothing is left
+      work_ready.notify_all();  // so do the other workers
+      return;
+    }
     forming = true;
     std::vector<Pending> batch = take_batch(lock);
     forming = false;
     pending -= static_cast<uint32_t>(batch.size());
     metrics->pending_changed(name, version_string, -static_cast<int64_t>(batch.size()));
-    changed.notify_all();  // another worker may form the next batch meanwhile
+    if (!queue.empty() || draining) work_ready.notify_one();  // another worker may form the next batch meanwhile
     lock.unlock();
     execute(instance, batch);
     lock.lock();
@@ -262,9 +282,7 @@ size_t row_bytes_of(const std::vector<int64_t>& shape, DataType type) {
 // the outputs back by rows.
 void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
   const Clock::time_point started = Clock::now();
-  auto fail_all = [&](const Status& status) {
-    for (Pending& p : batch) finish(p, status, started);
-  };
+  auto fail = [&](const Status& status) { fail_all(batch, status, started); };
   int64_t total_rows = 0;
   for (const Pending& p : batch) total_rows += p.rows;
   const int64_t padded_rows = dynamic_batching ? batch_rows_bucket(total_rows, max_batch_size) : total_rows;
@@ -276,8 +294,8 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
       auto it = instance.bucket_sessions.find(padded_rows);
       if (it == instance.bucket_sessions.end()) {
         auto created = rt::Session::create(artifact, instance.device);
-        if (!created.ok()) return fail_all(from_runtime(created.status(), "a session for " +
-                                                                          std::to_string(padded_rows) + " rows"));
+        if (!created.ok()) return fail(from_runtime(created.status(), "a session for " +
+                                                                      std::to_string(padded_rows) + " rows"));
         it = instance.bucket_sessions.emplace(padded_rows, std::move(created.value())).first;
       }
       session = &it->second;
@@ -297,14 +315,15 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
     } else {
       std::vector<int64_t> shape = first.shape;
       shape[0] = padded_rows;
-      merged.clear();
-      for (const Pending& p : batch) merged += find_input(p).data;
       const size_t row_bytes = row_bytes_of(first.shape, datatype_from_kiln(info.dtype));
+      merged.clear();
+      merged.reserve(static_cast<size_t>(padded_rows) * row_bytes);
+      for (const Pending& p : batch) merged += find_input(p).data;
       const std::string last_row = merged.substr(merged.size() - row_bytes);
       for (int64_t r = total_rows; r < padded_rows; ++r) merged += last_row;
       set = session->set_input(info.name, info.dtype, shape, merged.data(), merged.size());
     }
-    if (!set.ok()) return fail_all(from_runtime(set, "input '" + info.name + "'"));
+    if (!set.ok()) return fail(from_runtime(set, "input '" + info.name + "'"));
   }
   rt::Status ran = session->run();
   const double compute_seconds = seconds_between(started, Clock::now());
@@ -312,7 +331,7 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
   if (!ran.ok()) {
     log_error("inference failed", {{"model", name}, {"version", version_string}, {"device", instance.device},
                                    {"error", ran.to_string()}});
-    return fail_all(from_runtime(ran, "model '" + name + "' on " + instance.device));
+    return fail(from_runtime(ran, "model '" + name + "' on " + instance.device));
   }
 
   struct OutputView {
@@ -328,12 +347,13 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
     size_t bytes = 0;
     rt::Status got(kiln_session_get_output(session->get(), info.name.c_str(), &data, &bytes));
     if (!shape.ok() || !got.ok())
-      return fail_all(from_runtime(shape.ok() ? got : shape.status(), "output '" + info.name + "'"));
+      return fail(from_runtime(shape.ok() ? got : shape.status(), "output '" + info.name + "'"));
     if (max_batch_size > 0 && (shape.value().empty() || shape.value()[0] != padded_rows))
-      return fail_all(internal_error("output '" + info.name + "' has shape " + shape_string(shape.value()) +
+      return fail(internal_error("output '" + info.name + "' has shape " + shape_string(shape.value()) +
                                      ", not the batch's " + std::to_string(padded_rows) + " rows"));
     views.push_back({&info, shape.value(), static_cast<const char*>(data), bytes});
   }
+  record_done(batch, Status::ok(), started);
   int64_t row = 0;
   for (Pending& p : batch) {
     InferResponse response;
@@ -362,7 +382,7 @@ void Model::State::execute(Instance& instance, std::vector<Pending>& batch) {
           if (view.info->name == wanted) add_output(view);
     }
     row += p.rows;
-    finish(p, std::move(response), started);
+    p.done(std::move(response));
   }
 }
 
@@ -611,7 +631,7 @@ void Model::infer(InferRequest request, InferCallback done) {
   Pending p;
   p.arrival = Clock::now();
   if (Status valid = s.validate(request, p); !valid.is_ok()) {
-    s.metrics->request_done(s.name, s.version_string, false, error_code_name(valid.code()), 0, 0);
+    s.metrics->request_done(s.name, s.version_string, {false, error_code_name(valid.code())});
     done(Status(valid.code(), "model '" + s.name + "' version " + s.version_string + ": " + valid.message()));
     return;
   }
@@ -626,15 +646,19 @@ void Model::infer(InferRequest request, InferCallback done) {
                                                   std::to_string(s.max_queue_size) + " requests)");
   if (!refused.is_ok()) {
     lock.unlock();
-    s.metrics->request_done(s.name, s.version_string, false, error_code_name(refused.code()), 0, 0);
+    s.metrics->request_done(s.name, s.version_string, {false, error_code_name(refused.code())});
     p.done(std::move(refused));
     return;
   }
   ++s.pending;
+  s.queued_rows += p.rows;
   s.queue.push_back(std::move(p));
+  const bool wake_idle = !s.forming;
+  const bool wake_forming = s.forming && (s.wake_forming_at == 0 || s.queued_rows >= s.wake_forming_at);
   lock.unlock();
   s.metrics->pending_changed(s.name, s.version_string, 1);
-  s.changed.notify_all();
+  if (wake_idle) s.work_ready.notify_one();
+  if (wake_forming) s.batch_grew.notify_one();
 }
 
 void Model::drain() {
@@ -643,7 +667,8 @@ void Model::drain() {
     std::lock_guard lock(s.mutex);
     s.draining = true;
   }
-  s.changed.notify_all();
+  s.work_ready.notify_all();
+  s.batch_grew.notify_all();
   for (auto& instance : s.instances)
     if (instance->worker.joinable()) instance->worker.join();
 }
