@@ -4,22 +4,22 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "ir/names.h"
 
 namespace kiln::frontend {
 namespace {
 
-bool is_ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+using ir::is_identifier_char;
+using ir::is_identifier_start;
+
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c) || c == '.'; }
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
 
 // True for bytes that can begin a token (or whitespace/comment), i.e. that end a run of
 // invalid characters.
 bool starts_something(std::string_view text, size_t pos) {
   char c = text[pos];
-  if (is_space(c) || is_ident_start(c) || is_digit(c)) return true;
+  if (is_space(c) || is_identifier_start(c) || is_digit(c)) return true;
   switch (c) {
     case '#': case '"': case '(': case ')': case '[': case ']': case '{': case '}':
     case ',': case ':': case '=': case '-':
@@ -134,8 +134,8 @@ Token Lexer::next() {
   if (pos_ >= text_.size()) return make(TokenKind::kEnd, start, line, column);
 
   char c = text_[pos_];
-  if (is_ident_start(c)) {
-    while (pos_ < text_.size() && is_ident_char(text_[pos_])) ++pos_;
+  if (is_identifier_start(c)) {
+    while (pos_ < text_.size() && is_identifier_char(text_[pos_])) ++pos_;
     if (pos_ - start > ir::kMaxNameLength) {
       Token t = make(TokenKind::kError, start, line, column);
       t.error = "name too long";
@@ -192,8 +192,8 @@ Token Lexer::lex_number(size_t start, int line, int column) {
     }
   }
   // "12abc" or "1.5.2" is one malformed token, not a number followed by an identifier.
-  if (pos_ < text_.size() && is_ident_char(text_[pos_])) {
-    while (pos_ < text_.size() && is_ident_char(text_[pos_])) ++pos_;
+  if (pos_ < text_.size() && is_identifier_char(text_[pos_])) {
+    while (pos_ < text_.size() && is_identifier_char(text_[pos_])) ++pos_;
     Token t = make(TokenKind::kError, start, line, column);
     t.error = "malformed number";
     return t;

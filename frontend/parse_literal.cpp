@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "frontend/parser_internal.h"
+#include "ir/names.h"
 #include "support/half.h"
 
 namespace kiln::frontend::detail {
@@ -76,7 +77,7 @@ bool Parser::parse_size_product(ir::Dim& acc) {
       std::optional<int64_t> v = parse_signed_int(f, false);
       if (!v) return false;
       factor = ir::Dim::of(*v);
-    } else if (f.kind == TokenKind::kIdent && !is_keyword(f.text)) {
+    } else if (f.kind == TokenKind::kIdent && !ir::is_graph_keyword(f.text)) {
       factor = ir::Dim::symbol(std::string(f.text));
     } else {
       error_expected("a size factor (an integer or a symbolic size) after '*'");
@@ -111,7 +112,7 @@ std::optional<ir::TensorType> Parser::parse_type(bool binds_symbols) {
   bool overflow = false;
   while (!at(TokenKind::kRBracket)) {
     const Token t = peek();
-    if (t.kind == TokenKind::kInt || (t.kind == TokenKind::kIdent && !is_keyword(t.text))) {
+    if (t.kind == TokenKind::kInt || (t.kind == TokenKind::kIdent && !ir::is_graph_keyword(t.text))) {
       take();
       std::optional<ir::Dim> dim;
       if (t.kind == TokenKind::kIdent) {

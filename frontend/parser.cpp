@@ -12,6 +12,7 @@
 
 #include "frontend/parser_internal.h"
 #include "ir/infer.h"
+#include "ir/names.h"
 #include "support/file_io.h"
 
 namespace kiln::frontend {
@@ -41,14 +42,6 @@ std::string lexer_error_message(const Token& token) {
 }
 
 }  // namespace
-
-bool is_keyword(std::string_view word) {
-  static constexpr std::string_view kKeywords[] = {"graph", "weights", "const", "param", "true", "false"};
-  for (std::string_view k : kKeywords) {
-    if (k == word) return true;
-  }
-  return ir::parse_dtype(word).has_value();  // the dtype names
-}
 
 Parser::Parser(std::string_view text, std::string filename, std::string base_dir, Diagnostics& diags)
     : filename_(std::move(filename)), base_dir_(std::move(base_dir)), diags_(diags), lexer_(text),
@@ -190,7 +183,7 @@ bool Parser::parse_params(bool inputs) {
     if (!type) return false;
     const bool type_valid = last_type_valid_;
     std::string n(name->text);
-    if (is_keyword(n)) {
+    if (ir::is_graph_keyword(n)) {
       error(loc_of(*name), "'" + n + "' is a keyword and cannot name a value");
     } else if (inputs) {
       auto it = scope_.find(n);
@@ -266,7 +259,7 @@ void Parser::parse_statement() {
   std::string name(name_token.text);
   SourceLoc name_loc = loc_of(name_token);
   bool bindable = true;
-  if (is_keyword(name)) {
+  if (ir::is_graph_keyword(name)) {
     error(name_loc, "'" + name + "' is a keyword and cannot name a value");
     bindable = false;
   } else if (auto it = scope_.find(name); it != scope_.end()) {
@@ -369,7 +362,7 @@ std::optional<Operand> Parser::parse_expr(const std::string& stmt_name, bool top
   if (t.is_ident("param")) return parse_param(stmt_name, top_level);
   if (t.kind == TokenKind::kIdent && peek(1).kind == TokenKind::kLParen) return parse_call(stmt_name, top_level);
   if (!top_level && t.kind == TokenKind::kIdent) return parse_value_ref();
-  if (top_level && t.kind == TokenKind::kIdent && !is_keyword(t.text)) {
+  if (top_level && t.kind == TokenKind::kIdent && !ir::is_graph_keyword(t.text)) {
     error(loc_of(t), "expected an operator call, 'const' or 'param', found " + describe_token(t) +
                          " (a statement cannot just rename a value)");
     return std::nullopt;
@@ -407,7 +400,7 @@ void Parser::report_undefined(const Token& name_token) {
 std::optional<Operand> Parser::parse_value_ref() {
   Token t = take();
   std::string name(t.text);
-  if (is_keyword(name)) {
+  if (ir::is_graph_keyword(name)) {
     error(loc_of(t), "expected an operand, found keyword '" + name + "'");
     return Operand{ir::kNoNode, true};
   }

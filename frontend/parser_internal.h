@@ -190,6 +190,4 @@ class Parser {
   std::string_view text_;
 };
 
-bool is_keyword(std::string_view word);
-
 }  // namespace kiln::frontend::detail

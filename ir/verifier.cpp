@@ -7,22 +7,10 @@
 #include <unordered_map>
 
 #include "ir/infer.h"
+#include "ir/names.h"
 
 namespace kiln::ir {
 namespace {
-
-bool is_ident_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
-bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.'; }
-
-// Node names must print as .graph identifiers that are not keywords.
-bool is_valid_value_name(const std::string& name) {
-  if (name.empty() || !is_ident_start(name[0])) return false;
-  for (char c : name) {
-    if (!is_ident_char(c)) return false;
-  }
-  static const std::set<std::string> kKeywords = {"graph", "weights", "const", "param", "true", "false"};
-  return !kKeywords.count(name) && !parse_dtype(name).has_value();
-}
 
 class Verifier {
  public:

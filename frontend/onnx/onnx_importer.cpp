@@ -21,6 +21,7 @@
 #include "frontend/onnx/onnx_internal.h"
 #include "ir/infer.h"
 #include "ir/interpreter.h"
+#include "ir/names.h"
 #include "ir/verifier.h"
 #include "support/file_io.h"
 
@@ -42,14 +43,6 @@ constexpr int64_t kMaxOpset = 28;
 constexpr int64_t kMaxIrVersion = 14;
 // Folding creates constants; past this size a node stays in the graph for the pipeline to fold.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
-
-bool is_keyword(const std::string& s) {
-  static const char* const kKeywords[] = {"graph", "weights", "const", "param", "true", "false"};
-  for (const char* k : kKeywords) {
-    if (s == k) return true;
-  }
-  return ir::parse_dtype(s).has_value();  // the dtype names
-}
 
 const std::map<std::string, Converter>& converters() {
   static const std::map<std::string, Converter> table = [] {
@@ -126,8 +119,8 @@ Result<ir::TensorType> value_type(Importer& im, const onnx::ValueInfoProto& info
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       std::string sym;
       for (char c : d.dim_param()) sym += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-      if (!std::isalpha(static_cast<unsigned char>(sym[0])) && sym[0] != '_') sym = "d_" + sym;
-      if (is_keyword(sym)) sym = "d_" + sym;
+      if (!ir::is_identifier_start(sym[0])) sym = "d_" + sym;
+      if (ir::is_graph_keyword(sym)) sym = "d_" + sym;
       type.shape.push_back(ir::Dim::symbol(sym));
     } else {
       type.shape.push_back(ir::Dim::symbol(im.fresh_symbol()));
@@ -143,10 +136,10 @@ Result<ir::TensorType> value_type(Importer& im, const onnx::ValueInfoProto& info
 std::string sanitize_name(std::string_view onnx_name) {
   std::string s;
   for (char c : onnx_name) {
-    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.') ? c : '_';
+    s += ir::is_identifier_char(c) ? c : '_';
   }
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) s = "v_" + s;
-  if (is_keyword(s)) s = "v_" + s;
+  if (s.empty() || !ir::is_identifier_start(s[0])) s = "v_" + s;
+  if (ir::is_graph_keyword(s)) s = "v_" + s;
   // Room for the suffix that keeps a shortened name unique (NameTable::fresh).
   if (s.size() > ir::kMaxNameLength - 32) s.resize(ir::kMaxNameLength - 32);
   return s;

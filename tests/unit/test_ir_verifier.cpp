@@ -2,6 +2,7 @@
 // with a message naming the node, its op and the problem.
 #include <doctest/doctest.h>
 
+#include "ir/names.h"
 #include "ir/verifier.h"
 #include "ir_test_graphs.h"
 
@@ -35,6 +36,17 @@ std::string verify_message(const Graph& g, bool topological = true) {
 }
 
 }  // namespace
+
+TEST_CASE("ir.names: identifiers and the reserved words of the .graph format") {
+  for (const char* keyword : {"graph", "weights", "const", "param", "true", "false", "f32", "bf16", "u32", "f8e4m3fn"})
+    CHECK_MESSAGE(is_graph_keyword(keyword), keyword);
+  for (const char* name : {"x", "_x", "layer.0.weight", "f33", "graphs", "True"}) {
+    CHECK_FALSE_MESSAGE(is_graph_keyword(name), name);
+    CHECK_MESSAGE(is_valid_value_name(name), name);
+  }
+  for (const char* name : {"", "0x", ".x", "a-b", "a b", "param", "i64"})
+    CHECK_FALSE_MESSAGE(is_valid_value_name(name), name);
+}
 
 TEST_CASE("ir.verifier: a well-formed graph passes") {
   Small s = build_small();
