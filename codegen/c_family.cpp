@@ -176,17 +176,17 @@ std::string Emitter::convert(const std::string& e, Num from, DType to) const {
       return from == Num::kF ? "k_f2l(" + e + ")" : from == Num::kI ? "TO_L(" + e + ")" : e;
     case DType::kI32:
       return from == Num::kF ? "k_f2i(" + e + ")" : from == Num::kL ? "TO_I(" + e + ")" : e;
-    case DType::kI8:
-      return from == Num::kF ? "k_f2c(" + e + ")" : "k_wrap_i8(TO_I(" + e + "))";
-    case DType::kU8:
-      return from == Num::kF ? "k_f2uc(" + e + ")" : "(TO_I(" + e + ") & 255)";
-    // Floats truncate and saturate (NaN -> 0) like k_f2c; integers wrap (the sign bit flipped and
-    // subtracted, which sign-extends without C's undefined signed shifts).
-    case DType::kI16:
-      return from == Num::kF ? "TO_I(clamp(k_f2i(" + e + "), -32768, 32767))"
-                             : "(((TO_I(" + e + ") & 65535) ^ 32768) - 32768)";
-    case DType::kU16:
-      return from == Num::kF ? "TO_I(clamp(k_f2i(" + e + "), 0, 65535))" : "(TO_I(" + e + ") & 65535)";
+    case DType::kI8: case DType::kU8: case DType::kI16: case DType::kU16: {
+      // Floats truncate and saturate (NaN -> 0); integers wrap: the low bits kept and, for a
+      // signed type, the sign bit flipped and subtracted, which sign-extends without C's
+      // undefined signed shifts.
+      const auto [lo, hi] = ir::integer_range(to);
+      if (from == Num::kF)
+        return "TO_I(clamp(k_f2i(" + e + "), " + std::to_string(lo) + ", " + std::to_string(hi) + "))";
+      const std::string low_bits = "(TO_I(" + e + ") & " + std::to_string(hi - lo) + ")";
+      if (lo == 0) return low_bits;
+      return "((" + low_bits + " ^ " + std::to_string(-lo) + ") - " + std::to_string(-lo) + ")";
+    }
     case DType::kU32:
       return from == Num::kF ? "clamp(k_f2l(" + e + "), " + lit(Num::kL, "0") + ", " + lit(Num::kL, "4294967295") + ")"
                              : "(TO_L(" + e + ") & " + lit(Num::kL, "4294967295") + ")";

@@ -30,11 +30,8 @@ int k_add_i(int a, int b) { return as_int(as_uint(a) + as_uint(b)); }
 int k_sub_i(int a, int b) { return as_int(as_uint(a) - as_uint(b)); }
 int k_mul_i(int a, int b) { return as_int(as_uint(a) * as_uint(b)); }
 int k_neg_i(int a) { return as_int(0u - as_uint(a)); }
-int k_wrap_i8(int a) { return (int)(char)a; }
 int k_shl_i(int a, int b) { return as_int(as_uint(a) << b); }
 int k_f2i(float x) { return convert_int_sat_rtz(x); }
-int k_f2c(float x) { return (int)convert_char_sat_rtz(x); }
-int k_f2uc(float x) { return (int)convert_uchar_sat_rtz(x); }
 )";
 
 constexpr const char* kOpenClI64 = R"(long k_add_l(long a, long b) { return as_long(as_ulong(a) + as_ulong(b)); }
@@ -61,7 +58,6 @@ int k_add_i(int a, int b) { return a + b; }
 int k_sub_i(int a, int b) { return a - b; }
 int k_mul_i(int a, int b) { return a * b; }
 int k_neg_i(int a) { return -a; }
-int k_wrap_i8(int a) { return bitfieldExtract(a, 0, 8); }
 int k_shl_i(int a, int b) { return a << b; }
 int k_f2i(float x) {
   if (isnan(x)) return 0;
@@ -69,8 +65,6 @@ int k_f2i(float x) {
   if (x <= -2147483648.0) return -2147483647 - 1;
   return int(x);
 }
-int k_f2c(float x) { return isnan(x) ? 0 : int(clamp(trunc(x), -128.0, 127.0)); }
-int k_f2uc(float x) { return isnan(x) ? 0 : int(clamp(trunc(x), 0.0, 255.0)); }
 float k_tanh(float x) {
   float a = abs(x);
   if (a < 0.5) return tanh(x);
@@ -157,11 +151,8 @@ __forceinline__ int k_add_i(int a, int b) { return (int)((uint)a + (uint)b); }
 __forceinline__ int k_sub_i(int a, int b) { return (int)((uint)a - (uint)b); }
 __forceinline__ int k_mul_i(int a, int b) { return (int)((uint)a * (uint)b); }
 __forceinline__ int k_neg_i(int a) { return (int)(0u - (uint)a); }
-__forceinline__ int k_wrap_i8(int a) { return (int)(signed char)a; }
 __forceinline__ int k_shl_i(int a, int b) { return (int)((uint)a << b); }
 __forceinline__ int k_f2i(float x) { return __float2int_rz(x); }
-__forceinline__ int k_f2c(float x) { return isnan(x) ? 0 : (int)fminf(fmaxf(truncf(x), -128.0f), 127.0f); }
-__forceinline__ int k_f2uc(float x) { return isnan(x) ? 0 : (int)fminf(fmaxf(truncf(x), 0.0f), 255.0f); }
 typedef unsigned long long ulong_t;
 __forceinline__ long long k_add_l(long long a, long long b) { return (long long)((ulong_t)a + (ulong_t)b); }
 __forceinline__ long long k_sub_l(long long a, long long b) { return (long long)((ulong_t)a - (ulong_t)b); }
@@ -239,11 +230,8 @@ inline int k_add_i(int a, int b) { return (int)((uint)a + (uint)b); }
 inline int k_sub_i(int a, int b) { return (int)((uint)a - (uint)b); }
 inline int k_mul_i(int a, int b) { return (int)((uint)a * (uint)b); }
 inline int k_neg_i(int a) { return (int)(0u - (uint)a); }
-inline int k_wrap_i8(int a) { return (int)(signed char)a; }
 inline int k_shl_i(int a, int b) { return (int)((uint)a << b); }
 inline int k_f2i(float x) { return isnan(x) ? 0 : (x >= 2147483648.0f ? 2147483647 : (x <= -2147483648.0f ? -2147483647 - 1 : (int)x)); }
-inline int k_f2c(float x) { return isnan(x) ? 0 : (int)fmin(fmax(trunc(x), -128.0f), 127.0f); }
-inline int k_f2uc(float x) { return isnan(x) ? 0 : (int)fmin(fmax(trunc(x), 0.0f), 255.0f); }
 inline long long k_add_l(long long a, long long b) { return (long long)((ulong_t)a + (ulong_t)b); }
 inline long long k_sub_l(long long a, long long b) { return (long long)((ulong_t)a - (ulong_t)b); }
 inline long long k_mul_l(long long a, long long b) { return (long long)((ulong_t)a * (ulong_t)b); }
