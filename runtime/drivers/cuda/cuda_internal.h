@@ -178,7 +178,8 @@ struct LoadedKernel {
 // architecture, else from the PTX, JIT-compiled by the driver), its functions looked up, and its
 // constants uploaded.
 // Shared by every session of the artifact on the device (CudaDevice::programs_), so constants
-// are uploaded and the PTX compiled once per device. Immutable after creation; thread-safe.
+// are uploaded and the PTX compiled once per device. Immutable after creation but for the spare
+// cuDNN handle (under spare_cudnn_mutex_); thread-safe.
 class CudaProgram {
  public:
   static Result<std::shared_ptr<CudaProgram>> load(CudaDevice& device,
@@ -221,7 +222,7 @@ class CudaProgram {
   // modules load and the constants upload, when a kernel may run through them; the first run
   // waits for them there.
   // With convolutions it also makes a cuDNN handle: cudnnCreate takes 1.4-2 ms even with the
-  // library loaded, which the first run would otherwise spend (MobileNetV2's first run 5-7 ms).
+  // library loaded, which the first run would otherwise spend.
   std::shared_future<void> vendor_libraries_;
   mutable std::mutex spare_cudnn_mutex_;
   mutable cudnnContext* spare_cudnn_ = nullptr;  // guarded by spare_cudnn_mutex_
