@@ -375,57 +375,32 @@ void Emitter::store_outputs(Point& p) {
 
 namespace {
 
-std::string glsl_storage_type(DType d) {
-  switch (d) {
-    case DType::kF64: return "double";
-    case DType::kF32: return "float";
-    case DType::kF16: return "float16_t";
-    case DType::kBF16: return "uint16_t";
-    case DType::kI64: return "int64_t";
-    case DType::kI32: return "int";
-    case DType::kI16: return "int16_t";
-    case DType::kI8: return "int8_t";
-    case DType::kU32: return "uint";
-    case DType::kU16: return "uint16_t";
-    case DType::kU8: case DType::kBool: return "uint8_t";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uint8_t";
-  }
-  return "float";
-}
+// A buffer's element type in each dialect's kernel signature; the host C++ dialect (cpu) spells
+// them as CUDA C does. 16-bit floats are raw 16-bit words where the dialect lacks the type, and
+// 8-bit floats are bytes.
+struct StorageTypes {
+  const char* glsl;
+  const char* opencl;
+  const char* cuda;
+};
 
-std::string cpu_storage_type(DType d) {
+StorageTypes storage_types(DType d) {
   switch (d) {
-    case DType::kF64: return "double";
-    case DType::kF32: return "float";
-    case DType::kF16: case DType::kBF16: return "ushort";
-    case DType::kI64: return "long long";
-    case DType::kI32: return "int";
-    case DType::kI16: return "short";
-    case DType::kI8: return "signed char";
-    case DType::kU32: return "uint";
-    case DType::kU16: return "ushort";
-    case DType::kU8: case DType::kBool: return "uchar";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
+    case DType::kF64: return {"double", "double", "double"};
+    case DType::kF32: return {"float", "float", "float"};
+    case DType::kF16: return {"float16_t", "half", "ushort"};
+    case DType::kBF16: return {"uint16_t", "ushort", "ushort"};
+    case DType::kI64: return {"int64_t", "long", "long long"};
+    case DType::kI32: return {"int", "int", "int"};
+    case DType::kI16: return {"int16_t", "short", "short"};
+    case DType::kI8: return {"int8_t", "char", "signed char"};
+    case DType::kU32: return {"uint", "uint", "uint"};
+    case DType::kU16: return {"uint16_t", "ushort", "ushort"};
+    case DType::kU8: case DType::kBool: return {"uint8_t", "uchar", "uchar"};
+    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
+      return {"uint8_t", "uchar", "uchar"};
   }
-  return "float";
-}
-
-std::string opencl_storage_type(DType d) {
-  switch (d) {
-    case DType::kF64: return "double";
-    case DType::kF32: return "float";
-    case DType::kF16: return "half";
-    case DType::kBF16: return "ushort";
-    case DType::kI64: return "long";
-    case DType::kI32: return "int";
-    case DType::kI16: return "short";
-    case DType::kI8: return "char";
-    case DType::kU32: return "uint";
-    case DType::kU16: return "ushort";
-    case DType::kU8: case DType::kBool: return "uchar";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
-  }
-  return "float";
+  return {"float", "float", "float"};
 }
 
 }  // namespace
@@ -500,7 +475,7 @@ Result<RenderedKernel> Emitter::render() {
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       src += "layout(std430, set = 0, binding = " + std::to_string(b) + ") " +
              (m_.buffers[b].written ? "" : "readonly ") + "buffer B" + std::to_string(b) + " { " +
-             (word_buffer(int(b)) ? std::string("uint") : glsl_storage_type(m_.buffers[b].dtype)) + " d[]; } b" +
+             (word_buffer(int(b)) ? std::string("uint") : storage_types(m_.buffers[b].dtype).glsl) + " d[]; } b" +
              std::to_string(b) + ";\n";
     }
     if (!m_.symbols.empty()) {
@@ -521,7 +496,7 @@ Result<RenderedKernel> Emitter::render() {
     src = header + prelude(d_, true, true) + "extern \"C\" __attribute__((visibility(\"default\"))) void " + m_.entry_point +
           "(void* const* kb, const long long* ks, long long begin, long long end) {\n";
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
-      const std::string type = std::string(m_.buffers[b].written ? "" : "const ") + cpu_storage_type(m_.buffers[b].dtype);
+      const std::string type = std::string(m_.buffers[b].written ? "" : "const ") + storage_types(m_.buffers[b].dtype).cuda;
       src += "  " + type + (m_.in_place ? "* b" : "* __restrict b") + std::to_string(b) + " = (" + type + "*)kb[" +
              std::to_string(b) + "];\n";
     }
@@ -538,7 +513,7 @@ Result<RenderedKernel> Emitter::render() {
     std::string params;
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       params += std::string(params.empty() ? "" : ", ") + (m_.buffers[b].written ? "" : "const ") +
-                cuda_storage_type(m_.buffers[b].dtype) + (m_.in_place ? "* b" : "* __restrict__ b") +
+                storage_types(m_.buffers[b].dtype).cuda + (m_.in_place ? "* b" : "* __restrict__ b") +
                 std::to_string(b);
     }
     for (const std::string& s : m_.symbols)
@@ -552,7 +527,7 @@ Result<RenderedKernel> Emitter::render() {
     std::string params;
     for (size_t b = 0; b < m_.buffers.size(); ++b) {
       params += std::string(params.empty() ? "" : ", ") + "__global " + (m_.buffers[b].written ? "" : "const ") +
-                opencl_storage_type(m_.buffers[b].dtype) + "* b" + std::to_string(b);
+                storage_types(m_.buffers[b].dtype).opencl + "* b" + std::to_string(b);
     }
     for (const std::string& s : m_.symbols)
       params += std::string(params.empty() ? "" : ", ") + "long " + sanitize_identifier(s);

@@ -54,8 +54,6 @@ artifact::KernelDispatch cuda_conv_gemm_dispatch(const KernelModel& model, const
 // bm), and its dispatch (work units: query tiles).
 bool cuda_flash_attention_config(const KernelModel& model, CudaConfig& c);
 artifact::KernelDispatch cuda_flash_attention_dispatch(const KernelModel& model, const CudaConfig& c);
-// The CUDA C type a buffer of `dtype` is declared with (f16 and bf16: ushort bits).
-std::string cuda_storage_type(ir::DType dtype);
 
 // Compute kinds: every value in registers is a 32-bit float (F), a 32-bit int (I: i32, i8, u8,
 // bool) or a 64-bit int (L: i64).

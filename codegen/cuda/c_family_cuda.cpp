@@ -223,24 +223,6 @@ CudaConfig cuda_config(const KernelModel& m) {
   return c;
 }
 
-std::string cuda_storage_type(DType d) {
-  switch (d) {
-    case DType::kF64: return "double";
-    case DType::kF32: return "float";
-    case DType::kF16: return "ushort";
-    case DType::kBF16: return "ushort";
-    case DType::kI64: return "long long";
-    case DType::kI32: return "int";
-    case DType::kI16: return "short";
-    case DType::kI8: return "signed char";
-    case DType::kU32: return "uint";
-    case DType::kU16: return "ushort";
-    case DType::kU8: case DType::kBool: return "uchar";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ: return "uchar";
-  }
-  return "float";
-}
-
 std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
   const std::string at = "b" + std::to_string(buffer) + "[" + offset + "]";
   switch (m_.buffers[size_t(buffer)].dtype) {
