@@ -123,8 +123,9 @@ std::string Emitter::broadcast_offset(const ir::Shape& shape, const std::vector<
   return row_major_offset(shape, aligned);
 }
 
+// CUDA C and the host C++ dialect spell loads and stores alike (16-bit floats through k_h2f and
+// k_f2h, signed char for i8); OpenCL C differs there, GLSL in its casts.
 std::string Emitter::load(int buffer, const std::string& offset) const {
-  if (cuda()) return cuda_load(buffer, offset);
   if (word_buffer(buffer)) return load_word(buffer, offset);  // GLSL fallback variant
   const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
   const std::string at = b + "[" + offset + "]";
@@ -133,7 +134,7 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
     case DType::kU32: return "TO_L(" + at + ")";
     case DType::kF64: return "TO_F(" + at + ")";
     case DType::kF16:
-      if (cpu()) return "k_h2f(" + at + ")";
+      if (cpu() || cuda()) return "k_h2f(" + at + ")";
       return glsl() ? "float(" + at + ")" : "vload_half((size_t)(" + offset + "), " + b + ")";
     case DType::kBF16: return "k_bf2f(" + std::string(glsl() ? "uint(" : "(uint)(") + at + "))";
     case DType::kI16: case DType::kU16: case DType::kI8: case DType::kU8: case DType::kBool:
@@ -145,18 +146,17 @@ std::string Emitter::load(int buffer, const std::string& offset) const {
 }
 
 void Emitter::store(int buffer, const std::string& offset, const std::string& v) {
-  if (cuda()) return cuda_store(buffer, offset, v);
   if (word_buffer(buffer)) return store_word(buffer, offset, v);  // GLSL fallback variant
   const std::string b = "b" + std::to_string(buffer) + (glsl() ? ".d" : "");
   const std::string at = b + "[" + offset + "]";
   switch (m_.buffers[size_t(buffer)].dtype) {
     case DType::kF32: case DType::kI32: case DType::kI64: line(at + " = " + v + ";"); return;
     case DType::kF16:
-      if (cpu()) return line(at + " = k_f2h(" + v + ");");
+      if (cpu() || cuda()) return line(at + " = k_f2h(" + v + ");");
       line(glsl() ? at + " = float16_t(" + v + ");" : "vstore_half_rte(" + v + ", (size_t)(" + offset + "), " + b + ");");
       return;
     case DType::kBF16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + "k_f2bf(" + v + "));"); return;
-    case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : cpu() ? "(signed char)(" : "(char)(") + v + ");"); return;
+    case DType::kI8: line(at + " = " + (glsl() ? "int8_t(" : cpu() || cuda() ? "(signed char)(" : "(char)(") + v + ");"); return;
     case DType::kU8: case DType::kBool: line(at + " = " + (glsl() ? "uint8_t(" : "(uchar)(") + v + ");"); return;
     case DType::kI16: line(at + " = " + (glsl() ? "int16_t(" : "(short)(") + v + ");"); return;
     case DType::kU16: line(at + " = " + (glsl() ? "uint16_t(" : "(ushort)(") + v + ");"); return;

@@ -120,9 +120,6 @@ class Emitter {
   std::string load_word(int buffer, const std::string& offset) const;
   void store_word(int buffer, const std::string& offset, const std::string& value);
   static std::string word_storage_prelude();
-  // CUDA load/store (cuda/c_family_cuda.cpp): f16 as ushort bits converted with PTX cvt.
-  std::string cuda_load(int buffer, const std::string& offset) const;
-  void cuda_store(int buffer, const std::string& offset, const std::string& value);
   // Converts a value of kind `from` to the dtype `to` (its compute kind, wrapped / saturated).
   std::string convert(const std::string& e, Num from, ir::DType to) const;
   // An f32 value `v` of a node of dtype `d` as the node holds it: rounded when `d` is an 8-bit

@@ -223,40 +223,6 @@ CudaConfig cuda_config(const KernelModel& m) {
   return c;
 }
 
-std::string Emitter::cuda_load(int buffer, const std::string& offset) const {
-  const std::string at = "b" + std::to_string(buffer) + "[" + offset + "]";
-  switch (m_.buffers[size_t(buffer)].dtype) {
-    case DType::kF32: case DType::kI32: case DType::kI64: return at;
-    case DType::kF16: return "k_h2f(" + at + ")";
-    case DType::kBF16: return "k_bf2f((uint)(" + at + "))";
-    case DType::kU32: return "TO_L(" + at + ")";
-    case DType::kF64: return "TO_F(" + at + ")";
-    case DType::kI16: case DType::kU16: case DType::kI8: case DType::kU8: case DType::kBool:
-      return "TO_I(" + at + ")";
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
-      return float8_decode(m_.buffers[size_t(buffer)].dtype, "(uint)(" + at + ")");
-  }
-  return at;
-}
-
-void Emitter::cuda_store(int buffer, const std::string& offset, const std::string& v) {
-  const std::string at = "b" + std::to_string(buffer) + "[" + offset + "]";
-  switch (m_.buffers[size_t(buffer)].dtype) {
-    case DType::kF32: case DType::kI32: case DType::kI64: line(at + " = " + v + ";"); return;
-    case DType::kF16: line(at + " = k_f2h(" + v + ");"); return;
-    case DType::kBF16: line(at + " = (ushort)(k_f2bf(" + v + "));"); return;
-    case DType::kI8: line(at + " = (signed char)(" + v + ");"); return;
-    case DType::kU8: case DType::kBool: line(at + " = (uchar)(" + v + ");"); return;
-    case DType::kI16: line(at + " = (short)(" + v + ");"); return;
-    case DType::kU16: line(at + " = (ushort)(" + v + ");"); return;
-    case DType::kU32: line(at + " = (uint)(" + v + ");"); return;
-    case DType::kF64: line(at + " = (double)(" + v + ");"); return;
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
-      line(at + " = (uchar)(" + float8_encode(m_.buffers[size_t(buffer)].dtype, v) + ");");
-      return;
-  }
-}
-
 void Emitter::emit_cuda() {
   const CudaConfig c = cuda_config(m_);
   switch (c.mode) {
