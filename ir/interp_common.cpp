@@ -79,6 +79,17 @@ void write_raw(std::byte* p, T v) {
   std::memcpy(p, &v, sizeof(T));
 }
 
+// `v` as an integer of `bytes` bytes (1, 2, 4 or 8) at `p`: its low bits, so it wraps to the width.
+void write_wrapped(std::byte* p, int64_t v, size_t bytes) {
+  const uint64_t u = uint64_t(v);
+  switch (bytes) {
+    case 1: write_raw(p, uint8_t(u)); return;
+    case 2: write_raw(p, uint16_t(u)); return;
+    case 4: write_raw(p, uint32_t(u)); return;
+    default: write_raw(p, u); return;
+  }
+}
+
 }  // namespace
 
 int64_t wrap_to_dtype(int64_t v, DType dtype) {
@@ -157,28 +168,12 @@ Result<Tensor> tensor_from_values(DType dtype, const std::vector<int64_t>& shape
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, f32_to_bf16(float(values[i])));
       break;
-    case DType::kI64:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 8 * i, double_to_int_saturating(values[i], dtype));
+    case DType::kI64: case DType::kI32: case DType::kI16: case DType::kI8:
+    case DType::kU32: case DType::kU16: case DType::kU8: {
+      const size_t size = dtype_size(dtype);
+      for (int64_t i = 0; i < n; ++i) write_wrapped(p + size * i, double_to_int_saturating(values[i], dtype), size);
       break;
-    case DType::kI32:
-      for (int64_t i = 0; i < n; ++i)
-        write_raw(p + 4 * i, int32_t(double_to_int_saturating(values[i], dtype)));
-      break;
-    case DType::kI8:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + i, int8_t(double_to_int_saturating(values[i], dtype)));
-      break;
-    case DType::kU8:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(double_to_int_saturating(values[i], dtype)));
-      break;
-    case DType::kI16:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, int16_t(double_to_int_saturating(values[i], dtype)));
-      break;
-    case DType::kU16:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, uint16_t(double_to_int_saturating(values[i], dtype)));
-      break;
-    case DType::kU32:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, uint32_t(double_to_int_saturating(values[i], dtype)));
-      break;
+    }
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != T(0) ? 1 : 0));
       break;
@@ -209,35 +204,11 @@ Result<Tensor> tensor_from_ints(DType dtype, const std::vector<int64_t>& shape,
   KILN_CHECK(size_t(n) == values.size(), "tensor_from_ints: value count matches the shape");
   if (n == 0) return t;
   std::byte* p = t.mutable_data();
-  switch (dtype) {
-    case DType::kI64:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 8 * i, values[i]);
-      break;
-    case DType::kI32:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, int32_t(uint32_t(uint64_t(values[i]))));
-      break;
-    case DType::kI8:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(uint64_t(values[i])));
-      break;
-    case DType::kU8:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(uint64_t(values[i])));
-      break;
-    case DType::kI16:
-    case DType::kU16:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 2 * i, uint16_t(uint64_t(values[i])));
-      break;
-    case DType::kU32:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + 4 * i, uint32_t(uint64_t(values[i])));
-      break;
-    case DType::kBool:
-      for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != 0 ? 1 : 0));
-      break;
-    case DType::kF64:
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2: case DType::kF8E5M2FNUZ:
-      break;  // handled above
+  if (dtype == DType::kBool) {
+    for (int64_t i = 0; i < n; ++i) write_raw(p + i, uint8_t(values[i] != 0 ? 1 : 0));
+  } else {  // an integer dtype (floats went above): each value wraps to its width
+    const size_t size = dtype_size(dtype);
+    for (int64_t i = 0; i < n; ++i) write_wrapped(p + size * i, values[i], size);
   }
   return t;
 }
