@@ -1,5 +1,6 @@
 #include "artifact/artifact.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -126,24 +127,64 @@ std::vector<KernelArg> kernel_signature(const ir::Graph& graph, const ir::Kernel
   return args;
 }
 
-uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version) {
-  constexpr uint64_t kBasis = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
-  constexpr uint64_t kPrime = 0x100000001b3ull;       // FNV-1a 64 prime
-  uint64_t hash = kBasis;
+Blob::Blob(std::vector<uint8_t> bytes) {
+  if (bytes.empty()) return;
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  bytes_ = std::span<const uint8_t>(owned->data(), owned->size());
+  owner_ = std::move(owned);
+}
+
+Blob Blob::view(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner) {
+  Blob blob;
+  blob.bytes_ = bytes;
+  blob.owner_ = std::move(owner);
+  return blob;
+}
+
+bool Blob::operator==(const Blob& other) const { return std::ranges::equal(bytes_, other.bytes_); }
+
+namespace {
+
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+constexpr uint64_t kFnvPrime = 0x100000001b3ull;       // FNV-1a 64 prime
+
+// FNV-1a's step over 64-bit little-endian words in four interleaved lanes, then the tail bytes
+// (formats 3-4 for a whole blob, format 5 for a segment). Formats 1-2 (`lanes` false): byte by byte.
+uint64_t fnv_hash(std::span<const uint8_t> blob, bool lanes) {
+  uint64_t hash = kFnvBasis;
   size_t at = 0;
-  if (format_version >= 3) {
-    uint64_t lanes[4] = {kBasis, kBasis ^ 1, kBasis ^ 2, kBasis ^ 3};
+  if (lanes) {
+    uint64_t lane_hash[4] = {kFnvBasis, kFnvBasis ^ 1, kFnvBasis ^ 2, kFnvBasis ^ 3};
     for (; at + 32 <= blob.size(); at += 32) {
       for (int lane = 0; lane < 4; ++lane) {
         uint64_t word;
         std::memcpy(&word, blob.data() + at + 8 * lane, 8);  // little-endian hosts only (as the format)
-        lanes[lane] = (lanes[lane] ^ word) * kPrime;
+        lane_hash[lane] = (lane_hash[lane] ^ word) * kFnvPrime;
       }
     }
-    for (uint64_t lane : lanes) hash = (hash ^ lane) * kPrime;
+    for (uint64_t lane : lane_hash) hash = (hash ^ lane) * kFnvPrime;
   }
-  for (; at < blob.size(); ++at) hash = (hash ^ blob[at]) * kPrime;
+  for (; at < blob.size(); ++at) hash = (hash ^ blob[at]) * kFnvPrime;
   return hash;
+}
+
+}  // namespace
+
+uint64_t checksum_segment(std::span<const uint8_t> segment) { return fnv_hash(segment, /*lanes=*/true); }
+
+uint64_t fold_segment_checksums(std::span<const uint64_t> segment_checksums, size_t blob_bytes) {
+  uint64_t hash = kFnvBasis;
+  for (uint64_t segment : segment_checksums) hash = (hash ^ segment) * kFnvPrime;
+  return (hash ^ uint64_t(blob_bytes)) * kFnvPrime;
+}
+
+uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version) {
+  if (!checksums_have_segments(format_version)) return fnv_hash(blob, /*lanes=*/format_version >= 3);
+  std::vector<uint64_t> segments;
+  segments.reserve(blob.size() / kChecksumSegmentBytes + 1);
+  for (size_t at = 0; at < blob.size(); at += kChecksumSegmentBytes)
+    segments.push_back(checksum_segment(blob.subspan(at, std::min(kChecksumSegmentBytes, blob.size() - at))));
+  return fold_segment_checksums(segments, blob.size());
 }
 
 }  // namespace kiln::artifact

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,7 +19,9 @@ namespace kiln::artifact {
 // 3: the constants moved out of the Model FlatBuffer into a data segment (layout atop kiln.fbs).
 // 4: a 256-byte file header with room for a signature (artifact/signing.h); constants carry
 //    checksums, checked at load.
-inline constexpr uint32_t kFormatVersion = 4;
+// 5: checksums are over 1 MiB segments (blob_checksum), so that a reader can check one large
+//    constant on several threads.
+inline constexpr uint32_t kFormatVersion = 5;
 // The oldest format version the reader still reads (it converts older layouts on load).
 inline constexpr uint32_t kOldestFormatVersion = 1;
 
@@ -146,6 +149,31 @@ struct ConvCall {
   bool operator==(const ConvCall&) const = default;
 };
 
+// The bytes of a kernel or module binary: owned (as codegen makes them and the writer takes
+// them) or, in a loaded artifact, a view of the file's bytes that keeps them alive (a model's
+// megabytes of cubins are not copied at every load). Immutable; copies share the bytes, so a
+// Blob may be read from several threads at once.
+class Blob {
+ public:
+  Blob() = default;
+  Blob(std::vector<uint8_t> bytes);  // implicit: codegen's byte vectors are assigned to blobs
+  // A view of `bytes`, which `owner` keeps alive.
+  static Blob view(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner);
+
+  const uint8_t* data() const { return bytes_.data(); }
+  size_t size() const { return bytes_.size(); }
+  bool empty() const { return bytes_.empty(); }
+  const uint8_t* begin() const { return bytes_.data(); }
+  const uint8_t* end() const { return bytes_.data() + bytes_.size(); }
+  uint8_t operator[](size_t i) const { return bytes_[i]; }
+  operator std::span<const uint8_t>() const { return bytes_; }
+  bool operator==(const Blob& other) const;
+
+ private:
+  std::shared_ptr<const void> owner_;
+  std::span<const uint8_t> bytes_;
+};
+
 // A compiled module holding the code of several kernels of one target. CUDA: a graph's unique
 // kernels are split into a few NVRTC programs (compiled in parallel), each stored as one module
 // `id`: one "ptx" module (always, for JIT on newer GPUs) and one "cubin:sm_XX" module per
@@ -155,7 +183,7 @@ struct ConvCall {
 struct ModuleBinary {
   std::string target;  // kCudaTarget (artifact/targets.h)
   std::string format;  // "ptx", "cubin:sm_90", ...
-  std::vector<uint8_t> blob;
+  Blob blob;
   uint32_t id = 0;     // which module of the target: one id, one program, several formats
   bool operator==(const ModuleBinary&) const = default;
 };
@@ -172,7 +200,7 @@ struct KernelBinary {
   uint32_t kernel_index = 0; // index into Graph::kernels()
   std::string format;        // e.g. "ptx", "cubin:sm_80", "spirv", "opencl-c"
   std::string entry_point;
-  std::vector<uint8_t> blob;
+  Blob blob;
   std::vector<std::string> required_features;
   std::vector<KernelArg> args;  // the entry point's parameters, in order
   KernelDispatch dispatch;
@@ -207,7 +235,17 @@ Status check_conv_call(const ConvCall& call, const std::vector<KernelArg>& args)
 // damaged kernel before a driver's compiler or loader sees it (drivers do not defend against
 // garbage). Format 3 on: FNV-1a's step over 64-bit little-endian words in four interleaved
 // lanes, then the tail bytes (about 10x faster: a few MB of cubins are checked at every load).
-// Formats 1-2: FNV-1a (64-bit) byte by byte.
+// Formats 1-2: FNV-1a (64-bit) byte by byte. Format 5 on: that lane hash of each
+// kChecksumSegmentBytes segment (checksum_segment), folded in order (fold_segment_checksums), so
+// that the segments of one blob can be hashed on several threads: a model's largest weight
+// (MobileNetV2's 5 MB classifier) used to bound the time of the whole parallel check.
 uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version = kFormatVersion);
+
+inline constexpr size_t kChecksumSegmentBytes = size_t(1) << 20;
+// Whether `format_version`'s checksums fold segments (then a blob's checksum is
+// fold_segment_checksums over checksum_segment of each of its segments).
+constexpr bool checksums_have_segments(uint32_t format_version) { return format_version >= 5; }
+uint64_t checksum_segment(std::span<const uint8_t> segment);
+uint64_t fold_segment_checksums(std::span<const uint64_t> segment_checksums, size_t blob_bytes);
 
 }  // namespace kiln::artifact

@@ -95,7 +95,7 @@ Result<Parts> locate_parts(const ArtifactBytes& bytes, uint32_t version) {
   if (size - model_offset >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return corrupt("corrupt Kiln artifact: its model part is larger than 2 GiB");
   parts.segment.bytes = bytes.data.subspan(size_t(data_offset), size_t(data_size));
-  parts.segment.checksummed = version >= 4;
+  parts.segment.format_version = version;
   parts.model = bytes.data.subspan(size_t(model_offset));
   return parts;
 }
@@ -183,8 +183,9 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
   out.signer = parts.signer;
   out.signature_verified = !options.trusted_keys.empty();
   out.bytes = bytes;
+  std::unique_ptr<detail::ChecksumCheck> constant_checks;  // reads `bytes`, which outlive it
   {
-    Result<ir::Graph> graph = detail::convert_graph(*model->graph(), parts.segment);
+    Result<ir::Graph> graph = detail::convert_graph(*model->graph(), parts.segment, constant_checks);
     if (!graph.is_ok()) return std::move(graph).status();
     out.graph = std::move(graph).value();
   }
@@ -194,10 +195,16 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
     out.plan = std::move(plan).value();
   }
   {
-    Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, version);
+    Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, version, bytes.owner);
     if (!targets.is_ok()) return std::move(targets).status();
     out.kernels = std::move(targets->kernels);
     out.modules = std::move(targets->modules);
+  }
+  // The constants' checksums were checked on other threads meanwhile; the verifier may read values.
+  if (constant_checks) {
+    if (std::optional<size_t> damaged = constant_checks->first_mismatch())
+      return corrupt("corrupt Kiln artifact: constant " + std::to_string(*damaged) +
+                     ": its bytes are damaged (checksum mismatch)");
   }
   Status verified = ir::verify_graph(out.graph, /*require_topological=*/true);
   if (!verified.is_ok())

@@ -21,6 +21,7 @@
 #include <utility>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 
@@ -323,13 +324,15 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
   std::map<std::string, std::vector<Offset<fb::ModuleBinary>>> modules_by_target;
   // Identical blobs (kernels that kilnc deduplicated: same code, different names) are stored
   // once; FlatBuffers tables may share a vector.
-  std::map<std::vector<uint8_t>, Offset<Vector<uint8_t>>> blobs;
-  auto blob_offset = [&](const std::vector<uint8_t>& bytes) {
-    auto found = blobs.find(bytes);
+  // (Keyed by views of the blobs, which outlive this function.)
+  std::map<std::string_view, Offset<Vector<uint8_t>>> blobs;
+  auto blob_offset = [&](const Blob& bytes) {
+    const std::string_view key(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    auto found = blobs.find(key);
     if (found != blobs.end()) return found->second;
     fbb_.ForceVectorAlignment(bytes.size(), 1, 16);
-    auto offset = fbb_.CreateVector(bytes);
-    blobs.emplace(bytes, offset);
+    auto offset = fbb_.CreateVector(bytes.data(), bytes.size());
+    blobs.emplace(key, offset);
     return offset;
   };
   for (const ModuleBinary& m : modules) {

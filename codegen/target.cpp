@@ -52,7 +52,7 @@ Status Target::supports(const ir::Graph&, const ir::Node& node) const {
 Result<CompiledVariant> Target::compile_variant(const KernelVariants&, const KernelSource& source,
                                                 const TargetOptions&, CompileContext&) const {
   CompiledVariant out;
-  out.blob.assign(source.text.begin(), source.text.end());
+  out.blob = std::vector<uint8_t>(source.text.begin(), source.text.end());
   return out;
 }
 

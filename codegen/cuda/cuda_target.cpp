@@ -267,7 +267,7 @@ class CudaTarget final : public Target {
   // -S: one program for the graph, <base>.cu, and its PTX, <base>.ptx.
   std::vector<SourceFile> source_files(const ir::Graph& graph, const std::vector<KernelVariants>& kernels,
                                        const DeviceCode& code) const override {
-    const std::vector<uint8_t>& ptx = code.modules.front().blob;
+    const artifact::Blob& ptx = code.modules.front().blob;
     return {{std::string(source_suffix()), "", cuda_program("graph " + graph.name, kernels, 0, kernels.size())},
             {std::string(listing_suffix()), "", std::string(ptx.begin(), ptx.end())}};
   }

@@ -49,7 +49,7 @@ add_custom_command(
   DEPENDS ${KILN_ROOT}/artifact/kiln.fbs
   VERBATIM)
 kiln_fuzz_objects(kiln_fuzz_runtime
-  ${KILN_ROOT}/artifact/artifact.cpp ${KILN_ROOT}/artifact/enum_map.cpp
+  ${KILN_ROOT}/artifact/artifact.cpp ${KILN_ROOT}/artifact/checksum_check.cpp ${KILN_ROOT}/artifact/enum_map.cpp
   ${KILN_ROOT}/artifact/reader.cpp ${KILN_ROOT}/artifact/reader_graph.cpp
   ${KILN_ROOT}/artifact/reader_plan_check.cpp ${KILN_ROOT}/artifact/signing.cpp
   ${KILN_ROOT}/runtime/hal/types.cpp ${KILN_ROOT}/runtime/hal/device_options.cpp

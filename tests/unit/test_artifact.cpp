@@ -144,9 +144,9 @@ TEST_CASE("artifact: kernel binaries per target round-trip") {
   SampleModel model = sample_model();
   artifact::WriteOptions options;
   options.producer = "kilnc test";
-  artifact::KernelBinary ptx{"cuda", "fused_add_mul_relu_0", 0, "ptx", "k0", {1, 2, 3, 4, 5},
+  artifact::KernelBinary ptx{"cuda", "fused_add_mul_relu_0", 0, "ptx", "k0", std::vector<uint8_t>{1, 2, 3, 4, 5},
                              {"sm_80"}, {}, {}};
-  artifact::KernelBinary spv{"vulkan", "reduce_sum_1", 1, "spirv", "main", {7, 7}, {"shaderFloat16", "int64"}, {}, {}};
+  artifact::KernelBinary spv{"vulkan", "reduce_sum_1", 1, "spirv", "main", std::vector<uint8_t>{7, 7}, {"shaderFloat16", "int64"}, {}, {}};
   artifact::KernelBinary ptx2{"cuda", "reduce_sum_1", 1, "ptx", "k1", {}, {}, {}, {}};
   // The calling convention (args, dispatch) round-trips too; the reader requires it to be the
   // kernel's signature.

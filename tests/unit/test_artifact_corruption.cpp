@@ -192,10 +192,16 @@ bool patch(std::vector<uint8_t>& bytes, const std::string& from, const std::stri
 TEST_CASE("artifact modules: PTX/cubin modules, GEMM and conv calls round-trip") {
   SampleModel model = sample_model();
   const artifact::WriteOptions options = module_options();
-  Result<artifact::LoadedArtifact> r = read_bytes(write_or_fail(model.graph, model.plan, options));
+  std::vector<uint8_t> file = write_or_fail(model.graph, model.plan, options);
+  const uint8_t* file_begin = file.data();
+  const uint8_t* file_end = file.data() + file.size();
+  Result<artifact::LoadedArtifact> r = read_bytes(std::move(file));
   REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
   CHECK(r->modules == options.modules);
   CHECK(r->kernels == options.kernels);
+  // The modules' blobs are views of the file's bytes, not copies.
+  for (const artifact::ModuleBinary& m : r->modules)
+    CHECK((m.blob.data() >= file_begin && m.blob.data() + m.blob.size() <= file_end));
   REQUIRE(r->kernels[1].conv.has_value());
   CHECK(r->kernels[1].conv->out_height() == 5);
   CHECK(r->kernels[1].conv->out_width() == 3);
@@ -233,7 +239,7 @@ TEST_CASE("artifact modules: the writer refuses inconsistent modules, GEMM and c
   o.modules.push_back(o.modules[0]);
   refused(o, "two 'ptx' modules");
   o = module_options();
-  o.modules[0].blob.clear();
+  o.modules[0].blob = artifact::Blob();
   refused(o, "is empty");
   o = module_options();
   o.kernels[1].format = "cubin";
@@ -293,7 +299,7 @@ TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear e
   no_epilogue.modules.resize(1);
   const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k_fused_add_mul_relu_0()\n{ ret; }\n"
                           ".visible .entry k_reduce_sum_1()\n{ ret; }\n";
-  no_epilogue.modules[0].blob.assign(ptx.begin(), ptx.end());
+  no_epilogue.modules[0].blob = std::vector<uint8_t>(ptx.begin(), ptx.end());
   rejected(write_or_fail(model.graph, model.plan, no_epilogue),
            "its library epilogue function 'k_fused_add_mul_relu_0_epilogue' is not in the 'ptx' module");
 

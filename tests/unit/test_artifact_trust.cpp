@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 
+#include "artifact/checksum_check.h"
 #include "artifact/signing.h"
 #include "kiln_generated.h"
 #include "test_artifact_util.h"
@@ -177,6 +178,40 @@ TEST_CASE("artifact trust: a constant's damaged bytes are refused at load") {
   CHECK(loaded.status().code() == ErrorCode::kCorrupt);
   CHECK_MESSAGE(contains(loaded.status().message(), "constant 0: its bytes are damaged (checksum mismatch)"),
                 loaded.status().message());
+}
+
+TEST_CASE("artifact trust: checksums over segments find the first damaged blob, whatever its size") {
+  // Blobs across the 1 MiB segment boundaries, hashed on several threads: the checksum of each
+  // is the writer's (blob_checksum), so only a flipped byte makes a mismatch.
+  std::vector<std::vector<uint8_t>> blobs;
+  for (size_t size : {size_t(3.5 * (1 << 20)), size_t(100), size_t(0), size_t(2 << 20) + 5, size_t(1 << 20)}) {
+    std::vector<uint8_t> blob(size);
+    for (size_t i = 0; i < size; ++i) blob[i] = uint8_t(i * 131 + size);
+    blobs.push_back(std::move(blob));
+  }
+  for (uint32_t version : {4u, artifact::kFormatVersion}) {
+    CAPTURE(version);
+    auto first_mismatch = [&](const std::vector<std::vector<uint8_t>>& contents) {
+      std::vector<artifact::detail::ChecksumCheck::Item> checks;
+      for (size_t i = 0; i < blobs.size(); ++i) checks.push_back({contents[i], artifact::blob_checksum(blobs[i], version)});
+      return artifact::detail::ChecksumCheck(std::move(checks), version).first_mismatch();
+    };
+    CHECK_FALSE(first_mismatch(blobs).has_value());
+    std::vector<std::vector<uint8_t>> damaged = blobs;
+    damaged[3][(2 << 20) + 1] ^= 1;  // the third segment of blob 3
+    CHECK(first_mismatch(damaged) == std::optional<size_t>(3));
+    damaged[0][(1 << 20) + 7] ^= 0x80;  // and the second segment of blob 0: the first one is named
+    CHECK(first_mismatch(damaged) == std::optional<size_t>(0));
+  }
+  // Format 5 folds its segments' checksums; an unfinished check (an early return) just joins.
+  const std::span<const uint8_t> big = blobs[0];
+  std::vector<uint64_t> segments;
+  for (size_t at = 0; at < big.size(); at += artifact::kChecksumSegmentBytes)
+    segments.push_back(artifact::checksum_segment(big.subspan(at, std::min(artifact::kChecksumSegmentBytes, big.size() - at))));
+  CHECK(segments.size() == 4);
+  CHECK(artifact::blob_checksum(big, 5) == artifact::fold_segment_checksums(segments, big.size()));
+  CHECK(artifact::blob_checksum(big, 5) != artifact::blob_checksum(big, 4));
+  { artifact::detail::ChecksumCheck unfinished({{big, 0}}, 5); }
 }
 
 TEST_CASE("artifact trust: a signed artifact loads only with its signer's key and unchanged") {

@@ -48,7 +48,7 @@ codegen::CompiledKernels compile_for_cpu(const testing::PlannedGraph& g, const s
   return std::move(compiled).value();
 }
 
-uint16_t elf_machine(const std::vector<uint8_t>& so) {
+uint16_t elf_machine(std::span<const uint8_t> so) {
   Elf64_Ehdr header;
   REQUIRE(so.size() >= sizeof(header));
   std::memcpy(&header, so.data(), sizeof(header));

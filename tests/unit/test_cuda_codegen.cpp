@@ -481,7 +481,7 @@ TEST_CASE("cuda target: one PTX module and a cubin per architecture; kernels are
   CHECK(compiled->modules[1].format == "cubin:sm_80");
   CHECK(compiled->modules[2].format == "cubin:sm_90");
   for (int m : {1, 2}) {  // nvJitLink's cubins are ELF images
-    const std::vector<uint8_t>& cubin = compiled->modules[m].blob;
+    const artifact::Blob& cubin = compiled->modules[m].blob;
     REQUIRE(cubin.size() > 4);
     CHECK((cubin[0] == 0x7f && cubin[1] == 'E' && cubin[2] == 'L' && cubin[3] == 'F'));
   }
@@ -548,7 +548,7 @@ TEST_CASE("cuda target: a large graph is split into several NVRTC programs; each
   for (const artifact::KernelBinary& k : compiled->kernels) {
     REQUIRE(k.module_id < programs);
     ++kernels_per_program[k.module_id];
-    const std::vector<uint8_t>& blob = compiled->modules[2 * k.module_id].blob;
+    const artifact::Blob& blob = compiled->modules[2 * k.module_id].blob;
     CHECK(has(std::string(blob.begin(), blob.end()), ".entry " + k.entry_point + "("));
   }
   for (uint32_t p = 0; p < programs; ++p) CHECK(kernels_per_program[p] > 0);

@@ -106,7 +106,7 @@ artifact::KernelBinary opencl_kernel(const ir::Graph& graph, uint32_t kernel_ind
   k.kernel_index = kernel_index;
   k.format = "opencl-c";
   k.entry_point = entry;
-  k.blob.assign(source.begin(), source.end());
+  k.blob = std::vector<uint8_t>(source.begin(), source.end());
   k.args = std::move(args);
   k.dispatch.work_items = std::move(work_items);
   k.dispatch.items_per_group = 64;

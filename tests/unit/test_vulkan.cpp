@@ -214,7 +214,7 @@ TEST_CASE("vulkan: loading rejects artifacts without vulkan kernels or with unkn
   CHECK(partial.status().message() == "the artifact has no Vulkan kernel for launched kernel 1");
 
   Result<std::unique_ptr<hal::Executable>> bad_blob = device->load_executable(
-      add_scale_artifact({}, [](artifact::LoadedArtifact& a) { a.kernels[0].blob.resize(7); }));
+      add_scale_artifact({}, [](artifact::LoadedArtifact& a) { a.kernels[0].blob = std::vector<uint8_t>(a.kernels[0].blob.begin(), a.kernels[0].blob.begin() + 7); }));
   REQUIRE_FALSE(bad_blob.is_ok());
   CHECK(bad_blob.status().code() == ErrorCode::kCorrupt);
 }

@@ -42,7 +42,7 @@ constexpr const char* kHostArchitecture = "x86-64";
 // failing. Checks that `bytes` are a 64-bit little-endian shared object for this machine's
 // architecture whose program headers and loaded segments lie within it; "" when they do, else
 // what is wrong.
-std::string shared_object_fault(const std::vector<uint8_t>& bytes) {
+std::string shared_object_fault(std::span<const uint8_t> bytes) {
   Elf64_Ehdr header;
   if (bytes.size() < sizeof(header)) return "shorter than an ELF header";
   std::memcpy(&header, bytes.data(), sizeof(header));

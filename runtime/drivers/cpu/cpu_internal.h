@@ -1,4 +1,4 @@
-// Internal to the cpu driver: the thread pool, the Device and the Executable shared by
+// Internal to the cpu driver: the Device and the Executable shared by
 // cpu_driver.cpp, cpu_executable.cpp and cpu_stream.cpp. Nothing outside runtime/drivers/cpu/
 // includes this header. cpu_driver.h describes the driver and the kernels' ABI.
 #pragma once
@@ -21,64 +21,12 @@
 #include "runtime/drivers/cpu/cpu_driver.h"
 #include "runtime/drivers/cpu/onednn.h"
 #include "runtime/hal/device.h"
+#include "runtime/hal/thread_pool.h"
 
 namespace kiln::runtime::cpu {
 
 // A kernel's entry point (cpu_driver.h: the ABI).
 using KernelEntry = void (*)(void* const* buffers, const int64_t* symbols, int64_t begin, int64_t end);
-
-// Threads that run the chunks of one launch at a time, with the calling thread.
-//
-// Threads are started on the first launch that has more than one chunk (a device that only
-// copies buffers, or runs tiny graphs, starts none) and joined by the destructor. If the system
-// refuses a thread, the pool runs with those it has (at worst the caller alone): results are the
-// same, only slower.
-//
-// Thread-safety: parallel_for may be called from any number of threads at once. Launches with
-// one chunk run on the calling thread alone, concurrently with anything; launches with several
-// take the pool one at a time (launch_mutex_), so two sessions' launches interleave at launch
-// granularity instead of splitting the threads between them.
-class ThreadPool {
- public:
-  // `threads`: the most threads a launch runs on, the caller included (>= 1).
-  explicit ThreadPool(unsigned threads) : threads_(threads < 1 ? 1 : threads) {}
-  ~ThreadPool();
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-
-  // Calls fn(begin, end) over contiguous chunks covering [0, units): about 4 chunks per thread
-  // (so a slow chunk does not hold the others back), each of at least `grain` units (taken as 1
-  // when smaller) except the last, on the pool's threads and the caller's; returns when every
-  // chunk has run. `fn` must not
-  // throw, and must not call parallel_for of the same pool.
-  void parallel_for(int64_t units, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
-  // The most threads a launch runs on, the caller included.
-  unsigned threads() const { return threads_; }
-
- private:
-  struct Job {
-    const std::function<void(int64_t, int64_t)>* fn = nullptr;
-    int64_t units = 0;
-    int64_t chunk = 1;
-    int64_t chunks = 0;
-    std::atomic<int64_t> next_chunk{0};
-    int workers_inside = 0;  // guarded by mutex_
-  };
-  static void run_chunks(Job& job);
-  void start_workers();  // under launch_mutex_
-  void worker_loop();
-
-  const unsigned threads_;
-  std::mutex launch_mutex_;  // one multi-chunk launch at a time
-  std::mutex mutex_;         // guards everything below
-  std::condition_variable job_posted_;
-  std::condition_variable worker_left_;
-  std::vector<std::thread> workers_;
-  bool workers_started_ = false;
-  bool stopping_ = false;
-  uint64_t generation_ = 0;  // bumped for every posted job
-  Job* job_ = nullptr;       // the job in progress, or null
-};
 
 // The host as a device: host buffers and the thread pool.
 // Thread-safety: every method may be called concurrently (the pool guards itself).
@@ -99,7 +47,7 @@ class CpuDevice final : public hal::Device {
       std::shared_ptr<const artifact::LoadedArtifact> artifact) override;
   Result<std::unique_ptr<hal::Stream>> create_stream() override;
 
-  ThreadPool& pool() { return pool_; }
+  hal::ThreadPool& pool() { return pool_; }
   // Whether the CPU has `feature`, a /proc/cpuinfo flag name: what a cpu kernel's
   // required_features name (the instruction-set extensions its code was built to use).
   bool has_feature(const std::string& feature) const { return features_.count(feature) > 0; }
@@ -107,7 +55,7 @@ class CpuDevice final : public hal::Device {
  private:
   hal::DeviceInfo info_;
   std::set<std::string> features_;
-  ThreadPool pool_;
+  hal::ThreadPool pool_;
 };
 
 // The artifact's cpu modules loaded into the process, and the entry point of every kernel.

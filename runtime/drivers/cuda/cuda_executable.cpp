@@ -235,16 +235,17 @@ Status CudaProgram::upload_constants() {
   if (pieces.empty()) return Status::ok();
   KILN_ASSIGN_OR_RETURN(constant_block_, CudaBuffer::create(device_, total));
   // The upload streams the block's image: each staging window gets the constants' bytes that
-  // fall in it (the alignment gaps are left as they are). Windows come in increasing offsets.
-  size_t first = 0;  // the first piece that may still overlap a window
+  // fall in it (the alignment gaps are left as they are). Windows may be filled concurrently, so
+  // each finds its first piece by offset.
   return device_.copy_image_to_device(constant_block_->pointer(), total, [&](size_t offset, std::span<std::byte> out) {
     const size_t end = offset + out.size();
-    while (first < pieces.size() && pieces[first].offset + pieces[first].data->size_bytes() <= offset) ++first;
-    for (size_t i = first; i < pieces.size() && pieces[i].offset < end; ++i) {
-      const size_t begin = std::max(offset, pieces[i].offset);
-      const size_t stop = std::min(end, pieces[i].offset + pieces[i].data->size_bytes());
+    auto first = std::upper_bound(pieces.begin(), pieces.end(), offset,
+                                  [](size_t at, const Piece& piece) { return at < piece.offset + piece.data->size_bytes(); });
+    for (auto piece = first; piece != pieces.end() && piece->offset < end; ++piece) {
+      const size_t begin = std::max(offset, piece->offset);
+      const size_t stop = std::min(end, piece->offset + piece->data->size_bytes());
       if (begin < stop)
-        std::memcpy(out.data() + (begin - offset), pieces[i].data->data() + (begin - pieces[i].offset), stop - begin);
+        std::memcpy(out.data() + (begin - offset), piece->data->data() + (begin - piece->offset), stop - begin);
     }
   });
 }

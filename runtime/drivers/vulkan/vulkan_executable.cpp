@@ -12,7 +12,7 @@ std::atomic<uint64_t> next_executable_serial{1};
 // checksum does not cover the entry-point name, and drivers do not defend against a pName the
 // module lacks, so it is checked here. Bounds-checked: a damaged module gives false, never a read
 // outside the blob.
-bool has_compute_entry_point(const std::vector<uint8_t>& blob, const std::string& name) {
+bool has_compute_entry_point(std::span<const uint8_t> blob, const std::string& name) {
   constexpr uint32_t kMagic = 0x07230203u, kOpEntryPoint = 15, kGLCompute = 5;
   const size_t words = blob.size() / 4;
   auto word = [&](size_t i) {

@@ -1,4 +1,4 @@
-// ThreadPool (cpu_internal.h): chunks of a launch handed out through one atomic counter.
+// ThreadPool (thread_pool.h): chunks of a job handed out through one atomic counter.
 //
 // A launch posts a Job and bumps `generation_`; each worker that wakes for that generation
 // registers in the job (workers_inside, under mutex_), takes chunks until none are left, and
@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <system_error>
 
-#include "runtime/drivers/cpu/cpu_internal.h"
+#include "runtime/hal/thread_pool.h"
 #include "runtime/log.h"
 
-namespace kiln::runtime::cpu {
+namespace kiln::runtime::hal {
 
 ThreadPool::~ThreadPool() {
   {
@@ -39,8 +39,8 @@ void ThreadPool::start_workers() {
   try {
     for (unsigned i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
   } catch (const std::system_error& e) {
-    log(LogLevel::kWarning, "cpu device: started " + std::to_string(workers_.size() + 1) + " of " +
-                                std::to_string(threads_) + " threads (" + e.what() + "); launches run on those");
+    log(LogLevel::kWarning, "thread pool: started " + std::to_string(workers_.size() + 1) + " of " +
+                                std::to_string(threads_) + " threads (" + e.what() + "); work runs on those");
   }
 }
 
@@ -91,4 +91,4 @@ void ThreadPool::parallel_for(int64_t units, int64_t grain, const std::function<
   job_ = nullptr;
 }
 
-}  // namespace kiln::runtime::cpu
+}  // namespace kiln::runtime::hal
