@@ -1,7 +1,8 @@
-// Internal to the artifact reader: checking many blobs' checksums on several threads while the
-// reader goes on. Hashing reads every weight once (5-7 GB/s a core), which was most of a small
-// model's load time; on helper threads that start as soon as the constants are located, it
-// overlaps with converting the rest of the file.
+// Internal to the artifact reader: checking many blobs' checksums (the targets' modules and
+// kernels, the constants) on several threads while the reader goes on. Hashing reads every weight
+// and every binary once (5-7 GB/s a core), which was most of a small model's load time; on helper
+// threads that start as soon as the constants are located, it overlaps with converting the rest
+// of the file.
 #pragma once
 
 #include <atomic>

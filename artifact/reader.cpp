@@ -64,6 +64,7 @@ Result<Parts> locate_parts(const ArtifactBytes& bytes, uint32_t version) {
       return corrupt("corrupt Kiln artifact: " + std::to_string(size) + " bytes is larger than a format-" +
                      std::to_string(version) + " file can be (2 GiB)");
     parts.segment.inline_data = true;
+    parts.segment.format_version = version;  // the algorithm of the blobs' checksums
     parts.model = bytes.data;
     return parts;
   }
@@ -183,9 +184,12 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
   out.signer = parts.signer;
   out.signature_verified = !options.trusted_keys.empty();
   out.bytes = bytes;
-  std::unique_ptr<detail::ChecksumCheck> constant_checks;  // reads `bytes`, which outlive it
+  // The targets' blobs and the constants are hashed on other threads from here on.
+  std::vector<detail::ChecksumCheck::Item> blob_checks = detail::target_blob_checks(model->targets());
+  const size_t num_blob_checks = blob_checks.size();
+  std::unique_ptr<detail::ChecksumCheck> checks;  // reads `bytes`, which outlive it
   {
-    Result<ir::Graph> graph = detail::convert_graph(*model->graph(), parts.segment, constant_checks);
+    Result<ir::Graph> graph = detail::convert_graph(*model->graph(), parts.segment, std::move(blob_checks), checks);
     if (!graph.is_ok()) return std::move(graph).status();
     out.graph = std::move(graph).value();
   }
@@ -194,18 +198,19 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
     if (!plan.is_ok()) return std::move(plan).status();
     out.plan = std::move(plan).value();
   }
-  {
-    Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, version, bytes.owner);
-    if (!targets.is_ok()) return std::move(targets).status();
-    out.kernels = std::move(targets->kernels);
-    out.modules = std::move(targets->modules);
-  }
-  // The constants' checksums were checked on other threads meanwhile; the verifier may read values.
-  if (constant_checks) {
-    if (std::optional<size_t> damaged = constant_checks->first_mismatch())
-      return corrupt("corrupt Kiln artifact: constant " + std::to_string(*damaged) +
+  Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, bytes.owner);
+  // A damaged blob is reported before what converting it found wrong (a missing entry point in
+  // damaged PTX); the verifier below may read the constants' values.
+  if (checks) {
+    if (std::optional<size_t> damaged = checks->first_mismatch()) {
+      if (*damaged < num_blob_checks) return detail::damaged_target_blob(model->targets(), *damaged);
+      return corrupt("corrupt Kiln artifact: constant " + std::to_string(*damaged - num_blob_checks) +
                      ": its bytes are damaged (checksum mismatch)");
+    }
   }
+  if (!targets.is_ok()) return std::move(targets).status();
+  out.kernels = std::move(targets->kernels);
+  out.modules = std::move(targets->modules);
   Status verified = ir::verify_graph(out.graph, /*require_topological=*/true);
   if (!verified.is_ok())
     return corrupt("corrupt Kiln artifact: the graph is invalid: " + verified.message());

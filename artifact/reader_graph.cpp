@@ -287,21 +287,20 @@ Result<ir::SizeExpr> read_size_expr(const fb::SizeExpr* expr, const std::string&
 }  // namespace
 
 Result<ir::Graph> convert_graph(const fb::Graph& g, const DataSegment& segment,
-                                std::unique_ptr<ChecksumCheck>& constant_checks) {
+                                std::vector<ChecksumCheck::Item> checks, std::unique_ptr<ChecksumCheck>& started) {
   ir::Graph graph;
   graph.name = str(g.name());
   graph.weights_path = str(g.weights_path());
 
   if (g.constants()) {
-    std::vector<ChecksumCheck::Item> checks;
     size_t index = 0;
     for (const fb::ConstantData* c : *g.constants()) {
       KILN_ASSIGN_OR_RETURN(ir::Tensor t, read_constant(*c, index, segment, checks));
       graph.add_constant(std::move(t));
       ++index;
     }
-    if (!checks.empty()) constant_checks = std::make_unique<ChecksumCheck>(std::move(checks), segment.format_version);
   }
+  if (!checks.empty()) started = std::make_unique<ChecksumCheck>(std::move(checks), segment.format_version);
 
   const size_t num_nodes = g.nodes() ? g.nodes()->size() : 0;
   if (num_nodes >= size_t(ir::kNoNode)) return bad("too many nodes");
@@ -566,8 +565,43 @@ Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg
 
 }  // namespace
 
+std::vector<ChecksumCheck::Item> target_blob_checks(const Vector<Offset<fb::Target>>* targets) {
+  std::vector<ChecksumCheck::Item> checks;
+  if (!targets) return checks;
+  auto bytes = [](const Vector<uint8_t>* blob) {
+    return blob ? std::span<const uint8_t>(blob->data(), blob->size()) : std::span<const uint8_t>();
+  };
+  for (const fb::Target* t : *targets) {
+    if (t->modules())
+      for (const fb::ModuleBinary* m : *t->modules()) checks.push_back({bytes(m->blob()), m->blob_checksum()});
+    if (t->kernels())
+      for (const fb::KernelBinary* k : *t->kernels()) checks.push_back({bytes(k->blob()), k->blob_checksum()});
+  }
+  return checks;
+}
+
+Status damaged_target_blob(const Vector<Offset<fb::Target>>* targets, size_t index) {
+  for (size_t i = 0; targets && i < targets->size(); ++i) {
+    const fb::Target* t = targets->Get(flatbuffers::uoffset_t(i));
+    const std::string target = str(t->name());
+    const size_t modules = t->modules() ? t->modules()->size() : 0;
+    const size_t kernels = t->kernels() ? t->kernels()->size() : 0;
+    if (index < modules) {
+      const fb::ModuleBinary* m = t->modules()->Get(flatbuffers::uoffset_t(index));
+      return bad("target '" + target + "' module " + std::to_string(m->id()) + " '" + str(m->format()) +
+                 "': its binary is damaged (checksum mismatch)");
+    }
+    index -= modules;
+    if (index < kernels)
+      return bad("target '" + target + "' kernel '" + str(t->kernels()->Get(flatbuffers::uoffset_t(index))->kernel_name()) +
+                 "': its binary is damaged (checksum mismatch)");
+    index -= kernels;
+  }
+  return internal_error("artifact reader: no target blob " + std::to_string(index));
+}
+
 Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph,
-                                         uint32_t format_version, const std::shared_ptr<const void>& owner) {
+                                         const std::shared_ptr<const void>& owner) {
   ConvertedTargets converted;
   std::vector<KernelBinary>& out = converted.kernels;
   if (!targets) return converted;
@@ -592,8 +626,6 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
             return bad(where + " appears twice");
         module.blob = file_blob(m->blob(), owner);
         if (module.blob.empty()) return bad(where + " is empty");
-        if (blob_checksum(module.blob, format_version) != m->blob_checksum())
-          return bad(where + ": its binary is damaged (checksum mismatch)");
         module_ids.insert(module.id);
         converted.modules.push_back(std::move(module));
       }
@@ -618,10 +650,6 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         return bad("target '" + target + "' kernel '" + binary.kernel_name + "' has unknown format '" +
                    binary.format + "'");
       binary.blob = file_blob(k->blob(), owner);
-      if (blob_checksum(binary.blob, format_version) != k->blob_checksum()) {
-        return bad("target '" + target + "' kernel '" + binary.kernel_name +
-                   "': its binary is damaged (checksum mismatch)");
-      }
       if (k->required_features())
         for (const flatbuffers::String* f : *k->required_features()) binary.required_features.push_back(f->str());
       const std::string where = "target '" + target + "' kernel '" + binary.kernel_name + "'";

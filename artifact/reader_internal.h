@@ -22,15 +22,25 @@ namespace kiln::artifact::detail {
 // segment (format 3). `owner` keeps the file's bytes alive; constants are views into them.
 struct DataSegment {
   bool inline_data = false;
-  uint32_t format_version = 0;  // format 4 on: each constant's checksum is checked (blob_checksum)
+  uint32_t format_version = 0;  // the file's: its checksums' algorithm (blob_checksum); format 4 on, constants have one
   std::span<const uint8_t> bytes;
   std::shared_ptr<const void> owner;
 };
 
-// Format 4 on, the constants' checksums are being checked in `constant_checks` when this returns
-// (blob i is constant i); the caller asks it for the result before anything reads their values.
+// `checks` (the targets' blobs, target_blob_checks) and, format 4 on, the constants are being
+// checked in `started` when this returns: item i < checks.size() is checks[i], item
+// checks.size() + j is constant j. The caller asks it for the result before anything reads the
+// constants' values or runs a blob.
 Result<ir::Graph> convert_graph(const fb::Graph& graph, const DataSegment& segment,
-                                std::unique_ptr<ChecksumCheck>& constant_checks);
+                                std::vector<ChecksumCheck::Item> checks, std::unique_ptr<ChecksumCheck>& started);
+
+// Every target's module and kernel blobs with the checksums the file states, in file order
+// (each target's modules, then its kernels), so that they are hashed on the checking threads
+// rather than one by one while the targets are converted. The file has passed the FlatBuffers
+// verifier.
+std::vector<ChecksumCheck::Item> target_blob_checks(const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets);
+// The error for item `index` of target_blob_checks(targets) not matching its checksum.
+Status damaged_target_blob(const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, size_t index);
 
 // Checks every reference of the plan against the converted graph.
 Result<ir::ExecutionPlan> convert_plan(const fb::Plan* plan, const ir::Graph& graph);
@@ -41,11 +51,11 @@ struct ConvertedTargets {
   std::vector<KernelBinary> kernels;
   std::vector<ModuleBinary> modules;
 };
-// Blob checksums are checked with the file's format version's algorithm (blob_checksum). Blobs
-// are views of the file where aligned, kept alive by `owner` (the file's bytes).
+// The blobs' checksums are not checked here (target_blob_checks). Blobs are views of the file
+// where aligned, kept alive by `owner` (the file's bytes).
 Result<ConvertedTargets> convert_targets(
     const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, const ir::Graph& graph,
-    uint32_t format_version, const std::shared_ptr<const void>& owner);
+    const std::shared_ptr<const void>& owner);
 
 // Cross-checks the converted plan and binaries against the verified graph (each buffer's role
 // and size, launch order, arena slots, every binary's arguments = kernel_signature, library

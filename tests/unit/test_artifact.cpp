@@ -168,6 +168,17 @@ TEST_CASE("artifact: kernel binaries per target round-trip") {
   CHECK(loaded->kernels[0] == ptx);
   CHECK(loaded->kernels[1] == ptx2);
   CHECK(loaded->kernels[2] == spv);
+  // A damaged kernel binary is named.
+  std::vector<uint8_t> bytes = write_or_fail(model.graph, model.plan, options);
+  const std::vector<uint8_t> ptx_blob{1, 2, 3, 4, 5};
+  auto at = std::search(bytes.begin(), bytes.end(), ptx_blob.begin(), ptx_blob.end());
+  REQUIRE(at != bytes.end());
+  at[2] ^= 0x10;
+  Result<artifact::LoadedArtifact> damaged = read_bytes(std::move(bytes));
+  REQUIRE_FALSE(damaged.is_ok());
+  CHECK(damaged.status().code() == ErrorCode::kCorrupt);
+  const std::string& message = damaged.status().message();
+  CHECK_MESSAGE(message.find("kernel 'fused_add_mul_relu_0': its binary is damaged") != std::string::npos, message);
 
   // A binary for a kernel the graph does not have is refused by the writer.
   options.kernels = {artifact::KernelBinary{"cuda", "nope", 9, "ptx", "", {}, {}, {}, {}}};

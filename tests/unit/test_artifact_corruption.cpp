@@ -284,7 +284,10 @@ TEST_CASE("artifact modules: damaged modules, formats and GEMM calls are clear e
   rejected(bytes, "unknown module format");
   bytes = original;
   REQUIRE(patch(bytes, ".target sm_80", ".target sm_81"));
-  rejected(bytes, "checksum mismatch");
+  rejected(bytes, "target 'cuda' module 0 'ptx': its binary is damaged (checksum mismatch)");
+  bytes = original;  // damaged bytes are named before the entry points they no longer hold
+  REQUIRE(patch(bytes, ".entry k_reduce_sum_1", ".entry k_reduce_sum_7"));
+  rejected(bytes, "target 'cuda' module 0 'ptx': its binary is damaged (checksum mismatch)");
   bytes = original;
   REQUIRE(patch(bytes, "module", "modulx"));
   rejected(bytes, "unknown format 'modulx'");
