@@ -191,9 +191,8 @@ Offset<fb::Graph> Writer::graph(const ir::Graph& g, const DataLayout& layout) {
   for (size_t i = 0; i < g.constants().size(); ++i) {
     const ir::Tensor& t = g.constants()[i];
     auto shape = longs(t.shape());
-    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(t.data()), t.size_bytes());
     constants.push_back(fb::CreateConstantData(fbb_, detail::to_fb(t.dtype()), shape, /*data=*/0,
-                                               layout.offsets[i], t.size_bytes(), blob_checksum(bytes)));
+                                               layout.offsets[i], t.size_bytes(), layout.checksums[i]));
   }
   auto constants_vec = fbb_.CreateVector(constants);
 
@@ -597,6 +596,7 @@ DataLayout plan_data_layout(const ir::Graph& graph) {
     at = align_up(at);
     layout.offsets.push_back(at);
     layout.sizes.push_back(t.size_bytes());
+    layout.checksums.push_back(blob_checksum({reinterpret_cast<const uint8_t*>(t.data()), t.size_bytes()}));
     at += t.size_bytes();
   }
   layout.data_size = at;

@@ -35,9 +35,11 @@ struct WriteOptions {
 };
 
 // Where a graph's constants go in the data segment: constant i at offsets[i] (a multiple of 64),
-// sizes[i] bytes; the model part starts at model_offset.
+// sizes[i] bytes, with checksum checksums[i] (blob_checksum, taken while the bytes are in memory:
+// ArtifactFileWriter swaps them for views of the written file, which reading them again would
+// bring back into memory); the model part starts at model_offset.
 struct DataLayout {
-  std::vector<uint64_t> offsets, sizes;
+  std::vector<uint64_t> offsets, sizes, checksums;
   uint64_t data_size = 0;
   uint64_t model_offset = 0;
 };

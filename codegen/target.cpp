@@ -234,24 +234,27 @@ Result<CompiledKernels> compile_graph(const Target& target, const ir::Graph& gra
 
 // ---- The registry ----------------------------------------------------------------------------
 
-std::vector<std::string> available_targets() {
-  std::vector<std::string> out;
-  for (std::string_view name : artifact::kTargetNames) {
+bool target_available(std::string_view name) {
 #ifdef KILN_HAVE_CUDA
-    if (name == artifact::kCudaTarget && !cuda_target_present()) continue;
+  if (name == artifact::kCudaTarget) return cuda_target_present();
 #else
-    if (name == artifact::kCudaTarget) continue;
+  if (name == artifact::kCudaTarget) return false;
 #endif
 #ifndef KILN_HAVE_VULKAN_CODEGEN
-    if (name == artifact::kVulkanTarget) continue;
+  if (name == artifact::kVulkanTarget) return false;
 #endif
 #ifdef KILN_HAVE_CPU_CODEGEN
-    if (name == artifact::kCpuTarget && !cpu_toolchain_present()) continue;
+  if (name == artifact::kCpuTarget) return cpu_toolchain_present();
 #else
-    if (name == artifact::kCpuTarget) continue;
+  if (name == artifact::kCpuTarget) return false;
 #endif
-    out.emplace_back(name);
-  }
+  return artifact::is_known_target(name);
+}
+
+std::vector<std::string> available_targets() {
+  std::vector<std::string> out;
+  for (std::string_view name : artifact::kTargetNames)
+    if (target_available(name)) out.emplace_back(name);
   return out;
 }
 
@@ -293,9 +296,11 @@ std::string unavailable_targets_note() {
           " (shaderc or SPIRV-Tools not found)";
 #endif
 #ifdef KILN_HAVE_CPU_CODEGEN
-  if (Result<std::string> identity = cpu_toolchain_identity(); !identity.is_ok())
+  if (!cpu_toolchain_present()) {
+    const Result<std::string> identity = cpu_toolchain_identity();  // what loading the module says
     note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) + " (" +
-            identity.status().message() + ")";
+            (identity.is_ok() ? std::string("its toolchain is incomplete") : identity.status().message()) + ")";
+  }
 #else
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) +
           " (clang, ld.lld or the LLVM 14 development packages not found at build time)";

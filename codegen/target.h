@@ -159,6 +159,9 @@ Result<CompiledKernels> compile_graph(const Target& target, const ir::Graph& gra
 
 // The targets compiled into this build, in the order kilnc lists them (artifact::kTargetNames').
 std::vector<std::string> available_targets();
+// Whether one target is: asking about one does not start the others' toolchains (the cpu
+// target's clang module maps LLVM, about 50 MB, for good).
+bool target_available(std::string_view name);
 // The known targets missing from this build and why, e.g. "cuda (CUDA toolkit not found: no
 // NVRTC)"; empty when none is.
 std::string unavailable_targets_note();

@@ -47,13 +47,15 @@ const std::vector<std::string>& build_targets() {
 }
 
 Result<std::vector<std::string>> select_targets(const CompileOptions& options) {
-  std::vector<std::string> targets = options.targets.value_or(build_targets());
+  // Explicit targets are checked one by one, so that --target=cuda does not start the cpu
+  // target's toolchain (codegen::target_available).
+  std::vector<std::string> targets = options.targets ? *options.targets : build_targets();
   // Architecture names are checked first: they are wrong on any machine, with or without CUDA.
   for (const std::string& arch : options.gpu_archs) KILN_RETURN_IF_ERROR(codegen::check_cuda_arch(arch));
   for (const std::string& t : targets) {
     if (!artifact::is_known_target(t))
       return invalid_argument("unknown target '" + t + "' (expected " + known_targets() + ")");
-    if (!contains(build_targets(), t))
+    if (!codegen::target_available(t))
       return invalid_argument("target '" + t + "' is not available: " + codegen::unavailable_targets_note() +
                               " (targets: " + join(build_targets()) + ")");
   }

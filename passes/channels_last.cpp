@@ -19,9 +19,11 @@
 // An elementwise operand without an NHWC form converts when that is free: a constant (its data
 // is permuted here), or a value whose permutation only moves unit dims (a reshape). Otherwise
 // the node stays NCHW (reading views) rather than adding a transpose of a big operand.
-// Weights are permuted into new constants (the originals go when nothing else uses them).
+// Weights are permuted into new constants; an original goes as soon as nothing uses it any more
+// (UseCounts), so that the weights are not held in both layouts at once.
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <vector>
 
 #include "ir/interpreter.h"
@@ -62,11 +64,15 @@ bool moves_only_unit_dims(const ir::Shape& shape, const std::vector<int64_t>& pe
 class ChannelsLast {
  public:
   ChannelsLast(Graph& graph, PipelineOptions::Floats policy)
-      : graph_(graph), policy_(policy), remap_(graph.num_nodes()), nhwc_(graph.num_nodes(), kNoNode) {}
+      : graph_(graph),
+        policy_(policy),
+        remap_(graph.num_nodes()),
+        nhwc_(graph.num_nodes(), kNoNode),
+        uses_(graph),
+        original_(NodeId(graph.num_nodes())) {}
 
   Status run() {
-    const NodeId original = NodeId(graph_.num_nodes());
-    for (NodeId id = 0; id < original; ++id) {
+    for (NodeId id = 0; id < original_; ++id) {
       if (graph_.node(id).erased || is_source(graph_.node(id).op)) continue;
       remap_.rewrite_operands(graph_.node(id));
       KILN_RETURN_IF_ERROR(convert(id));
@@ -134,7 +140,10 @@ class ChannelsLast {
   Status forward_reshape(NodeId id) {
     const NodeId u = twin(node(id).inputs[0]);
     if (u == kNoNode || !moves_only_unit_dims(node(u).type.shape, kToNchw)) return Status::ok();
+    const NodeId before = graph_.node(id).inputs[0];
     graph_.node(id).inputs[0] = u;
+    uses_.add(u);
+    drop_use(before);
     changed_ = true;
     return Status::ok();
   }
@@ -249,8 +258,10 @@ class ChannelsLast {
   // Node `id` keeps its name and type and now reads transpose(source, perm), or a reshape of it
   // when that moves unit dims only (a view that costs nothing).
   void become_view(NodeId id, NodeId source, const std::vector<int64_t>& perm) {
+    const std::vector<NodeId> before = std::exchange(graph_.node(id).inputs, {source});
+    uses_.add(source);
+    for (NodeId in : before) drop_use(in);
     Node& n = graph_.node(id);
-    n.inputs = {source};
     if (moves_only_unit_dims(node(source).type.shape, perm)) {
       n.op = OpKind::kReshape;
       n.attrs = ir::ReshapeAttrs{n.type.shape};
@@ -303,7 +314,8 @@ class ChannelsLast {
   // Appends a node computing `op` on `inputs`, named after `like`, its type inferred.
   Result<NodeId> add_node(OpKind op, std::vector<NodeId> inputs, ir::Attrs attrs, const Node& like) {
     const std::string base = like.name + ".nhwc";
-    Result<NodeId> added = add_inferred_node(graph_, op, std::move(inputs), std::move(attrs), base, like.loc);
+    for (NodeId in : inputs) uses_.add(in);
+    Result<NodeId> added = add_inferred_node(graph_, op, inputs, std::move(attrs), base, like.loc);
     if (!added) {
       return internal_error("channels-last: '" + base + "' (" + std::string(ir::op_name(op)) +
                             "): " + added.status().message());
@@ -311,10 +323,19 @@ class ChannelsLast {
     return added;
   }
 
+  // The use counts of the graph's own values are kept exact (operands are rewired only here,
+  // in add_node and in forward_reshape); those of the nodes this pass adds are not (the remap
+  // redirects uses to them), so only an original constant is ever dropped.
+  void drop_use(NodeId id) {
+    if (id < original_) uses_.drop(graph_, id);
+  }
+
   Graph& graph_;
   PipelineOptions::Floats policy_;
   ValueRemap remap_;
   std::vector<NodeId> nhwc_;  // nhwc_[v]: the node holding NCHW value v in NHWC, or kNoNode
+  UseCounts uses_;
+  const NodeId original_;  // the nodes before this pass: [0, original_)
   bool changed_ = false;
 };
 

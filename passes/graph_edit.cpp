@@ -77,6 +77,26 @@ KernelKind kernel_kind_for(OpKind op) {
 
 // ---- ValueRemap ----------------------------------------------------------------------------
 
+UseCounts::UseCounts(const Graph& graph) : counts_(graph.num_nodes(), 0) {
+  for (const Node& node : graph.nodes())
+    if (!node.erased)
+      for (NodeId in : node.inputs) ++counts_[in];
+  for (const ir::GraphOutput& out : graph.outputs()) ++counts_[out.node];
+}
+
+void UseCounts::set(NodeId id, int64_t count) {
+  if (id >= counts_.size()) counts_.resize(size_t(id) + 1, 0);
+  counts_[id] = count;
+}
+
+void UseCounts::drop(Graph& graph, NodeId id) {
+  set(id, count(id) - 1);
+  Node& node = graph.node(id);
+  if (count(id) > 0 || node.op != OpKind::kConstant || node.erased) return;
+  graph.constants()[std::get<ir::ConstantAttrs>(node.attrs).constant_index] = ir::Tensor();
+  node.erased = true;
+}
+
 ValueRemap::ValueRemap(size_t num_nodes) : target_(num_nodes) {
   std::iota(target_.begin(), target_.end(), NodeId(0));
 }

@@ -68,6 +68,24 @@ class ValueRemap {
   bool changed_ = false;
 };
 
+// How many uses each value has (operands of live nodes, graph outputs), kept by a pass that
+// rewires operands, so that a constant whose last use goes is dropped at once (its node erased,
+// its data freed) instead of at dce: a pass that replaces every weight (permuting or scaling it)
+// then holds them once, not twice. Uses from nodes the pass adds must be add()ed; values added
+// after construction start with none.
+class UseCounts {
+ public:
+  explicit UseCounts(const ir::Graph& graph);
+  int64_t count(ir::NodeId id) const { return id < counts_.size() ? counts_[id] : 0; }
+  void set(ir::NodeId id, int64_t count);
+  void add(ir::NodeId id) { set(id, count(id) + 1); }
+  // One use fewer; a constant left with none is erased and its tensor freed.
+  void drop(ir::Graph& graph, ir::NodeId id);
+
+ private:
+  std::vector<int64_t> counts_;
+};
+
 // Restores the outputs invariant: graph.outputs()[i].name equals the name of the node it points
 // to, and that node is computed by an op (not a graph input or constant, which have no kernel
 // to write the output buffer). When an output was redirected to another node, that node is

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -127,7 +128,18 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 }  // namespace
 
-bool cpu_toolchain_present() { return clang_module().is_ok(); }
+// Told from the files when it can be: the module, and the LLVM libraries it was linked against
+// where this build found them. Loading the module maps LLVM (about 50 MB, for good: it cannot be
+// unloaded), which a compile should not hold beside the weights before it reaches the cpu
+// target's code generation. Elsewhere (LLVM installed in another place, or not at all) the
+// module is loaded to find out.
+bool cpu_toolchain_present() {
+  auto readable = [](const std::string& path) { return access(path.c_str(), R_OK) == 0; };
+  const std::vector<std::string> paths = module_paths();
+  const bool module_found = std::any_of(paths.begin(), paths.end(), readable);
+  if (module_found && readable(KILN_CPU_LLVM_LIBRARY) && readable(KILN_CPU_CLANG_LIBRARY)) return true;
+  return clang_module().is_ok();
+}
 
 Result<std::string> cpu_toolchain_identity() {
   KILN_ASSIGN_OR_RETURN(const ClangModule* m, clang_module());

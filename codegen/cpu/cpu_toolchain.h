@@ -31,7 +31,8 @@ struct CpuSelection {
   std::string cpu;     // an LLVM CPU name of that architecture ("x86-64-v3", "neoverse-n1")
 };
 
-// Whether the clang module loads (the cpu target is then available).
+// Whether the clang module loads (the cpu target is then available): from the files where they
+// tell, so that asking does not load it (cpu_toolchain.cpp).
 bool cpu_toolchain_present();
 // The compilers' identity for cache keys: clang's version, its fixed flags, the linker.
 Result<std::string> cpu_toolchain_identity();
