@@ -296,10 +296,10 @@ std::string unavailable_targets_note() {
           " (shaderc or SPIRV-Tools not found)";
 #endif
 #ifdef KILN_HAVE_CPU_CODEGEN
-  if (!cpu_toolchain_present()) {
-    const Result<std::string> identity = cpu_toolchain_identity();  // what loading the module says
+  if (!cpu_toolchain_present()) {  // then loading the module failed, and its error says why
+    const Result<std::string> loaded = cpu_toolchain_identity();
     note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) + " (" +
-            (identity.is_ok() ? std::string("its toolchain is incomplete") : identity.status().message()) + ")";
+            (loaded.is_ok() ? std::string("its clang module did not load") : loaded.status().message()) + ")";
   }
 #else
   note += std::string(note.empty() ? "" : ", ") + std::string(artifact::kCpuTarget) +
