@@ -75,7 +75,7 @@ KernelKind kernel_kind_for(OpKind op) {
   return KernelKind::kElementwise;
 }
 
-// ---- ValueRemap ----------------------------------------------------------------------------
+// ---- UseCounts -----------------------------------------------------------------------------
 
 UseCounts::UseCounts(const Graph& graph) : counts_(graph.num_nodes(), 0) {
   for (const Node& node : graph.nodes())
@@ -96,6 +96,8 @@ void UseCounts::drop(Graph& graph, NodeId id) {
   graph.constants()[std::get<ir::ConstantAttrs>(node.attrs).constant_index] = ir::Tensor();
   node.erased = true;
 }
+
+// ---- ValueRemap ----------------------------------------------------------------------------
 
 ValueRemap::ValueRemap(size_t num_nodes) : target_(num_nodes) {
   std::iota(target_.begin(), target_.end(), NodeId(0));
