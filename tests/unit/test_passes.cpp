@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "passes/graph_edit.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 #include "test_passes_helpers.h"
@@ -136,6 +137,32 @@ TEST_CASE("passes: an invalid optimization level is a user error") {
   Result<ir::ExecutionPlan> plan = run_pipeline(b.graph, options_at(3));
   REQUIRE(!plan.is_ok());
   CHECK(plan.status().code() == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("passes: UseCounts drops a constant at its last use, never one still read") {
+  GraphBuilder b;
+  NodeId x = b.input("x", "4");
+  NodeId shared = b.constant("shared", {4}, {1, 2, 3, 4});
+  NodeId single = b.constant("single", {4}, {5, 6, 7, 8});
+  NodeId out = b.constant("out", {4}, {9, 9, 9, 9});
+  NodeId a = b.op(OpKind::kAdd, "a", {x, shared});
+  NodeId m = b.op(OpKind::kMul, "m", {a, shared});
+  b.output(b.op(OpKind::kSub, "y", {m, single}));
+  b.graph.outputs().push_back({"out", out, b.graph.node(out).type});  // an output is a use too
+  UseCounts uses(b.graph);
+  CHECK(uses.count(shared) == 2);
+  CHECK(uses.count(out) == 1);
+  uses.drop(b.graph, shared);
+  CHECK_FALSE(b.graph.node(shared).erased);  // m still reads it
+  CHECK(b.graph.constant_of(shared).num_elements() == 4);
+  uses.drop(b.graph, single);
+  CHECK(b.graph.node(single).erased);
+  CHECK(b.graph.constants()[std::get<ir::ConstantAttrs>(b.graph.node(single).attrs).constant_index].data() == nullptr);  // freed
+  uses.add(x);  // a non-constant without uses is left for dce
+  uses.drop(b.graph, x);
+  uses.drop(b.graph, x);
+  CHECK_FALSE(b.graph.node(x).erased);
+  CHECK(uses.count(out) == 1);
 }
 
 TEST_CASE("passes: fold-constants evaluates constant subgraphs") {
