@@ -227,8 +227,13 @@ Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<ui
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // lld gets an empty environment: it needs none, and passing `environ` would read the process's
+  // environment while another thread may change it (setenv is not thread-safe: the cpu driver
+  // sets GOMP_SPINCOUNT when it first loads oneDNN, and a concurrent setenv can free the array
+  // being passed, which posix_spawn then reports as EFAULT).
+  char* no_environment[] = {nullptr};
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), no_environment);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0)
     return Status(ErrorCode::kUnavailable,

@@ -56,8 +56,11 @@ Result<const OneDnnApi*> load_onednn() {
   static OneDnnApi api;
   static Status status = Status::ok();
   std::call_once(once, [] {
-    // Before OpenMP starts (see the header): a short spin unless the user chose a policy.
-    if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "10000", 0);
+    // Before OpenMP starts (see the header): a short spin unless the user chose a policy. Once
+    // libgomp is loaded it has read its settings, and changing the environment would do nothing.
+    void* started_gomp = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (started_gomp) dlclose(started_gomp);
+    else if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "10000", 0);
     status = load_vendor_api({"libdnnl.so.3", "libdnnl.so.2"}, "oneDNN", "KILN_ONEDNN", api, [](auto load) {
 #define KILN_DNNL_LOAD(name) load(#name, api.name);
       KILN_DNNL_LOAD(dnnl_sgemm)

@@ -13,13 +13,15 @@
 // compare and to test the generated code.
 //
 // Threads: oneDNN parallelizes with OpenMP, on as many threads as the device's pool has
-// (set_onednn_threads, before every call). Unless
-// the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT, load_onednn sets GOMP_SPINCOUNT=10000
-// before the library (and OpenMP) starts: idle OpenMP threads spin for some tens of
-// microseconds after a call, then sleep. Back-to-back library calls then find them awake, and
-// the driver's own pool does not run against threads that spin for long. Measured on 2 cores:
-// never spinning (passive) took MobileNetV2 at batch 1 from 5.3 to 6.8 ms; 1,000,000 (nearer
-// libgomp's default) took the BERT encoder at batch 8 from 458 to 529 ms.
+// (set_onednn_threads, before every call). Unless the environment sets OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT, or libgomp was loaded before, load_onednn sets GOMP_SPINCOUNT=10000 before the
+// library (and OpenMP) starts: idle OpenMP threads spin for some tens of microseconds after a
+// call, then sleep. Back-to-back library calls then find them awake, and the driver's own pool
+// does not run against threads that spin for long. Measured on 2 cores: never spinning
+// (passive) took MobileNetV2 at batch 1 from 5.3 to 6.8 ms; 1,000,000 (nearer libgomp's
+// default) took the BERT encoder at batch 8 from 458 to 529 ms. setenv is not thread-safe: the
+// runtime's header tells embedders that the first cpu device changes the environment, and
+// Kiln's own child processes (lld) get an environment of their own.
 // Thread-safety: the API is immutable once loaded; run_onednn_gemm and OneDnnConvolution::run
 // may run concurrently on different outputs.
 #pragma once

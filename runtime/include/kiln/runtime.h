@@ -246,6 +246,10 @@ typedef struct kiln_device_option {
  *   cuda.graphs = on | off   capture and replay CUDA graphs (default: on, see CUDA above)
  *   cpu.threads = N          threads the cpu device runs a kernel on, 0 to 1024 (default 0: one
  *                            per hardware thread)
+ * The first cpu device opened in a process sets GOMP_SPINCOUNT=10000 in its environment (idle
+ * OpenMP threads of oneDNN spin briefly, then sleep) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
+ * set or OpenMP has already started. setenv is not thread-safe: do not read or change the
+ * environment on other threads while the process's first cpu session is created.
  * Sessions with the same device id and options share one opened device; other options open
  * the device again. KILN_INVALID_ARGUMENT for an option naming no driver, one its driver does
  * not have, or a value it cannot take. */
