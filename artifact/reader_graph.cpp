@@ -563,41 +563,48 @@ Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg
   return call;
 }
 
+// Calls visit(target, module, kernel), with one of module and kernel set, for every blob of
+// `targets` in one fixed order: target_blob_checks' items and damaged_target_blob's index both
+// follow it. Stops early when visit returns true.
+template <typename Visit>
+void walk_target_blobs(const Vector<Offset<fb::Target>>* targets, Visit&& visit) {
+  if (!targets) return;
+  for (const fb::Target* t : *targets) {
+    if (t->modules())
+      for (const fb::ModuleBinary* m : *t->modules())
+        if (visit(t, m, static_cast<const fb::KernelBinary*>(nullptr))) return;
+    if (t->kernels())
+      for (const fb::KernelBinary* k : *t->kernels())
+        if (visit(t, static_cast<const fb::ModuleBinary*>(nullptr), k)) return;
+  }
+}
+
 }  // namespace
 
 std::vector<ChecksumCheck::Item> target_blob_checks(const Vector<Offset<fb::Target>>* targets) {
   std::vector<ChecksumCheck::Item> checks;
-  if (!targets) return checks;
   auto bytes = [](const Vector<uint8_t>* blob) {
     return blob ? std::span<const uint8_t>(blob->data(), blob->size()) : std::span<const uint8_t>();
   };
-  for (const fb::Target* t : *targets) {
-    if (t->modules())
-      for (const fb::ModuleBinary* m : *t->modules()) checks.push_back({bytes(m->blob()), m->blob_checksum()});
-    if (t->kernels())
-      for (const fb::KernelBinary* k : *t->kernels()) checks.push_back({bytes(k->blob()), k->blob_checksum()});
-  }
+  walk_target_blobs(targets, [&](const fb::Target*, const fb::ModuleBinary* m, const fb::KernelBinary* k) {
+    checks.push_back(m ? ChecksumCheck::Item{bytes(m->blob()), m->blob_checksum()}
+                       : ChecksumCheck::Item{bytes(k->blob()), k->blob_checksum()});
+    return false;
+  });
   return checks;
 }
 
 Status damaged_target_blob(const Vector<Offset<fb::Target>>* targets, size_t index) {
-  for (size_t i = 0; targets && i < targets->size(); ++i) {
-    const fb::Target* t = targets->Get(flatbuffers::uoffset_t(i));
-    const std::string target = str(t->name());
-    const size_t modules = t->modules() ? t->modules()->size() : 0;
-    const size_t kernels = t->kernels() ? t->kernels()->size() : 0;
-    if (index < modules) {
-      const fb::ModuleBinary* m = t->modules()->Get(flatbuffers::uoffset_t(index));
-      return bad("target '" + target + "' module " + std::to_string(m->id()) + " '" + str(m->format()) +
-                 "': its binary is damaged (checksum mismatch)");
-    }
-    index -= modules;
-    if (index < kernels)
-      return bad("target '" + target + "' kernel '" + str(t->kernels()->Get(flatbuffers::uoffset_t(index))->kernel_name()) +
-                 "': its binary is damaged (checksum mismatch)");
-    index -= kernels;
-  }
-  return internal_error("artifact reader: no target blob " + std::to_string(index));
+  Status damaged = internal_error("artifact reader: no target blob " + std::to_string(index));
+  size_t at = 0;
+  walk_target_blobs(targets, [&](const fb::Target* t, const fb::ModuleBinary* m, const fb::KernelBinary* k) {
+    if (at++ != index) return false;
+    const std::string what = m ? "module " + std::to_string(m->id()) + " '" + str(m->format()) + "'"
+                               : "kernel '" + str(k->kernel_name()) + "'";
+    damaged = bad("target '" + str(t->name()) + "' " + what + ": its binary is damaged (checksum mismatch)");
+    return true;
+  });
+  return damaged;
 }
 
 Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph,
