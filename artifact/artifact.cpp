@@ -6,6 +6,11 @@
 #include <set>
 #include <utility>
 
+// xxHash compiled into this file (header-only): the runtime then needs no libxxhash at run time,
+// and the hash inlines into the checksum loops.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace kiln::artifact {
 
 namespace {
@@ -170,7 +175,10 @@ uint64_t fnv_hash(std::span<const uint8_t> blob, bool lanes) {
 
 }  // namespace
 
-uint64_t checksum_segment(std::span<const uint8_t> segment) { return fnv_hash(segment, /*lanes=*/true); }
+uint64_t checksum_segment(std::span<const uint8_t> segment, uint32_t format_version) {
+  if (format_version >= 6) return XXH3_64bits(segment.data(), segment.size());
+  return fnv_hash(segment, /*lanes=*/true);
+}
 
 uint64_t fold_segment_checksums(std::span<const uint64_t> segment_checksums, size_t blob_bytes) {
   uint64_t hash = kFnvBasis;
@@ -183,7 +191,8 @@ uint64_t blob_checksum(std::span<const uint8_t> blob, uint32_t format_version) {
   std::vector<uint64_t> segments;
   segments.reserve(blob.size() / kChecksumSegmentBytes + 1);
   for (size_t at = 0; at < blob.size(); at += kChecksumSegmentBytes)
-    segments.push_back(checksum_segment(blob.subspan(at, std::min(kChecksumSegmentBytes, blob.size() - at))));
+    segments.push_back(
+        checksum_segment(blob.subspan(at, std::min(kChecksumSegmentBytes, blob.size() - at)), format_version));
   return fold_segment_checksums(segments, blob.size());
 }
 

@@ -58,7 +58,7 @@ void ChecksumCheck::join() {
 void ChecksumCheck::hash_pieces() {
   for (size_t i = next_++; i < order_.size(); i = next_++) {
     const std::span<const uint8_t> bytes = pieces_[order_[i]].bytes;
-    hashes_[order_[i]] = segmented_ ? checksum_segment(bytes) : blob_checksum(bytes, format_version_);
+    hashes_[order_[i]] = segmented_ ? checksum_segment(bytes, format_version_) : blob_checksum(bytes, format_version_);
   }
 }
 

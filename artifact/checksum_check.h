@@ -24,7 +24,7 @@ class ChecksumCheck {
   };
 
   // Starts hashing `items` with `format_version`'s algorithm (blob_checksum) on helper threads
-  // (none for a few MB). Format 5's checksums fold 1 MiB segments, so the work is cut into
+  // (none for a few MB). Format 5 on, checksums fold 1 MiB segments, so the work is cut into
   // segments and one large constant no longer keeps a thread busy while the others wait; older
   // formats hash each blob whole, largest first.
   ChecksumCheck(std::vector<Item> items, uint32_t format_version);

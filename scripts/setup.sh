@@ -12,6 +12,8 @@ PACKAGES=(
   libssl-dev
   # Ed25519 artifact signatures (artifact/signing.cpp: kilnc --sign, the runtime's trusted keys)
   libsodium-dev
+  # XXH3 for the artifact's checksums (artifact/artifact.cpp, header-only)
+  libxxhash-dev
   llvm-14-tools clang libclang-rt-14-dev
   # The cpu target (codegen/cpu/): clang as a library and lld, LLVM 14; oneDNN for the cpu
   # driver's GEMMs and convolutions (loaded with dlopen at run time, runtime/drivers/cpu/onednn.h)

@@ -189,7 +189,7 @@ TEST_CASE("artifact trust: checksums over segments find the first damaged blob, 
     for (size_t i = 0; i < size; ++i) blob[i] = uint8_t(i * 131 + size);
     blobs.push_back(std::move(blob));
   }
-  for (uint32_t version : {4u, artifact::kFormatVersion}) {
+  for (uint32_t version : {4u, 5u, artifact::kFormatVersion}) {
     CAPTURE(version);
     auto first_mismatch = [&](const std::vector<std::vector<uint8_t>>& contents) {
       std::vector<artifact::detail::ChecksumCheck::Item> checks;
@@ -203,15 +203,25 @@ TEST_CASE("artifact trust: checksums over segments find the first damaged blob, 
     damaged[0][(1 << 20) + 7] ^= 0x80;  // and the second segment of blob 0: the first one is named
     CHECK(first_mismatch(damaged) == std::optional<size_t>(0));
   }
-  // Format 5 folds its segments' checksums; an unfinished check (an early return) just joins.
+  // Formats 5 and 6 fold their segments' checksums (FNV-1a lanes, then XXH3); an unfinished
+  // check (an early return) just joins.
   const std::span<const uint8_t> big = blobs[0];
-  std::vector<uint64_t> segments;
-  for (size_t at = 0; at < big.size(); at += artifact::kChecksumSegmentBytes)
-    segments.push_back(artifact::checksum_segment(big.subspan(at, std::min(artifact::kChecksumSegmentBytes, big.size() - at))));
-  CHECK(segments.size() == 4);
-  CHECK(artifact::blob_checksum(big, 5) == artifact::fold_segment_checksums(segments, big.size()));
+  for (uint32_t version : {5u, 6u}) {
+    CAPTURE(version);
+    std::vector<uint64_t> segments;
+    for (size_t at = 0; at < big.size(); at += artifact::kChecksumSegmentBytes)
+      segments.push_back(artifact::checksum_segment(
+          big.subspan(at, std::min(artifact::kChecksumSegmentBytes, big.size() - at)), version));
+    CHECK(segments.size() == 4);
+    CHECK(artifact::blob_checksum(big, version) == artifact::fold_segment_checksums(segments, big.size()));
+  }
   CHECK(artifact::blob_checksum(big, 5) != artifact::blob_checksum(big, 4));
-  { artifact::detail::ChecksumCheck unfinished({{big, 0}}, 5); }
+  CHECK(artifact::blob_checksum(big, 6) != artifact::blob_checksum(big, 5));
+  // A format-6 segment's checksum is XXH3-64 with seed 0: `printf kiln | xxhsum -H3`.
+  const std::string text = "kiln";
+  CHECK(artifact::checksum_segment({reinterpret_cast<const uint8_t*>(text.data()), text.size()}, 6) ==
+        0x5c14e8865e2aa02aull);
+  { artifact::detail::ChecksumCheck unfinished({{big, 0}}, artifact::kFormatVersion); }
 }
 
 TEST_CASE("artifact trust: a signed artifact loads only with its signer's key and unchanged") {
