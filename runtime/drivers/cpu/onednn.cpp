@@ -132,6 +132,12 @@ struct Owned {
 
 using Memory = Owned<dnnl_memory_t, dnnl_status_t (*)(dnnl_memory_t)>;
 
+struct FreeHost {
+  void operator()(float* p) const { std::free(p); }
+};
+// Host memory, 64-byte aligned, that a primitive reads its constant weights from.
+using WeightBuffer = std::unique_ptr<float[], FreeHost>;
+
 // One argument of a primitive's execution: its DNNL_ARG_* index, layout and host address.
 struct ExecArg {
   int arg;
@@ -155,17 +161,25 @@ Status execute(const OneDnnApi& api, dnnl_primitive_t primitive, std::span<const
   return dnnl_check(api.dnnl_stream_wait(stream.handle), what);
 }
 
-// `data` (laid out as `from`) reordered into a new buffer laid out as `to`.
-Result<std::vector<float>> reorder_once(const OneDnnApi& api, const dnnl_memory_desc_t& from_md,
-                                        const dnnl_memory_desc_t& to_md, const void* data) {
-  std::vector<float> out((api.dnnl_memory_desc_get_size(&to_md) + sizeof(float) - 1) / sizeof(float));
+// `data` (laid out as `from`) reordered into a new buffer laid out as `to`. The buffer is not
+// zeroed first, as std::vector did: the reorder writes every byte, and zeroing faulted in and
+// wrote ResNet-50's 100 MB of weights once more, 25-30 ms of its first run on the cpu device.
+// (Transparent huge pages, to cut the 4 KiB page faults, were tried and not kept: where the
+// kernel compacts memory on such a fault, the reorders took 150-190 ms instead of 45.)
+Result<WeightBuffer> reorder_once(const OneDnnApi& api, const dnnl_memory_desc_t& from_md,
+                                  const dnnl_memory_desc_t& to_md, const void* data) {
+  const size_t bytes = api.dnnl_memory_desc_get_size(&to_md);
+  WeightBuffer out(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  if (!out)
+    return Status(ErrorCode::kOutOfMemory,
+                  "oneDNN: no host memory for " + std::to_string(bytes) + " bytes of reordered weights");
   Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&pd.handle, &from_md, api.engine, &to_md,
                                                                          api.engine, nullptr),
                                   "weights reorder descriptor"));
   Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, pd.handle), "weights reorder"));
-  const ExecArg args[] = {{DNNL_ARG_FROM, &from_md, const_cast<void*>(data)}, {DNNL_ARG_TO, &to_md, out.data()}};
+  const ExecArg args[] = {{DNNL_ARG_FROM, &from_md, const_cast<void*>(data)}, {DNNL_ARG_TO, &to_md, out.get()}};
   KILN_RETURN_IF_ERROR(execute(api, reorder.handle, args, "weights reorder"));
   return out;
 }
@@ -239,7 +253,7 @@ struct OneDnnMatmul::State {
   Key key;
   dnnl_memory_desc_t a{}, b{}, bias{}, out{};  // b: the primitive's layout when packed
   dnnl_primitive_t primitive = nullptr;
-  std::vector<float> packed_b;  // b reordered once, when it is a constant
+  WeightBuffer packed_b;  // b reordered once, when it is a constant (else null)
   ~State() {
     if (primitive) api->dnnl_primitive_destroy(primitive);
   }
@@ -328,7 +342,7 @@ Result<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::create(const OneDnnApi& api,
 Status OneDnnMatmul::run(std::span<void* const> args) const {
   const State& s = *state_;
   const artifact::GemmCall& call = s.call;
-  void* b = s.packed_b.empty() ? args[call.b_arg] : const_cast<float*>(s.packed_b.data());
+  void* b = s.packed_b ? s.packed_b.get() : args[call.b_arg];
   std::vector<ExecArg> exec = {{DNNL_ARG_SRC, &s.a, args[call.a_arg]}, {DNNL_ARG_WEIGHTS, &s.b, b},
                                {DNNL_ARG_DST, &s.out, args[call.out_arg]}};
   if (call.bias_arg >= 0) exec.push_back({DNNL_ARG_BIAS, &s.bias, args[size_t(call.bias_arg)]});
@@ -344,7 +358,7 @@ struct OneDnnConvolution::State {
   artifact::ConvCall call;
   dnnl_memory_desc_t src{}, dst{}, bias{}, weights{};  // weights: the primitive's own layout
   dnnl_primitive_t primitive = nullptr;
-  std::vector<float> reordered_weights;
+  WeightBuffer reordered_weights;
   size_t out_bytes = 0;
 
   ~State() {
@@ -425,7 +439,7 @@ Status OneDnnConvolution::run(std::span<void* const> args) const {
   if (call.residual_arg >= 0 && args[size_t(call.residual_arg)] != out)
     std::memcpy(out, args[size_t(call.residual_arg)], s.out_bytes);
   std::vector<ExecArg> exec = {{DNNL_ARG_SRC, &s.src, args[call.x_arg]},
-                               {DNNL_ARG_WEIGHTS, &s.weights, const_cast<float*>(s.reordered_weights.data())},
+                               {DNNL_ARG_WEIGHTS, &s.weights, s.reordered_weights.get()},
                                {DNNL_ARG_DST, &s.dst, out}};
   if (call.bias_arg >= 0) exec.push_back({DNNL_ARG_BIAS, &s.bias, args[size_t(call.bias_arg)]});
   return execute(*s.api, s.primitive, exec, "convolution");
