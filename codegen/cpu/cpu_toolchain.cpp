@@ -229,8 +229,8 @@ Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<ui
   argv.push_back(nullptr);
   // lld gets an empty environment: it needs none, and passing `environ` would read the process's
   // environment while another thread may change it (setenv is not thread-safe: the cpu driver
-  // sets GOMP_SPINCOUNT when it first loads oneDNN, and a concurrent setenv can free the array
-  // being passed, which posix_spawn then reports as EFAULT).
+  // sets GOMP_SPINCOUNT when it first loads oneDNN, PoCL sets HWLOC_PLUGINS_PATH, and a setenv
+  // frees the array it replaces, which posix_spawn then reported as EFAULT).
   char* no_environment[] = {nullptr};
   pid_t pid = 0;
   const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), no_environment);
