@@ -228,9 +228,9 @@ Result<std::vector<uint8_t>> link_shared_object(const std::vector<std::vector<ui
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // lld gets an empty environment: it needs none, and passing `environ` would read the process's
-  // environment while another thread may change it (setenv is not thread-safe: the cpu driver
-  // sets GOMP_SPINCOUNT when it first loads oneDNN, PoCL sets HWLOC_PLUGINS_PATH, and a setenv
-  // frees the array it replaces, which posix_spawn then reported as EFAULT).
+  // environment while another thread may change it (support/environment.h: a setenv, such as
+  // PoCL's when it enumerates devices, frees the array it replaces; posix_spawn then reported
+  // EFAULT).
   char* no_environment[] = {nullptr};
   pid_t pid = 0;
   const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), no_environment);

@@ -1,11 +1,11 @@
 // The cpu target's toolchain (codegen/cpu/cpu_toolchain.h): lld runs with an environment of its
 // own, not the process's. Passing `environ` to posix_spawn raced with setenv on other threads
-// (the cpu driver sets GOMP_SPINCOUNT when it first loads oneDNN, PoCL sets HWLOC_PLUGINS_PATH
-// when it enumerates devices): setenv frees the array it replaces, and the spawn then failed with
-// EFAULT ("cannot run the linker /usr/bin/ld.lld-14: Bad address") in the ONNX conformance
-// harness, which compiles and opens sessions on several threads. The property is tested directly,
-// which is deterministic: lld writes a reproducer archive where LLD_REPRODUCE names one, and must
-// not see that variable.
+// (PoCL sets HWLOC_PLUGINS_PATH when it enumerates devices; the cpu driver set GOMP_SPINCOUNT
+// with setenv when it first loaded oneDNN): setenv frees the array it replaces, and the spawn
+// then failed with EFAULT ("cannot run the linker /usr/bin/ld.lld-14: Bad address") in the ONNX
+// conformance harness, which compiles and opens sessions on several threads. The property is
+// tested directly, which is deterministic: lld writes a reproducer archive where LLD_REPRODUCE
+// names one, and must not see that variable.
 #include <doctest/doctest.h>
 
 #include <unistd.h>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/drivers/vendor_library.h"
+#include "support/environment.h"
 
 namespace kiln::runtime::cpu {
 
@@ -58,9 +59,10 @@ Result<const OneDnnApi*> load_onednn() {
   std::call_once(once, [] {
     // Before OpenMP starts (see the header): a short spin unless the user chose a policy. Once
     // libgomp is loaded it has read its settings, and changing the environment would do nothing.
+    // Not with setenv, which may free the environment other threads are reading.
     void* started_gomp = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (started_gomp) dlclose(started_gomp);
-    else if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "10000", 0);
+    else if (!std::getenv("OMP_WAIT_POLICY")) add_to_environment("GOMP_SPINCOUNT=10000");
     status = load_vendor_api({"libdnnl.so.3", "libdnnl.so.2"}, "oneDNN", "KILN_ONEDNN", api, [](auto load) {
 #define KILN_DNNL_LOAD(name) load(#name, api.name);
       KILN_DNNL_LOAD(dnnl_sgemm)

@@ -19,9 +19,9 @@
 // call, then sleep. Back-to-back library calls then find them awake, and the driver's own pool
 // does not run against threads that spin for long. Measured on 2 cores: never spinning
 // (passive) took MobileNetV2 at batch 1 from 5.3 to 6.8 ms; 1,000,000 (nearer libgomp's
-// default) took the BERT encoder at batch 8 from 458 to 529 ms. setenv is not thread-safe: the
-// runtime's header tells embedders that the first cpu device changes the environment, and
-// Kiln's own child processes (lld) get an environment of their own.
+// default) took the BERT encoder at batch 8 from 458 to 529 ms. The variable is added with
+// add_to_environment (support/environment.h), not setenv, which may free the environment that
+// other threads are reading.
 // Thread-safety: the API is immutable once loaded; run_onednn_gemm and OneDnnConvolution::run
 // may run concurrently on different outputs.
 #pragma once

@@ -248,8 +248,10 @@ typedef struct kiln_device_option {
  *                            per hardware thread)
  * The first cpu device opened in a process sets GOMP_SPINCOUNT=10000 in its environment (idle
  * OpenMP threads of oneDNN spin briefly, then sleep) unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is
- * set or OpenMP has already started. setenv is not thread-safe: do not read or change the
- * environment on other threads while the process's first cpu session is created.
+ * set or OpenMP has already started. It adds the variable without setenv and never frees the
+ * environment it replaces, so threads reading the environment meanwhile are safe; a setenv on
+ * another thread at that very moment may undo the addition (set either variable to keep Kiln
+ * from changing the environment at all).
  * Sessions with the same device id and options share one opened device; other options open
  * the device again. KILN_INVALID_ARGUMENT for an option naming no driver, one its driver does
  * not have, or a value it cannot take. */
