@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,12 @@ bool add_to_environment(const char* entry) {
   if (count > 0) std::memcpy(grown, current, count * sizeof(char*));
   grown[count] = const_cast<char*>(entry);
   grown[count + 1] = nullptr;
-  made->push_back(grown);
+  try {
+    made->push_back(grown);
+  } catch (const std::bad_alloc&) {
+    std::free(grown);
+    return false;
+  }
   __atomic_store_n(&environ, grown, __ATOMIC_RELEASE);  // `current` is not freed: see the header
   return true;
 }

@@ -4,7 +4,8 @@
 // allocated that one itself, which it has after any earlier setenv in the process (PoCL, for one,
 // sets HWLOC_PLUGINS_PATH when it enumerates devices). A thread reading the old array meanwhile
 // (getenv, std::filesystem::temp_directory_path, posix_spawn given `environ`) then reads freed
-// memory: Kiln's conformance harness saw `posix_spawn` fail with EFAULT, and getenv crash.
+// memory: Kiln's conformance harness saw `posix_spawn` fail with EFAULT, and a stress test of it
+// crashed.
 #pragma once
 
 namespace kiln {
