@@ -572,10 +572,10 @@ void walk_target_blobs(const Vector<Offset<fb::Target>>* targets, Visit&& visit)
   for (const fb::Target* t : *targets) {
     if (t->modules())
       for (const fb::ModuleBinary* m : *t->modules())
-        if (visit(t, m, static_cast<const fb::KernelBinary*>(nullptr))) return;
+        if (visit(t, m, nullptr)) return;
     if (t->kernels())
       for (const fb::KernelBinary* k : *t->kernels())
-        if (visit(t, static_cast<const fb::ModuleBinary*>(nullptr), k)) return;
+        if (visit(t, nullptr, k)) return;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "artifact/reader.h"
+#include "artifact/targets.h"
 #include "artifact/writer.h"
 #include "codegen/target.h"
 #include "frontend/parser.h"
@@ -37,6 +38,13 @@ inline PlannedGraph parse_and_plan(const std::string& text, const std::string& f
   REQUIRE_MESSAGE(plan.is_ok(), plan.status().to_string());
   c.plan = std::move(plan).value();
   return c;
+}
+
+// Whether this build has the cpu codegen target; reports the skip when it has not.
+inline bool cpu_target_available() {
+  if (codegen::target_available(artifact::kCpuTarget)) return true;
+  MESSAGE("[skip] cpu target not in this build: " << codegen::unavailable_targets_note());
+  return false;
 }
 
 // The artifact bytes of `graph_text` with the kernels of every available codegen target.

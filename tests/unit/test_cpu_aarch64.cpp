@@ -30,13 +30,6 @@ using namespace kiln;
 
 namespace {
 
-bool cpu_target_available() {
-  const std::vector<std::string> targets = codegen::available_targets();
-  if (std::find(targets.begin(), targets.end(), std::string(artifact::kCpuTarget)) != targets.end()) return true;
-  MESSAGE("[skip] cpu target not in this build: " << codegen::unavailable_targets_note());
-  return false;
-}
-
 codegen::CompiledKernels compile_for_cpu(const testing::PlannedGraph& g, const std::string& cpu) {
   Result<std::unique_ptr<codegen::Target>> target = codegen::create_target(std::string(artifact::kCpuTarget));
   REQUIRE(target.is_ok());
@@ -70,7 +63,7 @@ graph ew(x: f32[N, 37], b: f32[37]) -> (y: f32[N, 37]) {
 }  // namespace
 
 TEST_CASE("cpu target: --cpu=aarch64 builds an AArch64 module, which an x86-64 runtime refuses by name") {
-  if (!cpu_target_available()) return;
+  if (!testing::cpu_target_available()) return;
   CHECK(codegen::check_cpu_name("aarch64").is_ok());
   CHECK(codegen::check_cpu_name("neoverse-n1").is_ok());
   CHECK(codegen::check_cpu_name("x86-64-v3").is_ok());
@@ -234,7 +227,7 @@ void check_under_qemu(const char* text, const ir::SymbolBindings& bindings, doub
 #endif
 
 TEST_CASE("cpu target: kernels cross-compiled for AArch64 run under qemu-aarch64 and match the interpreter") {
-  if (!cpu_target_available()) return;
+  if (!testing::cpu_target_available()) return;
 #ifndef KILN_AARCH64_HARNESS
   const char* require = std::getenv("KILN_REQUIRE_AARCH64");
   if (require && std::string(require) == "1")

@@ -10,24 +10,18 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "artifact/targets.h"
 #include "codegen/cpu/cpu_toolchain.h"
-#include "codegen/target.h"
+#include "test_compile_util.h"
 
 using namespace kiln;
 
 TEST_CASE("cpu target: lld runs with an environment of its own, not the process's") {
-  const std::vector<std::string> targets = codegen::available_targets();
-  if (std::find(targets.begin(), targets.end(), std::string(artifact::kCpuTarget)) == targets.end()) {
-    MESSAGE("[skip] cpu target not in this build: " << codegen::unavailable_targets_note());
-    return;
-  }
+  if (!testing::cpu_target_available()) return;
   Result<codegen::CpuSelection> cpu = codegen::select_cpu("");
   REQUIRE(cpu.is_ok());
   Result<std::vector<uint8_t>> object =
