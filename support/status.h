@@ -89,9 +89,17 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  // Precondition: !is_ok().
-  const Status& status() const& { return std::get<Status>(data_); }
-  Status status() && { return std::get<Status>(std::move(data_)); }
+  // The error, or an ok Status when this holds a value (so a diagnostic such as
+  // `CHECK_MESSAGE(r.is_ok(), r.status().to_string())` is safe to evaluate on success).
+  const Status& status() const& {
+    static const Status kOkStatus;
+    const Status* error = std::get_if<Status>(&data_);
+    return error != nullptr ? *error : kOkStatus;
+  }
+  Status status() && {
+    Status* error = std::get_if<Status>(&data_);
+    return error != nullptr ? std::move(*error) : Status::ok();
+  }
 
  private:
   std::variant<T, Status> data_;
