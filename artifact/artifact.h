@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "artifact/packed_layout.h"
 #include "artifact/targets.h"
 #include "ir/plan.h"
 #include "support/status.h"
@@ -85,6 +86,31 @@ struct LibraryEpilogue {
 };
 inline constexpr const char* kLibraryEpilogueSuffix = "_epilogue";
 
+// The bytes of a kernel or module binary: owned (as codegen makes them and the writer takes
+// them) or, in a loaded artifact, a view of the file's bytes that keeps them alive (a model's
+// megabytes of cubins are not copied at every load). Immutable; copies share the bytes, so a
+// Blob may be read from several threads at once.
+class Blob {
+ public:
+  Blob() = default;
+  Blob(std::vector<uint8_t> bytes);  // implicit: codegen's byte vectors are assigned to blobs
+  // A view of `bytes`, which `owner` keeps alive.
+  static Blob view(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner);
+
+  const uint8_t* data() const { return bytes_.data(); }
+  size_t size() const { return bytes_.size(); }
+  bool empty() const { return bytes_.empty(); }
+  const uint8_t* begin() const { return bytes_.data(); }
+  const uint8_t* end() const { return bytes_.data() + bytes_.size(); }
+  uint8_t operator[](size_t i) const { return bytes_[i]; }
+  operator std::span<const uint8_t>() const { return bytes_; }
+  bool operator==(const Blob& other) const;
+
+ private:
+  std::shared_ptr<const void> owner_;
+  std::span<const uint8_t> bytes_;
+};
+
 // A matmul kernel that a driver may run through a vendor GEMM library (CUDA: cuBLASLt) instead
 // of its generated code, which stays in the artifact as the fallback. Codegen records it when the
 // kernel is, or starts with (then `in_place_epilogue` finishes it),
@@ -144,35 +170,17 @@ struct ConvCall {
   bool allow_tf32 = false;   // f32 only: kilnc --allow-tf32 (never the default)
   LibraryEpilogue in_place_epilogue;  // what follows the pattern above (relu6, SiLU, ...), if anything
   bool channels_last = false;
+  // Set by the cpu target where its oneDNN primitive reads w in a blocked layout
+  // (packed_layout.h; the source strides are w's): the writer stores w a second time in that
+  // layout, and in a loaded artifact packed_weights are those bytes, which the cpu driver uses in
+  // place when its oneDNN asks for the same layout (else it reorders w at load). Empty in
+  // codegen's records and without a layout.
+  std::optional<PackedLayout> packed_layout;
+  Blob packed_weights;
 
   int64_t out_height() const { return (height + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1; }
   bool operator==(const ConvCall&) const = default;
-};
-
-// The bytes of a kernel or module binary: owned (as codegen makes them and the writer takes
-// them) or, in a loaded artifact, a view of the file's bytes that keeps them alive (a model's
-// megabytes of cubins are not copied at every load). Immutable; copies share the bytes, so a
-// Blob may be read from several threads at once.
-class Blob {
- public:
-  Blob() = default;
-  Blob(std::vector<uint8_t> bytes);  // implicit: codegen's byte vectors are assigned to blobs
-  // A view of `bytes`, which `owner` keeps alive.
-  static Blob view(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner);
-
-  const uint8_t* data() const { return bytes_.data(); }
-  size_t size() const { return bytes_.size(); }
-  bool empty() const { return bytes_.empty(); }
-  const uint8_t* begin() const { return bytes_.data(); }
-  const uint8_t* end() const { return bytes_.data() + bytes_.size(); }
-  uint8_t operator[](size_t i) const { return bytes_[i]; }
-  operator std::span<const uint8_t>() const { return bytes_; }
-  bool operator==(const Blob& other) const;
-
- private:
-  std::shared_ptr<const void> owner_;
-  std::span<const uint8_t> bytes_;
 };
 
 // A compiled module holding the code of several kernels of one target. CUDA: a graph's unique

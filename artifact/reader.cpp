@@ -185,7 +185,7 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
   out.signature_verified = !options.trusted_keys.empty();
   out.bytes = bytes;
   // The targets' blobs and the constants are hashed on other threads from here on.
-  std::vector<detail::ChecksumCheck::Item> blob_checks = detail::target_blob_checks(model->targets());
+  std::vector<detail::ChecksumCheck::Item> blob_checks = detail::target_blob_checks(model->targets(), parts.segment);
   const size_t num_blob_checks = blob_checks.size();
   std::unique_ptr<detail::ChecksumCheck> checks;  // reads `bytes`, which outlive it
   {
@@ -198,7 +198,7 @@ Result<LoadedArtifact> read_artifact(ArtifactBytes bytes, const ReadOptions& opt
     if (!plan.is_ok()) return std::move(plan).status();
     out.plan = std::move(plan).value();
   }
-  Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, bytes.owner);
+  Result<detail::ConvertedTargets> targets = detail::convert_targets(model->targets(), out.graph, bytes.owner, parts.segment);
   // A damaged blob is reported before what converting it found wrong (a missing entry point in
   // damaged PTX); the verifier below may read the constants' values.
   if (checks) {

@@ -522,7 +522,44 @@ Result<GemmCall> convert_gemm(const fb::GemmCall& g, const std::vector<KernelArg
   return call;
 }
 
-Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg>& args, const std::string& where) {
+// The packed bytes of `p` in the data segment, or an empty span when they lie outside it (or are
+// not aligned like a constant), which convert_packed_weights reports.
+std::span<const uint8_t> packed_bytes(const fb::PackedWeights& p, const DataSegment& segment) {
+  if (segment.inline_data || p.offset() % kConstantAlignment != 0 || p.offset() > segment.bytes.size() ||
+      p.size() > segment.bytes.size() - p.offset())
+    return {};
+  return segment.bytes.subspan(size_t(p.offset()), size_t(p.size()));
+}
+
+// A conv call's packed weights: the layout, checked against its source constant w, and a view of
+// the bytes (their checksum is checked with the targets' blobs).
+Status convert_packed_weights(const fb::PackedWeights& p, const std::vector<KernelArg>& args, const ir::Graph& graph,
+                              const DataSegment& segment, ConvCall& call, const std::string& where) {
+  PackedLayout layout;
+  layout.dims = longs(p.dims());
+  layout.source_strides = longs(p.source_strides());
+  layout.padded_dims = longs(p.padded_dims());
+  layout.outer_strides = longs(p.outer_strides());
+  layout.inner_sizes = longs(p.inner_sizes());
+  if (p.inner_dims()) layout.inner_dims.assign(p.inner_dims()->begin(), p.inner_dims()->end());
+  const ir::NodeId w = args[call.w_arg].value;  // a buffer arg in range: check_conv_call
+  if (graph.node(w).op != ir::OpKind::kConstant) return bad(where + ": its conv call packs a w that is not a constant");
+  const ir::Tensor& source = graph.constant_of(w);
+  const uint64_t element_bytes = ir::dtype_size(source.dtype());
+  Status checked = check_packed_layout(layout, source.size_bytes() / element_bytes);
+  if (!checked.is_ok()) return bad(where + ": its conv call's " + checked.message());
+  const std::span<const uint8_t> bytes = packed_bytes(p, segment);
+  if (p.size() != packed_elements(layout) * element_bytes || bytes.size() != p.size())
+    return bad(where + ": its conv call's packed weights [" + std::to_string(p.offset()) + ", +" +
+               std::to_string(p.size()) + ") do not fit their layout or the " + std::to_string(segment.bytes.size()) +
+               "-byte data segment");
+  call.packed_layout = std::move(layout);
+  call.packed_weights = Blob::view(bytes, segment.owner);
+  return Status::ok();
+}
+
+Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg>& args, const ir::Graph& graph,
+                              const DataSegment& segment, const std::string& where) {
   ConvCall call;
   call.x_arg = c.x_arg();
   call.w_arg = c.w_arg();
@@ -560,35 +597,47 @@ Result<ConvCall> convert_conv(const fb::ConvCall& c, const std::vector<KernelArg
                         read_library_epilogue(c.epilogue_args(), c.epilogue_dispatch(), where + " conv call"));
   Status ok = check_conv_call(call, args);
   if (!ok.is_ok()) return bad(where + ": " + ok.message());
+  if (c.packed_weights()) KILN_RETURN_IF_ERROR(convert_packed_weights(*c.packed_weights(), args, graph, segment, call, where));
   return call;
 }
 
-// Calls visit(target, module, kernel), with one of module and kernel set, for every blob of
-// `targets` in one fixed order: target_blob_checks' items and damaged_target_blob's index both
-// follow it. Stops early when visit returns true.
+// Calls visit(target, module, kernel, packed), with one of module and kernel set, for every blob
+// of `targets` in one fixed order: a kernel's own blob (packed null), then its conv call's packed
+// weights (packed set). target_blob_checks' items and damaged_target_blob's index both follow it.
+// Stops early when visit returns true.
 template <typename Visit>
 void walk_target_blobs(const Vector<Offset<fb::Target>>* targets, Visit&& visit) {
   if (!targets) return;
   for (const fb::Target* t : *targets) {
     if (t->modules())
       for (const fb::ModuleBinary* m : *t->modules())
-        if (visit(t, m, nullptr)) return;
+        if (visit(t, m, nullptr, nullptr)) return;
     if (t->kernels())
-      for (const fb::KernelBinary* k : *t->kernels())
-        if (visit(t, nullptr, k)) return;
+      for (const fb::KernelBinary* k : *t->kernels()) {
+        if (visit(t, nullptr, k, nullptr)) return;
+        if (k->conv() && k->conv()->packed_weights() && visit(t, nullptr, k, k->conv()->packed_weights())) return;
+      }
   }
 }
 
 }  // namespace
 
-std::vector<ChecksumCheck::Item> target_blob_checks(const Vector<Offset<fb::Target>>* targets) {
+std::vector<ChecksumCheck::Item> target_blob_checks(const Vector<Offset<fb::Target>>* targets,
+                                                    const DataSegment& segment) {
   std::vector<ChecksumCheck::Item> checks;
   auto bytes = [](const Vector<uint8_t>* blob) {
     return blob ? std::span<const uint8_t>(blob->data(), blob->size()) : std::span<const uint8_t>();
   };
-  walk_target_blobs(targets, [&](const fb::Target*, const fb::ModuleBinary* m, const fb::KernelBinary* k) {
-    checks.push_back(m ? ChecksumCheck::Item{bytes(m->blob()), m->blob_checksum()}
-                       : ChecksumCheck::Item{bytes(k->blob()), k->blob_checksum()});
+  walk_target_blobs(targets, [&](const fb::Target*, const fb::ModuleBinary* m, const fb::KernelBinary* k,
+                                 const fb::PackedWeights* packed) {
+    if (packed) {
+      // Bytes outside the data segment are convert_conv's error: their check is of nothing.
+      const std::span<const uint8_t> data = packed_bytes(*packed, segment);
+      checks.push_back({data, data.size() == packed->size() ? packed->checksum() : blob_checksum({}, segment.format_version)});
+    } else {
+      checks.push_back(m ? ChecksumCheck::Item{bytes(m->blob()), m->blob_checksum()}
+                         : ChecksumCheck::Item{bytes(k->blob()), k->blob_checksum()});
+    }
     return false;
   });
   return checks;
@@ -597,18 +646,20 @@ std::vector<ChecksumCheck::Item> target_blob_checks(const Vector<Offset<fb::Targ
 Status damaged_target_blob(const Vector<Offset<fb::Target>>* targets, size_t index) {
   Status damaged = internal_error("artifact reader: no target blob " + std::to_string(index));
   size_t at = 0;
-  walk_target_blobs(targets, [&](const fb::Target* t, const fb::ModuleBinary* m, const fb::KernelBinary* k) {
+  walk_target_blobs(targets, [&](const fb::Target* t, const fb::ModuleBinary* m, const fb::KernelBinary* k,
+                                 const fb::PackedWeights* packed) {
     if (at++ != index) return false;
     const std::string what = m ? "module " + std::to_string(m->id()) + " '" + str(m->format()) + "'"
                                : "kernel '" + str(k->kernel_name()) + "'";
-    damaged = bad("target '" + str(t->name()) + "' " + what + ": its binary is damaged (checksum mismatch)");
+    damaged = bad("target '" + str(t->name()) + "' " + what + ": its " +
+                  (packed ? "packed weights are" : "binary is") + " damaged (checksum mismatch)");
     return true;
   });
   return damaged;
 }
 
 Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targets, const ir::Graph& graph,
-                                         const std::shared_ptr<const void>& owner) {
+                                         const std::shared_ptr<const void>& owner, const DataSegment& segment) {
   ConvertedTargets converted;
   std::vector<KernelBinary>& out = converted.kernels;
   if (!targets) return converted;
@@ -688,7 +739,7 @@ Result<ConvertedTargets> convert_targets(const Vector<Offset<fb::Target>>* targe
         binary.gemm = call;
       }
       if (const fb::ConvCall* c = k->conv()) {
-        KILN_ASSIGN_OR_RETURN(ConvCall call, convert_conv(*c, binary.args, where));
+        KILN_ASSIGN_OR_RETURN(ConvCall call, convert_conv(*c, binary.args, graph, segment, where));
         binary.conv = call;
       }
       std::vector<std::string> features = binary.required_features;

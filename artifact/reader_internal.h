@@ -34,11 +34,13 @@ struct DataSegment {
 Result<ir::Graph> convert_graph(const fb::Graph& graph, const DataSegment& segment,
                                 std::vector<ChecksumCheck::Item> checks, std::unique_ptr<ChecksumCheck>& started);
 
-// Every target's module and kernel blobs with the checksums the file states, in file order
-// (each target's modules, then its kernels), so that they are hashed on the checking threads
+// Every target's module and kernel blobs, and the packed weights of its conv calls (in
+// `segment`), with the checksums the file states, in file order (each target's modules, then its
+// kernels, each followed by its packed weights), so that they are hashed on the checking threads
 // rather than one by one while the targets are converted. The file has passed the FlatBuffers
 // verifier.
-std::vector<ChecksumCheck::Item> target_blob_checks(const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets);
+std::vector<ChecksumCheck::Item> target_blob_checks(const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets,
+                                                    const DataSegment& segment);
 // The error for item `index` of target_blob_checks(targets) not matching its checksum.
 Status damaged_target_blob(const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, size_t index);
 
@@ -52,10 +54,10 @@ struct ConvertedTargets {
   std::vector<ModuleBinary> modules;
 };
 // The blobs' checksums are not checked here (target_blob_checks). Blobs are views of the file
-// where aligned, kept alive by `owner` (the file's bytes).
+// where aligned, kept alive by `owner` (the file's bytes); packed weights are views of `segment`.
 Result<ConvertedTargets> convert_targets(
     const flatbuffers::Vector<flatbuffers::Offset<fb::Target>>* targets, const ir::Graph& graph,
-    const std::shared_ptr<const void>& owner);
+    const std::shared_ptr<const void>& owner, const DataSegment& segment);
 
 // Cross-checks the converted plan and binaries against the verified graph (each buffer's role
 // and size, launch order, arena slots, every binary's arguments = kernel_signature, library

@@ -66,9 +66,10 @@ class Writer {
   Offset<fb::SizeExpr> size_expr(const ir::SizeExpr& expr);
   Offset<fb::Plan> plan(const ir::ExecutionPlan& plan);
   Offset<Vector<Offset<fb::Target>>> targets(const std::vector<KernelBinary>& kernels,
-                                             const std::vector<ModuleBinary>& modules);
+                                             const std::vector<ModuleBinary>& modules, const DataLayout& layout);
   Offset<fb::GemmCall> gemm_call(const GemmCall& call);
-  Offset<fb::ConvCall> conv_call(const ConvCall& call);
+  // `packed`: where the call's packed weights went (null when it has none).
+  Offset<fb::ConvCall> conv_call(const ConvCall& call, const DataLayout::Packed* packed);
   Offset<fb::KernelDispatch> dispatch(const KernelDispatch& d);
   // A library call's in-place epilogue: its args and dispatch (null offsets when there is none).
   std::pair<Offset<Vector<uint32_t>>, Offset<fb::KernelDispatch>> library_epilogue(const LibraryEpilogue& e);
@@ -298,7 +299,14 @@ Offset<fb::GemmCall> Writer::gemm_call(const GemmCall& call) {
                             epilogue_dispatch);
 }
 
-Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
+Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call, const DataLayout::Packed* packed) {
+  Offset<fb::PackedWeights> packed_weights;
+  if (packed) {
+    const PackedLayout& l = packed->layout;
+    packed_weights = fb::CreatePackedWeights(fbb_, longs(l.dims), longs(l.source_strides), longs(l.padded_dims),
+                                             longs(l.outer_strides), fbb_.CreateVector(l.inner_dims),
+                                             longs(l.inner_sizes), packed->offset, packed->size, packed->checksum);
+  }
   auto batch = size_expr(call.batch);
   auto [epilogue_args, epilogue_dispatch] = library_epilogue(call.in_place_epilogue);
   fb::ConvActivation activation = fb::ConvActivation::Identity;
@@ -312,11 +320,12 @@ Offset<fb::ConvCall> Writer::conv_call(const ConvCall& call) {
                             call.out_channels, call.kernel_h, call.kernel_w, call.groups, call.pad_h,
                             call.pad_w, call.stride_h, call.stride_w, call.dilation_h, call.dilation_w,
                             activation, call.allow_tf32, epilogue_args, epilogue_dispatch, call.channels_last,
-                            call.clamp_min, call.clamp_max);
+                            call.clamp_min, call.clamp_max, packed_weights);
 }
 
 Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinary>& kernels,
-                                                   const std::vector<ModuleBinary>& modules) {
+                                                   const std::vector<ModuleBinary>& modules,
+                                                   const DataLayout& layout) {
   // Group by target, keeping the order in which targets first appear (kernels, then modules).
   std::vector<std::string> order;
   std::map<std::string, std::vector<Offset<fb::KernelBinary>>> by_target;
@@ -340,7 +349,8 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     modules_by_target[m.target].push_back(
         fb::CreateModuleBinary(fbb_, format, blob, blob_checksum(m.blob), m.id));
   }
-  for (const KernelBinary& k : kernels) {
+  for (size_t index = 0; index < kernels.size(); ++index) {
+    const KernelBinary& k = kernels[index];
     if (!by_target.count(k.target)) order.push_back(k.target);
     auto blob = blob_offset(k.blob);
     std::vector<Offset<flatbuffers::String>> features;
@@ -360,7 +370,10 @@ Offset<Vector<Offset<fb::Target>>> Writer::targets(const std::vector<KernelBinar
     auto args_vec = fbb_.CreateVector(args);
     auto kernel_dispatch = dispatch(k.dispatch);
     Offset<fb::GemmCall> gemm = k.gemm ? gemm_call(*k.gemm) : Offset<fb::GemmCall>();
-    Offset<fb::ConvCall> conv = k.conv ? conv_call(*k.conv) : Offset<fb::ConvCall>();
+    auto packed = layout.packed_of.find(index);
+    Offset<fb::ConvCall> conv =
+        k.conv ? conv_call(*k.conv, packed == layout.packed_of.end() ? nullptr : &layout.packed[packed->second])
+               : Offset<fb::ConvCall>();
     by_target[k.target].push_back(fb::CreateKernelBinary(fbb_, name, k.kernel_index, format, entry,
                                                          blob, features_vec, args_vec, kernel_dispatch,
                                                          blob_checksum(k.blob), gemm, k.module_id, conv));
@@ -473,7 +486,7 @@ Result<std::span<const uint8_t>> Writer::write(const ir::Graph& g, const ir::Exe
 
   auto graph_off = graph(g, layout);
   auto plan_off = plan(p);
-  auto targets_off = targets(options.kernels, options.modules);
+  auto targets_off = targets(options.kernels, options.modules, layout);
   auto producer = fbb_.CreateString(options.producer);
   // file_size starts as a non-default placeholder so that the field is stored, then is
   // patched to the real size once the buffer is finished.
@@ -573,17 +586,72 @@ class FileSink final : public Sink {
   std::FILE* file_;
 };
 
-// The header and the data segment, constants in graph order. Returns false on an I/O error.
-bool write_header_and_data(const ir::Graph& graph, const DataLayout& layout, const SigningKey* signing_key,
-                           size_t& signature_offset, Sink& sink) {
+// The header and the constants, in graph order; `at` becomes the sink's position in the file.
+// Returns false on an I/O error.
+bool write_header_and_constants(const ir::Graph& graph, const DataLayout& layout, const SigningKey* signing_key,
+                                size_t& signature_offset, Sink& sink, uint64_t& at) {
   const std::vector<uint8_t> header = file_header(layout, signing_key, signature_offset);
   if (!sink.write(header.data(), header.size())) return false;
-  uint64_t at = kFileHeaderBytes;
+  at = kFileHeaderBytes;
   for (size_t i = 0; i < graph.constants().size(); ++i) {
     const ir::Tensor& t = graph.constants()[i];
     if (!sink.pad_to(kFileHeaderBytes + layout.offsets[i], at)) return false;
     if (!sink.write(t.data(), t.size_bytes())) return false;
     at += t.size_bytes();
+  }
+  return true;
+}
+
+// The kernels' packed weights (ConvCall::packed_layout) after the constants: layout.packed,
+// packed_of, data_size and model_offset. One entry per distinct (source constant, layout).
+Status plan_packed_weights(const ir::Graph& graph, const std::vector<KernelBinary>& kernels, DataLayout& layout) {
+  uint64_t at = layout.data_size;
+  for (size_t index = 0; index < kernels.size(); ++index) {
+    const KernelBinary& k = kernels[index];
+    if (!k.conv || !k.conv->packed_layout) continue;
+    const ConvCall& call = *k.conv;
+    auto bad = [&](const std::string& what) {
+      return invalid_argument("kernel binary '" + k.kernel_name + "': its packed weights " + what);
+    };
+    if (call.w_arg >= k.args.size() || k.args[call.w_arg].kind != KernelArg::Kind::kBuffer ||
+        k.args[call.w_arg].value >= graph.num_nodes() || graph.node(k.args[call.w_arg].value).op != ir::OpKind::kConstant)
+      return bad("are of a w that is not a constant");
+    const uint32_t constant = std::get<ir::ConstantAttrs>(graph.node(k.args[call.w_arg].value).attrs).constant_index;
+    if (constant >= graph.constants().size()) return bad("are of a missing constant");
+    const ir::Tensor& source = graph.constants()[constant];
+    const size_t element_bytes = ir::dtype_size(source.dtype());
+    Status checked = check_packed_layout(*call.packed_layout, source.size_bytes() / element_bytes);
+    if (!checked.is_ok()) return bad("are laid out wrongly: " + checked.message());
+    auto same = std::find_if(layout.packed.begin(), layout.packed.end(), [&](const DataLayout::Packed& p) {
+      return p.constant == constant && p.layout == *call.packed_layout;
+    });
+    if (same == layout.packed.end()) {
+      at = align_up(at);
+      layout.packed.push_back({constant, *call.packed_layout, at, packed_elements(*call.packed_layout) * element_bytes, 0});
+      at += layout.packed.back().size;
+      same = layout.packed.end() - 1;
+    }
+    layout.packed_of[index] = size_t(same - layout.packed.begin());
+  }
+  layout.data_size = at;
+  layout.model_offset = align_up(kFileHeaderBytes + at);
+  return Status::ok();
+}
+
+// Packs and writes layout.packed (one tensor in memory at a time), taking their checksums; `at`
+// is the sink's position in the file. `packed_from(bytes)` is told each source constant's bytes
+// once they are packed. Returns false on an I/O error.
+template <class PackedFrom>
+bool write_packed_weights(const ir::Graph& graph, DataLayout& layout, Sink& sink, uint64_t& at, PackedFrom packed_from) {
+  std::vector<std::byte> packed;
+  for (DataLayout::Packed& p : layout.packed) {
+    const ir::Tensor& source = graph.constants()[p.constant];
+    packed.resize(size_t(p.size));
+    pack_constant(p.layout, source.data(), ir::dtype_size(source.dtype()), packed.data());
+    packed_from(std::span<const std::byte>(source.data(), source.size_bytes()));
+    p.checksum = blob_checksum({reinterpret_cast<const uint8_t*>(packed.data()), packed.size()});
+    if (!sink.pad_to(kFileHeaderBytes + p.offset, at) || !sink.write(packed.data(), packed.size())) return false;
+    at += p.size;
   }
   return sink.pad_to(layout.model_offset, at);
 }
@@ -612,14 +680,17 @@ Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::Ex
 
 Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::ExecutionPlan& plan,
                                             const WriteOptions& options) {
-  const DataLayout layout = plan_data_layout(graph);
-  Writer writer(size_hint(graph, options));
-  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> model, writer.write(graph, plan, options, layout));
+  DataLayout layout = plan_data_layout(graph);
+  KILN_RETURN_IF_ERROR(plan_packed_weights(graph, options.kernels, layout));
   std::vector<uint8_t> out;
-  out.reserve(layout.model_offset + model.size());
+  out.reserve(layout.model_offset);
   VectorSink sink(out);
   size_t signature_offset = 0;
-  write_header_and_data(graph, layout, options.signing_key, signature_offset, sink);
+  uint64_t at = 0;
+  write_header_and_constants(graph, layout, options.signing_key, signature_offset, sink, at);
+  write_packed_weights(graph, layout, sink, at, [](std::span<const std::byte>) {});  // checksums for the model
+  Writer writer(size_hint(graph, options));
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> model, writer.write(graph, plan, options, layout));
   sink.write(model.data(), model.size());
   if (options.signing_key) {
     const std::span<const uint8_t> whole(out);
@@ -660,10 +731,13 @@ Result<std::unique_ptr<ArtifactFileWriter>> ArtifactFileWriter::begin(const std:
       return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
     }
   }
+  if (writer->file_ == stdout) return writer;  // stdout gets everything in finish()
   FileSink sink(writer->file_);
-  if (!write_header_and_data(graph, writer->layout_, signing_key, writer->signature_offset_, sink) ||
+  if (!write_header_and_constants(graph, writer->layout_, signing_key, writer->signature_offset_, sink,
+                                  writer->position_) ||
       std::fflush(writer->file_) != 0)
     return invalid_argument("cannot write '" + path + "': " + std::strerror(errno));
+  writer->data_written_ = true;
   return writer;
 }
 
@@ -675,6 +749,9 @@ Status ArtifactFileWriter::map_constants(ir::Graph& graph) {
   void* base = mmap(nullptr, length, PROT_READ, MAP_SHARED, fileno(file_), 0);
   if (base == MAP_FAILED) return Status::ok();  // keeping them in memory is correct, only larger
   std::shared_ptr<const void> mapping(base, [length](const void* p) { munmap(const_cast<void*>(p), length); });
+  mapped_base_ = static_cast<const uint8_t*>(base);
+  mapped_length_ = length;
+  mapping_ = mapping;
   const auto* data = static_cast<const std::byte*>(base) + kFileHeaderBytes;
   for (size_t i = 0; i < graph.constants().size(); ++i) {
     ir::Tensor& t = graph.constants()[i];
@@ -690,10 +767,32 @@ Status ArtifactFileWriter::finish(const ir::Graph& graph, const ir::ExecutionPla
   if (!file_) return invalid_argument("cannot write '" + path_ + "': the writer was already finished");
   if (options.signing_key && (!signing_key_ || options.signing_key->public_key() != signing_key_->public_key()))
     return invalid_argument("cannot write '" + path_ + "': sign with the key given to ArtifactFileWriter::begin");
+  auto failed = [&] { return invalid_argument("cannot write '" + path_ + "': " + std::strerror(errno)); };
+  // The packed weights follow the constants (stdout: the header and the constants come first).
+  KILN_RETURN_IF_ERROR(plan_packed_weights(graph, options.kernels, layout_));
+  FileSink sink(file_);
+  const SigningKey* key = signing_key_ ? &*signing_key_ : nullptr;
+  if (!data_written_ && !write_header_and_constants(graph, layout_, key, signature_offset_, sink, position_))
+    return failed();
+  // A packed constant's pages of the file's mapping (map_constants) leave this process's memory
+  // once it is packed: they stay in the file, and peak memory stays about the weights' size.
+  auto release = [&](std::span<const std::byte> bytes) {
+    const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
+    if (!mapped_base_ || begin < mapped_base_ || begin + bytes.size() > mapped_base_ + mapped_length_) return;
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (uintptr_t(begin) + page - 1) / page * page, end = (uintptr_t(begin) + bytes.size()) / page * page;
+    if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+  };
+  if (!write_packed_weights(graph, layout_, sink, position_, release)) return failed();
   Writer writer(size_hint(graph, options));
   KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> model, writer.write(graph, plan, options, layout_));
-  auto failed = [&] { return invalid_argument("cannot write '" + path_ + "': " + std::strerror(errno)); };
   if (std::fwrite(model.data(), 1, model.size(), file_) != model.size()) return failed();
+  if (data_written_ && !layout_.packed.empty()) {
+    // begin()'s header covered the constants only: the data segment has grown.
+    const std::vector<uint8_t> header = file_header(layout_, key, signature_offset_);
+    if (std::fflush(file_) != 0 || pwrite(fileno(file_), header.data(), header.size(), 0) != ssize_t(header.size()))
+      return failed();
+  }
   std::FILE* file = std::exchange(file_, nullptr);
   if (file == stdout) return std::fflush(file) == 0 ? Status::ok() : failed();
   if (signing_key_) {

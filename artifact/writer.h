@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,8 +39,18 @@ struct WriteOptions {
 // sizes[i] bytes, with checksum checksums[i] (blob_checksum, taken while the bytes are in memory:
 // ArtifactFileWriter swaps them for views of the written file, which reading them again would
 // bring back into memory); the model part starts at model_offset.
+// After the constants come the packed weights (ConvCall::packed_layout): one entry per distinct
+// (source constant, layout), whose checksum is taken as it is packed and written; packed_of maps
+// a kernel binary's index in WriteOptions::kernels to its entry.
 struct DataLayout {
   std::vector<uint64_t> offsets, sizes, checksums;
+  struct Packed {
+    uint32_t constant = 0;
+    PackedLayout layout;
+    uint64_t offset = 0, size = 0, checksum = 0;
+  };
+  std::vector<Packed> packed;
+  std::map<size_t, size_t> packed_of;
   uint64_t data_size = 0;
   uint64_t model_offset = 0;
 };
@@ -55,9 +66,11 @@ Result<std::vector<uint8_t>> write_artifact(const ir::Graph& graph, const ir::Ex
 // generation (kilnc's peak memory): begin() writes the header and every constant's bytes,
 // map_constants() may then swap the graph's constants for views of the written file, and
 // finish() writes the rest. The constants must not change in between.
+// finish() packs the kernels' packed weights from the (mapped) constants and appends them to the
+// data segment, then rewrites the header to cover them.
 // A path is written through a temporary file beside it that finish() renames into place, so that
 // a failed or abandoned compile leaves neither a partial artifact nor a damaged older one; "-"
-// streams to stdout. With a signing key, finish() signs the file before the rename (a signed
+// streams to stdout, all of it in finish(). With a signing key, finish() signs the file before the rename (a signed
 // artifact cannot be streamed to stdout: the signature covers the whole file).
 class ArtifactFileWriter {
  public:
@@ -80,6 +93,12 @@ class ArtifactFileWriter {
   std::string path_, temp_path_;
   std::FILE* file_ = nullptr;
   DataLayout layout_;
+  bool data_written_ = false;  // begin() wrote the header and the constants (not for stdout)
+  uint64_t position_ = 0;      // where the file's next byte goes
+  // map_constants()'s shared mapping of the file (kept, so that finish() may release its pages).
+  std::shared_ptr<const void> mapping_;
+  const uint8_t* mapped_base_ = nullptr;
+  size_t mapped_length_ = 0;
   std::optional<SigningKey> signing_key_;
   size_t signature_offset_ = 0;  // where the signature goes in the file (0: unsigned)
 };

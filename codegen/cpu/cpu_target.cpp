@@ -21,6 +21,7 @@
 #include "codegen/conv_call.h"
 #include "codegen/gemm_call.h"
 #include "codegen/library_epilogue.h"
+#include "vendor/onednn/onednn_conv.h"
 
 namespace kiln::codegen {
 namespace {
@@ -30,6 +31,30 @@ namespace {
 constexpr int64_t kPointwiseGrain = 4096;
 constexpr int64_t kRowGrainElements = 4096;
 constexpr uint32_t kMatMulGrainRows = 4;
+
+// The layout in which oneDNN's primitive for `record`'s conv call reads its weights on this
+// machine, when that is not w's own: the writer then stores w again in it, and the driver uses
+// that copy in place instead of reordering w at every load. Only for calls the driver runs
+// through oneDNN (f32, constant w) and code for this machine's architecture; a machine whose
+// oneDNN chooses another layout (another instruction set) reorders w, as without it. The batch is
+// the call's, or 1 when it is symbolic.
+std::optional<artifact::PackedLayout> packed_weights_layout(const ir::Graph& graph, const artifact::KernelBinary& record,
+                                                             const TargetOptions& options) {
+  const artifact::ConvCall& call = *record.conv;
+  if (call.dtype != ir::DType::kF32 || call.w_arg >= record.args.size()) return std::nullopt;
+  const artifact::KernelArg& w = record.args[call.w_arg];
+  if (w.kind != artifact::KernelArg::Kind::kBuffer || w.value >= graph.num_nodes() ||
+      graph.node(w.value).op != ir::OpKind::kConstant)
+    return std::nullopt;
+  Result<CpuSelection> cpu = select_cpu(options.cpu), host = select_cpu("");
+  if (!cpu.is_ok() || !host.is_ok() || cpu->arch != host->arch) return std::nullopt;
+  Result<const onednn::OneDnnApi*> api = onednn::load_onednn();
+  if (!api.is_ok()) return std::nullopt;
+  Result<int64_t> batch = call.batch.evaluate({});
+  auto described = onednn::describe_convolution(**api, call, batch.is_ok() ? *batch : 1);
+  if (!described.is_ok()) return std::nullopt;
+  return onednn::packed_layout_of((*described)->weights, (*described)->plain_weights);
+}
 
 artifact::KernelDispatch cpu_dispatch(const KernelModel& m) {
   artifact::KernelDispatch d;
@@ -120,7 +145,7 @@ class CpuTarget final : public Target {
     return out;
   }
 
-  void package(const KernelModel& model, CompiledVariant, const TargetOptions&,
+  void package(const KernelModel& model, CompiledVariant, const TargetOptions& options,
                artifact::KernelBinary& record) const override {
     record.format = artifact::kModuleFormat;
     record.module_id = 0;
@@ -130,6 +155,7 @@ class CpuTarget final : public Target {
     // (runtime/drivers/cpu/onednn.h), else this kernel's generated code.
     record.gemm = match_gemm_call(model, /*allow_tf32=*/false);
     record.conv = match_conv_call(model, /*allow_tf32=*/false, /*fuse_clamp=*/true);
+    if (record.conv) record.conv->packed_layout = packed_weights_layout(*model.graph, record, options);
     artifact::LibraryEpilogue* rest = record.gemm ? &record.gemm->in_place_epilogue
                                       : record.conv ? &record.conv->in_place_epilogue : nullptr;
     if (rest && !rest->empty())

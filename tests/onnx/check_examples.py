@@ -6,7 +6,7 @@
 2. each compiles with `kilnc MODEL.onnx` (every target of the build) and, run with
    `kiln-run --device=D` on seeded inputs, matches the NumPy reference implementation in
    make_models.py (the exporting framework's outputs) on every device D: the reference
-   interpreter and the first device of each GPU driver (opencl, vulkan, cuda) that has one;
+   interpreter and the first device of each driver (opencl, vulkan, cuda, cpu) that has one;
 3. with --ort-python (a Python that has onnxruntime, the .venv scripts/setup.sh creates), each
    device's outputs also match onnxruntime's (CPU); without it this check is skipped, saying so
    (under CI=true, where scripts/setup.sh must install it, a missing onnxruntime is a failure);
@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-GPU_DRIVERS = ("cuda", "vulkan", "opencl")
+DRIVERS = ("cuda", "vulkan", "opencl", "cpu")
 RTOL, ATOL = 1e-3, 1e-4
 
 
@@ -38,7 +38,7 @@ def run(cmd):
 
 
 def devices_to_check(kilnc, kiln_run):
-    """(devices, failures): 'reference' plus the first device of each GPU driver that both has a
+    """(devices, failures): 'reference' plus the first device of each driver that both has a
     device and is a target of this kilnc; a driver in KILN_REQUIRE_DRIVERS without one fails."""
     m = re.search(r"targets:\s*(.*)", run([kilnc, "--version"]))
     targets = [t.strip() for t in m.group(1).split(",")] if m else []
@@ -50,7 +50,7 @@ def devices_to_check(kilnc, kiln_run):
             found[d.group(2)] = d.group(1)
     required = [d.strip() for d in os.environ.get("KILN_REQUIRE_DRIVERS", "").split(",") if d.strip()]
     devices, failures = ["reference"], 0
-    for driver in GPU_DRIVERS:
+    for driver in DRIVERS:
         if driver in found and driver in targets:
             devices.append(found[driver])
         elif driver in required:

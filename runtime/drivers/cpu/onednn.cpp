@@ -1,6 +1,5 @@
 #include "runtime/drivers/cpu/onednn.h"
 
-#include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -11,128 +10,23 @@
 #include <string>
 #include <vector>
 
-#include "runtime/drivers/vendor_library.h"
-#include "support/environment.h"
+#include "vendor/onednn/onednn_conv.h"
 
 namespace kiln::runtime::cpu {
 
-// dnnl.h's functions, by pointer (the header only gives their types: the library is dlopened).
-struct OneDnnApi {
-  std::string library;
-#define KILN_DNNL_FN(name) decltype(&::name) name = nullptr;
-  KILN_DNNL_FN(dnnl_sgemm)
-  KILN_DNNL_FN(dnnl_engine_create)
-  KILN_DNNL_FN(dnnl_stream_create)
-  KILN_DNNL_FN(dnnl_stream_wait)
-  KILN_DNNL_FN(dnnl_stream_destroy)
-  KILN_DNNL_FN(dnnl_memory_desc_init_by_tag)
-  KILN_DNNL_FN(dnnl_memory_desc_get_size)
-  KILN_DNNL_FN(dnnl_memory_create)
-  KILN_DNNL_FN(dnnl_memory_destroy)
-  KILN_DNNL_FN(dnnl_dilated_convolution_forward_desc_init)
-  KILN_DNNL_FN(dnnl_matmul_desc_init)
-  KILN_DNNL_FN(dnnl_primitive_attr_set_output_scales)
-  KILN_DNNL_FN(dnnl_post_ops_append_binary)
-  KILN_DNNL_FN(dnnl_primitive_attr_create)
-  KILN_DNNL_FN(dnnl_primitive_attr_destroy)
-  KILN_DNNL_FN(dnnl_primitive_attr_set_post_ops)
-  KILN_DNNL_FN(dnnl_post_ops_create)
-  KILN_DNNL_FN(dnnl_post_ops_destroy)
-  KILN_DNNL_FN(dnnl_post_ops_append_sum)
-  KILN_DNNL_FN(dnnl_post_ops_append_eltwise)
-  KILN_DNNL_FN(dnnl_primitive_desc_create)
-  KILN_DNNL_FN(dnnl_primitive_desc_destroy)
-  KILN_DNNL_FN(dnnl_primitive_desc_query_md)
-  KILN_DNNL_FN(dnnl_reorder_primitive_desc_create)
-  KILN_DNNL_FN(dnnl_primitive_create)
-  KILN_DNNL_FN(dnnl_primitive_destroy)
-  KILN_DNNL_FN(dnnl_primitive_execute)
-#undef KILN_DNNL_FN
-  dnnl_engine_t engine = nullptr;  // the CPU engine, for the process
-  void (*omp_set_num_threads)(int) = nullptr;  // libgomp's, which oneDNN runs on (null: another runtime)
-};
-
-Result<const OneDnnApi*> load_onednn() {
-  static std::once_flag once;
-  static OneDnnApi api;
-  static Status status = Status::ok();
-  std::call_once(once, [] {
-    // Before OpenMP starts (see the header): a short spin unless the user chose a policy. Once
-    // libgomp is loaded it has read its settings, and changing the environment would do nothing.
-    // Not with setenv, which may free the environment other threads are reading.
-    void* started_gomp = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (started_gomp) dlclose(started_gomp);
-    else if (!std::getenv("OMP_WAIT_POLICY")) add_to_environment("GOMP_SPINCOUNT=10000");
-    status = load_vendor_api({"libdnnl.so.3", "libdnnl.so.2"}, "oneDNN", "KILN_ONEDNN", api, [](auto load) {
-#define KILN_DNNL_LOAD(name) load(#name, api.name);
-      KILN_DNNL_LOAD(dnnl_sgemm)
-      KILN_DNNL_LOAD(dnnl_engine_create)
-      KILN_DNNL_LOAD(dnnl_stream_create)
-      KILN_DNNL_LOAD(dnnl_stream_wait)
-      KILN_DNNL_LOAD(dnnl_stream_destroy)
-      KILN_DNNL_LOAD(dnnl_memory_desc_init_by_tag)
-      KILN_DNNL_LOAD(dnnl_memory_desc_get_size)
-      KILN_DNNL_LOAD(dnnl_memory_create)
-      KILN_DNNL_LOAD(dnnl_memory_destroy)
-      KILN_DNNL_LOAD(dnnl_dilated_convolution_forward_desc_init)
-      KILN_DNNL_LOAD(dnnl_matmul_desc_init)
-      KILN_DNNL_LOAD(dnnl_primitive_attr_set_output_scales)
-      KILN_DNNL_LOAD(dnnl_post_ops_append_binary)
-      KILN_DNNL_LOAD(dnnl_primitive_attr_create)
-      KILN_DNNL_LOAD(dnnl_primitive_attr_destroy)
-      KILN_DNNL_LOAD(dnnl_primitive_attr_set_post_ops)
-      KILN_DNNL_LOAD(dnnl_post_ops_create)
-      KILN_DNNL_LOAD(dnnl_post_ops_destroy)
-      KILN_DNNL_LOAD(dnnl_post_ops_append_sum)
-      KILN_DNNL_LOAD(dnnl_post_ops_append_eltwise)
-      KILN_DNNL_LOAD(dnnl_primitive_desc_create)
-      KILN_DNNL_LOAD(dnnl_primitive_desc_destroy)
-      KILN_DNNL_LOAD(dnnl_primitive_desc_query_md)
-      KILN_DNNL_LOAD(dnnl_reorder_primitive_desc_create)
-      KILN_DNNL_LOAD(dnnl_primitive_create)
-      KILN_DNNL_LOAD(dnnl_primitive_destroy)
-      KILN_DNNL_LOAD(dnnl_primitive_execute)
-#undef KILN_DNNL_LOAD
-    });
-    if (status.is_ok() && api.dnnl_engine_create(&api.engine, dnnl_cpu, 0) != dnnl_success)
-      status = Status(ErrorCode::kUnavailable, "oneDNN: cannot create its CPU engine");
-    // Debian's oneDNN runs on libgomp, loaded with it (the handle stays open with the library).
-    if (void* gomp = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD))
-      api.omp_set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(gomp, "omp_set_num_threads"));
-  });
-  if (!status.is_ok()) return status;
-  return &api;
-}
-
-void set_onednn_threads(const OneDnnApi& api, int threads) {
-  if (api.omp_set_num_threads && threads > 0) api.omp_set_num_threads(threads);
-}
+using onednn::dnnl_check;
+using onednn::Owned;
 
 bool onednn_runs(const artifact::GemmCall& call) { return call.dtype == ir::DType::kF32; }
 bool onednn_runs(const artifact::ConvCall& call) { return call.dtype == ir::DType::kF32; }
 
 namespace {
 
-Status dnnl_check(dnnl_status_t s, const char* what) {
-  if (s == dnnl_success) return Status::ok();
-  return internal_error(std::string("oneDNN: ") + what + " failed (dnnl_status_t " + std::to_string(int(s)) + ")");
-}
-
 float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 
-// Frees a oneDNN handle when it goes out of scope.
-template <class Handle, class Destroy>
-struct Owned {
-  Handle handle = nullptr;
-  Destroy destroy = nullptr;
-  ~Owned() {
-    if (handle) destroy(handle);
-  }
-};
-
-using Memory = Owned<dnnl_memory_t, dnnl_status_t (*)(dnnl_memory_t)>;
+using Memory = Owned<dnnl_memory_t>;
 
 struct FreeHost {
   void operator()(float* p) const { std::free(p); }
@@ -153,14 +47,14 @@ Status execute(const OneDnnApi& api, dnnl_primitive_t primitive, std::span<const
   memories.reserve(args.size());
   std::vector<dnnl_exec_arg_t> exec;
   for (const ExecArg& a : args) {
-    memories.push_back(Memory{nullptr, api.dnnl_memory_destroy});
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(&memories.back().handle, a.md, api.engine, a.data), what));
-    exec.push_back({a.arg, memories.back().handle});
+    memories.emplace_back(api.dnnl_memory_destroy);
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_create(memories.back().out(), a.md, api.engine, a.data), what));
+    exec.push_back({a.arg, memories.back().get()});
   }
-  Owned<dnnl_stream_t, decltype(api.dnnl_stream_destroy)> stream{nullptr, api.dnnl_stream_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(&stream.handle, api.engine, dnnl_stream_default_flags), "stream"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(primitive, stream.handle, int(exec.size()), exec.data()), what));
-  return dnnl_check(api.dnnl_stream_wait(stream.handle), what);
+  Owned<dnnl_stream_t> stream(api.dnnl_stream_destroy);
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_stream_create(stream.out(), api.engine, dnnl_stream_default_flags), "stream"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_execute(primitive, stream.get(), int(exec.size()), exec.data()), what));
+  return dnnl_check(api.dnnl_stream_wait(stream.get()), what);
 }
 
 // `data` (laid out as `from`) reordered into a new buffer laid out as `to`. The buffer is not
@@ -175,14 +69,14 @@ Result<WeightBuffer> reorder_once(const OneDnnApi& api, const dnnl_memory_desc_t
   if (!out)
     return Status(ErrorCode::kOutOfMemory,
                   "oneDNN: no host memory for " + std::to_string(bytes) + " bytes of reordered weights");
-  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(&pd.handle, &from_md, api.engine, &to_md,
+  Owned<dnnl_primitive_desc_t> pd(api.dnnl_primitive_desc_destroy);
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_reorder_primitive_desc_create(pd.out(), &from_md, api.engine, &to_md,
                                                                          api.engine, nullptr),
                                   "weights reorder descriptor"));
-  Owned<dnnl_primitive_t, decltype(api.dnnl_primitive_destroy)> reorder{nullptr, api.dnnl_primitive_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&reorder.handle, pd.handle), "weights reorder"));
+  Owned<dnnl_primitive_t> reorder(api.dnnl_primitive_destroy);
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(reorder.out(), pd.get()), "weights reorder"));
   const ExecArg args[] = {{DNNL_ARG_FROM, &from_md, const_cast<void*>(data)}, {DNNL_ARG_TO, &to_md, out.get()}};
-  KILN_RETURN_IF_ERROR(execute(api, reorder.handle, args, "weights reorder"));
+  KILN_RETURN_IF_ERROR(execute(api, reorder.get(), args, "weights reorder"));
   return out;
 }
 
@@ -310,34 +204,34 @@ Result<std::unique_ptr<OneDnnMatmul>> OneDnnMatmul::create(const OneDnnApi& api,
   // out = activation(alpha * a @ b + bias + residual): alpha as the output scale (only without
   // a bias: applies()), the residual summed into an output that already holds it, or added from
   // its own buffer.
-  Owned<dnnl_post_ops_t, decltype(api.dnnl_post_ops_destroy)> post_ops{nullptr, api.dnnl_post_ops_destroy};
-  Owned<dnnl_primitive_attr_t, decltype(api.dnnl_primitive_attr_destroy)> attr{nullptr, api.dnnl_primitive_attr_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_create(&post_ops.handle), "post-ops"));
+  Owned<dnnl_post_ops_t> post_ops(api.dnnl_post_ops_destroy);
+  Owned<dnnl_primitive_attr_t> attr(api.dnnl_primitive_attr_destroy);
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_create(post_ops.out()), "post-ops"));
   if (call.residual_arg >= 0) {
-    if (key.residual_in_place) KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_sum(post_ops.handle, 1.0f), "sum post-op"));
-    else KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_binary(post_ops.handle, dnnl_binary_add, &s->out), "residual post-op"));
+    if (key.residual_in_place) KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_sum(post_ops.get(), 1.0f), "sum post-op"));
+    else KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_binary(post_ops.get(), dnnl_binary_add, &s->out), "residual post-op"));
   }
   switch (call.epilogue) {
     case artifact::GemmCall::Epilogue::kNone: break;
     case artifact::GemmCall::Epilogue::kRelu:
-      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
+      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.get(), 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
       break;
     case artifact::GemmCall::Epilogue::kGeluTanh:
-      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_gelu_tanh, 0.0f, 0.0f), "gelu post-op"));
+      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.get(), 1.0f, dnnl_eltwise_gelu_tanh, 0.0f, 0.0f), "gelu post-op"));
       break;
   }
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(&attr.handle), "attributes"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "attributes"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(attr.out()), "attributes"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.get(), post_ops.get()), "attributes"));
   if (call.alpha != 1.0f)
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_output_scales(attr.handle, 1, 0, &call.alpha), "output scale"));
-  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(&pd.handle, &desc, attr.handle, api.engine, nullptr),
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_output_scales(attr.get(), 1, 0, &call.alpha), "output scale"));
+  Owned<dnnl_primitive_desc_t> pd(api.dnnl_primitive_desc_destroy);
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(pd.out(), &desc, attr.get(), api.engine, nullptr),
                                   "matmul primitive descriptor"));
   if (constant_b && flat) {
-    s->b = *api.dnnl_primitive_desc_query_md(pd.handle, dnnl_query_weights_md, 0);
+    s->b = *api.dnnl_primitive_desc_query_md(pd.get(), dnnl_query_weights_md, 0);
     KILN_ASSIGN_OR_RETURN(s->packed_b, reorder_once(api, plain_b, s->b, constant_b));
   }
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, pd.handle), "matmul primitive"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, pd.get()), "matmul primitive"));
   return std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul(std::move(s)));
 }
 
@@ -360,7 +254,8 @@ struct OneDnnConvolution::State {
   artifact::ConvCall call;
   dnnl_memory_desc_t src{}, dst{}, bias{}, weights{};  // weights: the primitive's own layout
   dnnl_primitive_t primitive = nullptr;
-  WeightBuffer reordered_weights;
+  WeightBuffer reordered_weights;     // w reordered, unless the packed weights are used
+  const void* weights_data = nullptr; // what the primitive reads: one of the two
   size_t out_bytes = 0;
 
   ~State() {
@@ -376,63 +271,30 @@ Result<std::unique_ptr<OneDnnConvolution>> OneDnnConvolution::create(const OneDn
                                                                      const void* weights) {
   auto s = std::make_unique<State>();
   s->api = &api;
-  s->call = call;
-  const int64_t g = call.groups;
-  const dnnl_format_tag_t act_tag = call.channels_last ? dnnl_nhwc : dnnl_nchw;
-  dnnl_dims_t src_dims = {batch, call.channels, call.height, call.width};
-  dnnl_dims_t dst_dims = {batch, call.out_channels, call.out_height(), call.out_width()};
-  dnnl_dims_t bias_dims = {call.out_channels};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->src, 4, src_dims, dnnl_f32, act_tag), "source layout"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->dst, 4, dst_dims, dnnl_f32, act_tag), "output layout"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&s->bias, 1, bias_dims, dnnl_f32, dnnl_a), "bias layout"));
-  // The artifact's weights: [OC, C/g, KH, KW] (NHWC: [OC, KH, KW, C/g]); grouped, [g, OC/g, ...].
-  dnnl_memory_desc_t user_weights{}, any_weights{};
-  if (g == 1) {
-    dnnl_dims_t w_dims = {call.out_channels, call.channels, call.kernel_h, call.kernel_w};
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&user_weights, 4, w_dims, dnnl_f32,
-                                                                     call.channels_last ? dnnl_ohwi : dnnl_oihw), "weights layout"));
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&any_weights, 4, w_dims, dnnl_f32, dnnl_format_tag_any), "weights layout"));
-  } else {
-    dnnl_dims_t w_dims = {g, call.out_channels / g, call.channels / g, call.kernel_h, call.kernel_w};
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&user_weights, 5, w_dims, dnnl_f32,
-                                                                     call.channels_last ? dnnl_gohwi : dnnl_goihw), "weights layout"));
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&any_weights, 5, w_dims, dnnl_f32, dnnl_format_tag_any), "weights layout"));
-  }
-  dnnl_dims_t strides = {call.stride_h, call.stride_w};
-  dnnl_dims_t dilates = {call.dilation_h - 1, call.dilation_w - 1};  // oneDNN counts the gaps
-  dnnl_dims_t padding = {call.pad_h, call.pad_w};
-  dnnl_convolution_desc_t desc;
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_dilated_convolution_forward_desc_init(
-                                      &desc, dnnl_forward_inference, dnnl_convolution_direct, &s->src, &any_weights,
-                                      call.bias_arg >= 0 ? &s->bias : nullptr, &s->dst, strides, dilates, padding, padding),
-                                  "convolution descriptor"));
-
-  // Post-ops: the residual is summed into the output, which holds it before the primitive runs.
-  Owned<dnnl_post_ops_t, decltype(api.dnnl_post_ops_destroy)> post_ops{nullptr, api.dnnl_post_ops_destroy};
-  Owned<dnnl_primitive_attr_t, decltype(api.dnnl_primitive_attr_destroy)> attr{nullptr, api.dnnl_primitive_attr_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_create(&post_ops.handle), "post-ops"));
-  if (call.residual_arg >= 0) KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_sum(post_ops.handle, 1.0f), "sum post-op"));
-  switch (call.activation) {
-    case artifact::ConvCall::Activation::kNone: break;
-    case artifact::ConvCall::Activation::kRelu:
-      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f), "relu post-op"));
-      break;
-    case artifact::ConvCall::Activation::kClamp:  // clip(x) = max(alpha, min(beta, x))
-      KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_post_ops_append_eltwise(post_ops.handle, 1.0f, dnnl_eltwise_clip, call.clamp_min,
-                                                                       call.clamp_max), "clamp post-op"));
-      break;
-  }
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(&attr.handle), "attributes"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "attributes"));
-  Owned<dnnl_primitive_desc_t, decltype(api.dnnl_primitive_desc_destroy)> pd{nullptr, api.dnnl_primitive_desc_destroy};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(&pd.handle, &desc, attr.handle, api.engine, nullptr),
-                                  "convolution primitive descriptor"));
-  s->weights = *api.dnnl_primitive_desc_query_md(pd.handle, dnnl_query_weights_md, 0);
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, pd.handle), "convolution primitive"));
+  s->call = call;  // holds the packed weights' view of the artifact
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<onednn::ConvolutionDescription> described,
+                        onednn::describe_convolution(api, call, batch));
+  s->src = described->src;
+  s->dst = described->dst;
+  s->bias = described->bias;
+  s->weights = described->weights;
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, described->primitive_desc.get()),
+                                  "convolution primitive"));
   s->out_bytes = api.dnnl_memory_desc_get_size(&s->dst);
-  KILN_ASSIGN_OR_RETURN(s->reordered_weights, reorder_once(api, user_weights, s->weights, weights));
+  // The packed weights fit when the compiling machine's oneDNN chose the layout this one does
+  // (the same instruction set; for the batch size the artifact was compiled for).
+  const artifact::Blob& packed = s->call.packed_weights;
+  if (s->call.packed_layout && onednn::layout_is(api, *s->call.packed_layout, s->weights) &&
+      packed.size() == api.dnnl_memory_desc_get_size(&s->weights) && reinterpret_cast<uintptr_t>(packed.data()) % 64 == 0) {
+    s->weights_data = packed.data();
+  } else {
+    KILN_ASSIGN_OR_RETURN(s->reordered_weights, reorder_once(api, described->plain_weights, s->weights, weights));
+    s->weights_data = s->reordered_weights.get();
+  }
   return std::unique_ptr<OneDnnConvolution>(new OneDnnConvolution(std::move(s)));
 }
+
+bool OneDnnConvolution::uses_packed_weights() const { return !state_->reordered_weights; }
 
 Status OneDnnConvolution::run(std::span<void* const> args) const {
   const State& s = *state_;
@@ -441,7 +303,7 @@ Status OneDnnConvolution::run(std::span<void* const> args) const {
   if (call.residual_arg >= 0 && args[size_t(call.residual_arg)] != out)
     std::memcpy(out, args[size_t(call.residual_arg)], s.out_bytes);
   std::vector<ExecArg> exec = {{DNNL_ARG_SRC, &s.src, args[call.x_arg]},
-                               {DNNL_ARG_WEIGHTS, &s.weights, s.reordered_weights.get()},
+                               {DNNL_ARG_WEIGHTS, &s.weights, const_cast<void*>(s.weights_data)},
                                {DNNL_ARG_DST, &s.dst, out}};
   if (call.bias_arg >= 0) exec.push_back({DNNL_ARG_BIAS, &s.bias, args[size_t(call.bias_arg)]});
   return execute(*s.api, s.primitive, exec, "convolution");

@@ -5,23 +5,18 @@
 //                   activation as its post-ops and constant weights packed once (dnnl_sgemm
 //                   for the forms the primitive cannot take);
 //   ConvCall (f32, NCHW or NHWC): out = activation(conv(x, w) + bias + residual), through a
-//                   convolution primitive made once per (kernel, batch size), its weights
-//                   reordered once into the layout the primitive prefers.
+//                   convolution primitive made once per (kernel, batch size) (described as
+//                   the cpu target described it: vendor/onednn/onednn_conv.h). Its weights
+//                   are the artifact's packed weights, in place, when they are in the layout
+//                   the primitive asks for; else w reordered once into that layout.
 // What follows those patterns in the kernel (the call's in_place_epilogue) is the caller's: it
 // runs the generated <entry>_epilogue function afterwards. The generated kernel stays in the
 // artifact and runs wherever the library does not: KILN_ONEDNN=0 turns the library off, to
 // compare and to test the generated code.
 //
 // Threads: oneDNN parallelizes with OpenMP, on as many threads as the device's pool has
-// (set_onednn_threads, before every call). Unless the environment sets OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT, or libgomp was loaded before, load_onednn sets GOMP_SPINCOUNT=10000 before the
-// library (and OpenMP) starts: idle OpenMP threads spin for some tens of microseconds after a
-// call, then sleep. Back-to-back library calls then find them awake, and the driver's own pool
-// does not run against threads that spin for long. Measured on 2 cores: never spinning
-// (passive) took MobileNetV2 at batch 1 from 5.3 to 6.8 ms; 1,000,000 (nearer libgomp's
-// default) took the BERT encoder at batch 8 from 458 to 529 ms. The variable is added with
-// add_to_environment (support/environment.h), not setenv, which may free the environment that
-// other threads are reading.
+// (set_onednn_threads, before every call); vendor/onednn/onednn_api.h says how OpenMP's idle
+// threads are set to wait.
 // Thread-safety: the API is immutable once loaded; run_onednn_gemm and OneDnnConvolution::run
 // may run concurrently on different outputs.
 #pragma once
@@ -34,18 +29,13 @@
 #include "artifact/artifact.h"
 #include "ir/plan.h"
 #include "support/status.h"
+#include "vendor/onednn/onednn_api.h"
 
 namespace kiln::runtime::cpu {
 
-struct OneDnnApi;  // the entry points (onednn.cpp)
-
-// The library, loaded once per process; kUnavailable saying why when it cannot be.
-Result<const OneDnnApi*> load_onednn();
-
-// The most threads oneDNN's calls from the calling thread run on (OpenMP's per-thread setting):
-// the cpu device's thread count, so that cpu.threads bounds the library too. No effect when
-// oneDNN does not run on libgomp.
-void set_onednn_threads(const OneDnnApi& api, int threads);
+using onednn::load_onednn;
+using onednn::OneDnnApi;
+using onednn::set_onednn_threads;
 
 // Whether run_onednn_gemm / OneDnnConvolution run `call` (f32 only).
 bool onednn_runs(const artifact::GemmCall& call);
@@ -93,9 +83,13 @@ Status run_onednn_gemm(const OneDnnApi& api, const artifact::GemmCall& call, std
 // One ConvCall at one batch size: the primitive and its reordered weights (owned).
 class OneDnnConvolution {
  public:
-  // `weights` are the call's w (the executable's constant), read once here.
+  // `weights` are the call's w (the executable's constant), read once here unless the call's
+  // packed weights are in the primitive's layout (then they are used in place, and neither is
+  // copied). The artifact owning both outlives the instance.
   static Result<std::unique_ptr<OneDnnConvolution>> create(const OneDnnApi& api, const artifact::ConvCall& call,
                                                            int64_t batch, const void* weights);
+  // Whether the primitive reads the artifact's packed weights in place (no reorder at load).
+  bool uses_packed_weights() const;
   ~OneDnnConvolution();
   OneDnnConvolution(const OneDnnConvolution&) = delete;
   OneDnnConvolution& operator=(const OneDnnConvolution&) = delete;

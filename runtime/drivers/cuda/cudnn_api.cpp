@@ -1,6 +1,6 @@
 #include "runtime/drivers/cuda/cudnn_api.h"
 
-#include "runtime/drivers/vendor_library.h"
+#include "support/vendor_library.h"
 
 namespace kiln::runtime::cuda {
 namespace {

@@ -1,11 +1,11 @@
-#include "runtime/drivers/vendor_library.h"
+#include "support/vendor_library.h"
 
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
 
-namespace kiln::runtime {
+namespace kiln {
 
 Result<VendorLibrary> open_vendor_library(std::initializer_list<const char*> sonames, const char* what,
                                           const char* switch_variable) {
@@ -27,4 +27,4 @@ Status load_entry_point(const VendorLibrary& library, const char* name, void** e
   return Status::ok();
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln

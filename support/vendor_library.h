@@ -1,4 +1,4 @@
-// Opening the vendor libraries drivers may use (cuBLASLt, cuDNN, oneDNN) with dlopen, so that
+// Opening the vendor libraries Kiln may use (cuBLASLt, cuDNN, oneDNN) with dlopen, so that
 // the binaries run where they are absent: the first of several sonames, and entry points by name.
 //
 // Thread-safety: pure functions over the dynamic loader, which is thread-safe.
@@ -9,7 +9,7 @@
 
 #include "support/status.h"
 
-namespace kiln::runtime {
+namespace kiln {
 
 struct VendorLibrary {
   void* handle = nullptr;  // never closed: the library stays loaded for the process
@@ -48,4 +48,4 @@ Status load_vendor_api(std::initializer_list<const char*> sonames, const char* w
   return status;
 }
 
-}  // namespace kiln::runtime
+}  // namespace kiln
