@@ -45,8 +45,9 @@ class CpuStream final : public hal::Stream {
   Result<void*> resolve(const Execution& ex, ir::NodeId value) const;
   Status run_launch(const Execution& ex, const ir::Launch& launch, std::chrono::steady_clock::time_point run_start);
   Status copy_unwritten_outputs(const Execution& ex) const;
-  // Runs a kernel through its oneDNN call, then its in-place epilogue function, if any.
-  Status run_library_call(const Execution& ex, uint32_t kernel_index, const CpuExecutable::Kernel& kernel);
+  // Runs a kernel through its oneDNN call, then its in-place epilogue function, if any. Returns
+  // what ran, for profiles: "oneDNN", "oneDNN sgemm", "oneDNN, packed weights".
+  Result<const char*> run_library_call(const Execution& ex, uint32_t kernel_index, const CpuExecutable::Kernel& kernel);
 
   CpuDevice& device_;
   // One launch's arguments (cpu_driver.h: the ABI), kept to reuse their storage; args_ holds
@@ -151,8 +152,9 @@ Status CpuStream::run_launch(const Execution& ex, const ir::Launch& launch,
   }
 
   const auto start = std::chrono::steady_clock::now();
+  const char* library = nullptr;
   if (kernel->library != CpuExecutable::Kernel::Library::kNone) {
-    KILN_RETURN_IF_ERROR(run_library_call(ex, launch.kernel, *kernel));
+    KILN_ASSIGN_OR_RETURN(library, run_library_call(ex, launch.kernel, *kernel));
   } else {
     const KernelEntry entry = kernel->entry;
     void* const* buffers = buffers_.data();
@@ -167,7 +169,7 @@ Status CpuStream::run_launch(const Execution& ex, const ir::Launch& launch,
   timing.kernel_index = launch.kernel;
   const ir::Kernel& k = ex.graph.kernels()[launch.kernel];  // in range: checked at load
   timing.name = k.name;
-  timing.kind = std::string(ir::kernel_kind_name(k.kind));
+  timing.kind = std::string(ir::kernel_kind_name(k.kind)) + (library ? std::string(" (") + library + ")" : "");
   for (ir::NodeId id : k.nodes)
     if (id < ex.graph.num_nodes()) timing.source_nodes.push_back(ex.graph.node(id).name);
   timing.seconds = std::chrono::duration<double>(finish - start).count();
@@ -176,9 +178,11 @@ Status CpuStream::run_launch(const Execution& ex, const ir::Launch& launch,
   return Status::ok();
 }
 
-Status CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index, const CpuExecutable::Kernel& kernel) {
+Result<const char*> CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index,
+                                                const CpuExecutable::Kernel& kernel) {
   const artifact::KernelBinary& binary = *kernel.binary;
   const artifact::LibraryEpilogue* rest = nullptr;
+  const char* library = "oneDNN";
   set_onednn_threads(*ex.exe.onednn(), int(device_.pool().threads()));
   if (kernel.library == CpuExecutable::Kernel::Library::kGemm) {
     const artifact::GemmCall& call = *binary.gemm;
@@ -188,15 +192,17 @@ Status CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index, c
       KILN_RETURN_IF_ERROR(matmul->run(args_));
     } else {
       KILN_RETURN_IF_ERROR(run_onednn_gemm(*ex.exe.onednn(), call, args_, key));
+      library = "oneDNN sgemm";
     }
     rest = &binary.gemm->in_place_epilogue;
   } else {
     KILN_ASSIGN_OR_RETURN(int64_t batch, binary.conv->batch.evaluate(ex.bindings));
     KILN_ASSIGN_OR_RETURN(const OneDnnConvolution* convolution, ex.exe.convolution(kernel_index, batch));
     KILN_RETURN_IF_ERROR(convolution->run(args_));
+    if (convolution->uses_packed_weights()) library = "oneDNN, packed weights";
     rest = &binary.conv->in_place_epilogue;
   }
-  if (rest->empty()) return Status::ok();
+  if (rest->empty()) return library;
   // The epilogue function's parameters are the main kernel's args at rest->args, in the ABI's
   // split: buffers, then symbols.
   std::vector<void*> buffers;
@@ -207,11 +213,11 @@ Status CpuStream::run_library_call(const Execution& ex, uint32_t kernel_index, c
     else buffers.push_back(args_[i]);
   }
   KILN_ASSIGN_OR_RETURN(int64_t work_items, rest->dispatch.work_items.evaluate(ex.bindings));
-  if (work_items <= 0) return Status::ok();
+  if (work_items <= 0) return library;
   const KernelEntry entry = kernel.library_epilogue;
   device_.pool().parallel_for(work_items, std::max<int64_t>(rest->dispatch.items_per_group, 1),
                               [&](int64_t begin, int64_t end) { entry(buffers.data(), symbols.data(), begin, end); });
-  return Status::ok();
+  return library;
 }
 
 // Outputs no kernel wrote in place: an input or constant returned as is, an output computed into
