@@ -5,10 +5,12 @@
 #     configures and builds every libFuzzer target with clang in BUILD_DIR.
 #
 #   cmake -DMODE=run -DKILN_ROOT=repo -DWORK_DIR=dir -DFUZZER=path -DSEEDS=glob,glob
-#         [-DMAX_LEN=4096] [-DKILNC=path -DKILNC_SEEDS=glob,glob] [-DSECONDS=20] -P run_fuzz.cmake
+#         [-DMAX_LEN=4096] [-DKILNC=path -DKILNC_SEEDS=glob,glob] [-DKILNC_CPU_SEEDS=glob,glob]
+#         [-DSECONDS=20] -P run_fuzz.cmake
 #     runs FUZZER for a bounded time on a fresh corpus in WORK_DIR/corpus: copies of the SEEDS
 #     (globs relative to KILN_ROOT, comma-separated: a ';' would split the ctest command) and the
-#     artifacts KILNC compiles from the KILNC_SEEDS. A failing input is left in WORK_DIR.
+#     artifacts KILNC compiles from the KILNC_SEEDS (and, for the cpu target alone, from the
+#     KILNC_CPU_SEEDS). A failing input is left in WORK_DIR.
 cmake_policy(SET CMP0007 NEW)  # lists keep empty elements (the variants below)
 if(MODE STREQUAL "build")
   find_program(CLANGXX NAMES clang++ clang++-14)
@@ -90,6 +92,26 @@ foreach(graph ${graphs})
   endforeach()
   list(APPEND seeds ${graph})
 endforeach()
+# KILNC_CPU_SEEDS: models compiled for the cpu target alone, whose convolutions carry weights
+# packed in oneDNN's layout (artifact/packed_layout.h) for the fuzzer to damage.
+if(KILNC_CPU_SEEDS)
+  string(REPLACE "," ";" cpu_globs "${KILNC_CPU_SEEDS}")
+  list(TRANSFORM cpu_globs PREPEND ${KILN_ROOT}/)
+  file(GLOB cpu_models ${cpu_globs})
+  foreach(model ${cpu_models})
+    get_filename_component(stem ${model} NAME_WE)
+    set(seed ${WORK_DIR}/corpus/${stem}-O2cpu.kiln)
+    execute_process(COMMAND ${KILNC} --target cpu --no-cache -j 1 -o ${seed} ${model} RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "kilnc failed to compile the seed ${model} (--target cpu)")
+    endif()
+    file(SIZE ${seed} seed_size)
+    if(seed_size GREATER MAX_LEN)
+      message(FATAL_ERROR "the cpu seed ${seed} has ${seed_size} bytes, over MAX_LEN ${MAX_LEN}")
+    endif()
+    list(APPEND seeds ${model})
+  endforeach()
+endif()
 if(NOT seeds)
   message(FATAL_ERROR "no seed inputs match ${SEEDS} ${KILNC_SEEDS}")
 endif()
