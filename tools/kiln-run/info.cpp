@@ -45,9 +45,17 @@ json describe_artifact(const artifact::LoadedArtifact& artifact, const std::stri
             {"kernels", json::array()}};
   for (const std::string& target : artifact.targets()) {
     size_t binaries = 0, modules = 0;
-    for (const artifact::KernelBinary& k : artifact.kernels) binaries += k.target == target;
+    std::set<const uint8_t*> packed;  // the distinct packed weights (kernels may share one)
+    uint64_t packed_bytes = 0;
+    for (const artifact::KernelBinary& k : artifact.kernels) {
+      if (k.target != target) continue;
+      ++binaries;
+      if (k.conv && !k.conv->packed_weights.empty() && packed.insert(k.conv->packed_weights.data()).second)
+        packed_bytes += k.conv->packed_weights.size();
+    }
     for (const artifact::ModuleBinary& m : artifact.modules) modules += m.target == target;
-    d["targets"].push_back({{"name", target}, {"kernel_binaries", binaries}, {"modules", modules}});
+    d["targets"].push_back({{"name", target}, {"kernel_binaries", binaries}, {"modules", modules},
+                            {"packed_weights", packed.size()}, {"packed_weight_bytes", packed_bytes}});
   }
   std::set<std::string> symbols;
   for (ir::NodeId id : graph.inputs()) {
@@ -90,6 +98,9 @@ std::string format_description(const json& d) {
     targets += (targets.empty() ? "" : ", ") + t["name"].get<std::string>() + " (" +
                std::to_string(t["kernel_binaries"].get<size_t>()) + " kernel binaries";
     if (t["modules"].get<size_t>() > 0) targets += ", " + std::to_string(t["modules"].get<size_t>()) + " modules";
+    if (t["packed_weights"].get<size_t>() > 0)
+      targets += ", " + std::to_string(t["packed_weights"].get<size_t>()) + " packed weights of " +
+                 std::to_string(t["packed_weight_bytes"].get<uint64_t>()) + " bytes";
     targets += ")";
   }
   s += "targets: " + (targets.empty() ? std::string("none (the reference interpreter only)") : targets) + "\n";
