@@ -29,15 +29,16 @@ Status check_packed_layout(const PackedLayout& layout, uint64_t source_elements)
     return invalid_argument("packed layout: its per-dim lists differ in length");
   if (layout.inner_dims.size() != layout.inner_sizes.size() || layout.inner_dims.size() > 12)
     return invalid_argument("packed layout: its inner blocks are malformed");
-  uint64_t inner_volume = 1;
+  uint64_t inner_volume = 1;  // bounds every dim's block too
   for (size_t k = 0; k < layout.inner_dims.size(); ++k) {
     if (layout.inner_dims[k] < 0 || size_t(layout.inner_dims[k]) >= n || layout.inner_sizes[k] < 1 ||
         layout.inner_sizes[k] > 1024)
       return invalid_argument("packed layout: inner block " + std::to_string(k) + " is out of range");
     inner_volume *= uint64_t(layout.inner_sizes[k]);
+    if (inner_volume > kMaxElements) return invalid_argument("packed layout: its inner block is too large");
   }
-  if (inner_volume > kMaxElements) return invalid_argument("packed layout: its inner block is too large");
-  uint64_t extent = inner_volume, source_extent = 1;
+  // Each term is below 2^31 * 2^40: 128-bit sums cannot wrap before the checks below.
+  unsigned __int128 extent = inner_volume, source_extent = 1;
   for (size_t d = 0; d < n; ++d) {
     const int64_t block = block_of(layout, d);
     if (layout.dims[d] < 1 || layout.dims[d] > kMaxDim || layout.padded_dims[d] < layout.dims[d] ||
@@ -46,13 +47,13 @@ Status check_packed_layout(const PackedLayout& layout, uint64_t source_elements)
     if (layout.outer_strides[d] < 0 || layout.outer_strides[d] > int64_t(kMaxElements) || layout.source_strides[d] < 0 ||
         layout.source_strides[d] > int64_t(kMaxElements))
       return invalid_argument("packed layout: a stride of dim " + std::to_string(d) + " is out of range");
-    extent += uint64_t(layout.padded_dims[d] / block - 1) * uint64_t(layout.outer_strides[d]);
-    source_extent += uint64_t(layout.dims[d] - 1) * uint64_t(layout.source_strides[d]);
+    extent += (unsigned __int128)(layout.padded_dims[d] / block - 1) * uint64_t(layout.outer_strides[d]);
+    source_extent += (unsigned __int128)(layout.dims[d] - 1) * uint64_t(layout.source_strides[d]);
     if (extent > kMaxElements || source_extent > kMaxElements)
       return invalid_argument("packed layout: it is too large");
   }
   if (source_extent > source_elements)
-    return invalid_argument("packed layout: it reads element " + std::to_string(source_extent - 1) +
+    return invalid_argument("packed layout: it reads element " + std::to_string(uint64_t(source_extent) - 1) +
                             " of a constant of " + std::to_string(source_elements));
   return Status::ok();
 }

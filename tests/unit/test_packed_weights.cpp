@@ -131,6 +131,15 @@ TEST_CASE("packed weights: check_packed_layout refuses layouts that do not fit")
   bad = good;
   bad.outer_strides[0] = -1;
   CHECK(!kiln::artifact::check_packed_layout(bad, 256).is_ok());
+  bad = good;  // blocks whose product would wrap around 64 bits
+  bad.inner_dims.assign(8, 0);
+  bad.inner_sizes.assign(8, 1024);
+  CHECK(kiln::artifact::check_packed_layout(bad, 256).message().find("too large") != std::string::npos);
+  bad = good;  // strides whose extent would wrap around 64 bits
+  bad.padded_dims = {int64_t(1) << 30, 16, 1, 1};
+  bad.dims = bad.padded_dims;
+  bad.outer_strides = {int64_t(1) << 40, 64, 64, 64};
+  CHECK(kiln::artifact::check_packed_layout(bad, uint64_t(1) << 40).message().find("too large") != std::string::npos);
 }
 
 TEST_CASE("packed weights: the cpu target packs constant weights, the file carries them, the driver reads them in place") {
