@@ -749,9 +749,8 @@ Status ArtifactFileWriter::map_constants(ir::Graph& graph) {
   void* base = mmap(nullptr, length, PROT_READ, MAP_SHARED, fileno(file_), 0);
   if (base == MAP_FAILED) return Status::ok();  // keeping them in memory is correct, only larger
   std::shared_ptr<const void> mapping(base, [length](const void* p) { munmap(const_cast<void*>(p), length); });
-  mapped_base_ = static_cast<const uint8_t*>(base);
-  mapped_length_ = length;
   mapping_ = mapping;
+  mapped_length_ = length;
   const auto* data = static_cast<const std::byte*>(base) + kFileHeaderBytes;
   for (size_t i = 0; i < graph.constants().size(); ++i) {
     ir::Tensor& t = graph.constants()[i];
@@ -778,7 +777,8 @@ Status ArtifactFileWriter::finish(const ir::Graph& graph, const ir::ExecutionPla
   // once it is packed: they stay in the file, and peak memory stays about the weights' size.
   auto release = [&](std::span<const std::byte> bytes) {
     const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
-    if (!mapped_base_ || begin < mapped_base_ || begin + bytes.size() > mapped_base_ + mapped_length_) return;
+    const auto* mapped = static_cast<const uint8_t*>(mapping_.get());
+    if (!mapped || begin < mapped || begin + bytes.size() > mapped + mapped_length_) return;
     const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
     const uintptr_t first = (uintptr_t(begin) + page - 1) / page * page, end = (uintptr_t(begin) + bytes.size()) / page * page;
     if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);

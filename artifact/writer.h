@@ -95,9 +95,9 @@ class ArtifactFileWriter {
   DataLayout layout_;
   bool data_written_ = false;  // begin() wrote the header and the constants (not for stdout)
   uint64_t position_ = 0;      // where the file's next byte goes
-  // map_constants()'s shared mapping of the file (kept, so that finish() may release its pages).
+  // map_constants()'s shared mapping of the file and its length (kept, so that finish() may
+  // release its pages).
   std::shared_ptr<const void> mapping_;
-  const uint8_t* mapped_base_ = nullptr;
   size_t mapped_length_ = 0;
   std::optional<SigningKey> signing_key_;
   size_t signature_offset_ = 0;  // where the signature goes in the file (0: unsigned)

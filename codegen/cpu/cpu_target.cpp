@@ -53,7 +53,7 @@ std::optional<artifact::PackedLayout> packed_weights_layout(const ir::Graph& gra
   Result<int64_t> batch = call.batch.evaluate({});
   auto described = onednn::describe_convolution(**api, call, batch.is_ok() ? *batch : 1);
   if (!described.is_ok()) return std::nullopt;
-  return onednn::packed_layout_of((*described)->weights, (*described)->plain_weights);
+  return onednn::packed_layout_of(described->weights, described->plain_weights);
 }
 
 artifact::KernelDispatch cpu_dispatch(const KernelModel& m) {

@@ -93,18 +93,18 @@ TEST_CASE("packed weights: pack_constant writes what oneDNN's reorder writes") {
       auto described = kiln::onednn::describe_convolution(api, call, 1);
       REQUIRE_MESSAGE(described.is_ok(), described.status().to_string());
       std::optional<PackedLayout> layout =
-          kiln::onednn::packed_layout_of((*described)->weights, (*described)->plain_weights);
+          kiln::onednn::packed_layout_of(described->weights, described->plain_weights);
       if (!layout) continue;  // oneDNN reads this one as it is stored
       ++packed_shapes;
-      const uint64_t source_elements = api.dnnl_memory_desc_get_size(&(*described)->plain_weights) / sizeof(float);
+      const uint64_t source_elements = api.dnnl_memory_desc_get_size(&described->plain_weights) / sizeof(float);
       REQUIRE(kiln::artifact::check_packed_layout(*layout, source_elements).is_ok());
-      CHECK(kiln::onednn::layout_is(api, *layout, (*described)->weights));
+      CHECK(kiln::onednn::layout_is(api, *layout, described->weights));
       std::vector<float> plain(source_elements);
       for (size_t i = 0; i < plain.size(); ++i) plain[i] = float(i % 1009) * 0.25f + 1.0f;
       std::vector<float> packed(kiln::artifact::packed_elements(*layout), -1.0f);
       kiln::artifact::pack_constant(*layout, reinterpret_cast<const std::byte*>(plain.data()), sizeof(float),
                                     reinterpret_cast<std::byte*>(packed.data()));
-      std::vector<float> expected = onednn_reorder(api, (*described)->plain_weights, (*described)->weights, plain);
+      std::vector<float> expected = onednn_reorder(api, described->plain_weights, described->weights, plain);
       REQUIRE(packed.size() == expected.size());
       CHECK(std::memcmp(packed.data(), expected.data(), packed.size() * sizeof(float)) == 0);
     }

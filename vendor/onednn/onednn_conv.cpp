@@ -2,26 +2,25 @@
 
 namespace kiln::onednn {
 
-Result<std::unique_ptr<ConvolutionDescription>> describe_convolution(const OneDnnApi& api, const artifact::ConvCall& call,
-                                                                     int64_t batch) {
-  auto out = std::make_unique<ConvolutionDescription>(api);
+Result<ConvolutionDescription> describe_convolution(const OneDnnApi& api, const artifact::ConvCall& call, int64_t batch) {
+  ConvolutionDescription out(api);
   const int64_t g = call.groups;
   const dnnl_format_tag_t act_tag = call.channels_last ? dnnl_nhwc : dnnl_nchw;
   dnnl_dims_t src_dims = {batch, call.channels, call.height, call.width};
   dnnl_dims_t dst_dims = {batch, call.out_channels, call.out_height(), call.out_width()};
   dnnl_dims_t bias_dims = {call.out_channels};
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out->src, 4, src_dims, dnnl_f32, act_tag), "source layout"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out->dst, 4, dst_dims, dnnl_f32, act_tag), "output layout"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out->bias, 1, bias_dims, dnnl_f32, dnnl_a), "bias layout"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out.src, 4, src_dims, dnnl_f32, act_tag), "source layout"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out.dst, 4, dst_dims, dnnl_f32, act_tag), "output layout"));
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out.bias, 1, bias_dims, dnnl_f32, dnnl_a), "bias layout"));
   dnnl_memory_desc_t any_weights{};
   if (g == 1) {
     dnnl_dims_t w_dims = {call.out_channels, call.channels, call.kernel_h, call.kernel_w};
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out->plain_weights, 4, w_dims, dnnl_f32,
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out.plain_weights, 4, w_dims, dnnl_f32,
                                                                      call.channels_last ? dnnl_ohwi : dnnl_oihw), "weights layout"));
     KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&any_weights, 4, w_dims, dnnl_f32, dnnl_format_tag_any), "weights layout"));
   } else {
     dnnl_dims_t w_dims = {g, call.out_channels / g, call.channels / g, call.kernel_h, call.kernel_w};
-    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out->plain_weights, 5, w_dims, dnnl_f32,
+    KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&out.plain_weights, 5, w_dims, dnnl_f32,
                                                                      call.channels_last ? dnnl_gohwi : dnnl_goihw), "weights layout"));
     KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_memory_desc_init_by_tag(&any_weights, 5, w_dims, dnnl_f32, dnnl_format_tag_any), "weights layout"));
   }
@@ -30,8 +29,8 @@ Result<std::unique_ptr<ConvolutionDescription>> describe_convolution(const OneDn
   dnnl_dims_t padding = {call.pad_h, call.pad_w};
   dnnl_convolution_desc_t desc;
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_dilated_convolution_forward_desc_init(
-                                      &desc, dnnl_forward_inference, dnnl_convolution_direct, &out->src, &any_weights,
-                                      call.bias_arg >= 0 ? &out->bias : nullptr, &out->dst, strides, dilates, padding, padding),
+                                      &desc, dnnl_forward_inference, dnnl_convolution_direct, &out.src, &any_weights,
+                                      call.bias_arg >= 0 ? &out.bias : nullptr, &out.dst, strides, dilates, padding, padding),
                                   "convolution descriptor"));
 
   // Post-ops: the residual is summed into the output, which holds it before the primitive runs.
@@ -51,9 +50,9 @@ Result<std::unique_ptr<ConvolutionDescription>> describe_convolution(const OneDn
   }
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_create(attr.out()), "attributes"));
   KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_attr_set_post_ops(attr.get(), post_ops.get()), "attributes"));
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(out->primitive_desc.out(), &desc, attr.get(), api.engine, nullptr),
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_desc_create(out.primitive_desc.out(), &desc, attr.get(), api.engine, nullptr),
                                   "convolution primitive descriptor"));
-  out->weights = *api.dnnl_primitive_desc_query_md(out->primitive_desc.get(), dnnl_query_weights_md, 0);
+  out.weights = *api.dnnl_primitive_desc_query_md(out.primitive_desc.get(), dnnl_query_weights_md, 0);
   return out;
 }
 

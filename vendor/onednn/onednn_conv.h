@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 
 #include "artifact/artifact.h"
@@ -26,8 +25,7 @@ struct ConvolutionDescription {
 
 // The primitive descriptor for `call` at `batch` (f32: onednn_runs), with the residual summed into
 // the output and the activation as post-ops.
-Result<std::unique_ptr<ConvolutionDescription>> describe_convolution(const OneDnnApi& api, const artifact::ConvCall& call,
-                                                                     int64_t batch);
+Result<ConvolutionDescription> describe_convolution(const OneDnnApi& api, const artifact::ConvCall& call, int64_t batch);
 
 // The packed layout of `weights` over the source layout `plain`, or nullopt when `weights` is
 // `plain` itself or a form PackedLayout does not describe (padded offsets, compensation buffers).

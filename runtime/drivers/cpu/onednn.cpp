@@ -253,8 +253,7 @@ struct OneDnnConvolution::State {
   artifact::ConvCall call;
   dnnl_memory_desc_t src{}, dst{}, bias{}, weights{};  // weights: the primitive's own layout
   dnnl_primitive_t primitive = nullptr;
-  WeightBuffer reordered_weights;     // w reordered, unless the packed weights are used
-  const void* weights_data = nullptr; // what the primitive reads: one of the two
+  WeightBuffer reordered_weights;  // w reordered; null when the primitive reads call.packed_weights
   size_t out_bytes = 0;
 
   ~State() {
@@ -271,24 +270,24 @@ Result<std::unique_ptr<OneDnnConvolution>> OneDnnConvolution::create(const OneDn
   auto s = std::make_unique<State>();
   s->api = &api;
   s->call = call;  // holds the packed weights' view of the artifact
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<onednn::ConvolutionDescription> described,
+  KILN_ASSIGN_OR_RETURN(const onednn::ConvolutionDescription described,
                         onednn::describe_convolution(api, call, batch));
-  s->src = described->src;
-  s->dst = described->dst;
-  s->bias = described->bias;
-  s->weights = described->weights;
-  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, described->primitive_desc.get()),
+  s->src = described.src;
+  s->dst = described.dst;
+  s->bias = described.bias;
+  s->weights = described.weights;
+  KILN_RETURN_IF_ERROR(dnnl_check(api.dnnl_primitive_create(&s->primitive, described.primitive_desc.get()),
                                   "convolution primitive"));
   s->out_bytes = api.dnnl_memory_desc_get_size(&s->dst);
   // The packed weights fit when the compiling machine's oneDNN chose the layout this one does
-  // (the same instruction set; for the batch size the artifact was compiled for).
+  // (the same instruction set; for the batch size the artifact was compiled for); else w is
+  // reordered.
   const artifact::Blob& packed = s->call.packed_weights;
-  if (s->call.packed_layout && onednn::layout_is(api, *s->call.packed_layout, s->weights) &&
-      packed.size() == api.dnnl_memory_desc_get_size(&s->weights) && reinterpret_cast<uintptr_t>(packed.data()) % 64 == 0) {
-    s->weights_data = packed.data();
-  } else {
-    KILN_ASSIGN_OR_RETURN(s->reordered_weights, reorder_once(api, described->plain_weights, s->weights, weights));
-    s->weights_data = s->reordered_weights.get();
+  const bool packed_fits = s->call.packed_layout && onednn::layout_is(api, *s->call.packed_layout, s->weights) &&
+                           packed.size() == api.dnnl_memory_desc_get_size(&s->weights) &&
+                           reinterpret_cast<uintptr_t>(packed.data()) % 64 == 0;
+  if (!packed_fits) {
+    KILN_ASSIGN_OR_RETURN(s->reordered_weights, reorder_once(api, described.plain_weights, s->weights, weights));
   }
   return std::unique_ptr<OneDnnConvolution>(new OneDnnConvolution(std::move(s)));
 }
@@ -301,8 +300,10 @@ Status OneDnnConvolution::run(std::span<void* const> args) const {
   void* out = args[call.out_arg];
   if (call.residual_arg >= 0 && args[size_t(call.residual_arg)] != out)
     std::memcpy(out, args[size_t(call.residual_arg)], s.out_bytes);
+  void* weights = s.reordered_weights ? static_cast<void*>(s.reordered_weights.get())
+                                      : const_cast<uint8_t*>(call.packed_weights.data());
   std::vector<ExecArg> exec = {{DNNL_ARG_SRC, &s.src, args[call.x_arg]},
-                               {DNNL_ARG_WEIGHTS, &s.weights, const_cast<void*>(s.weights_data)},
+                               {DNNL_ARG_WEIGHTS, &s.weights, weights},
                                {DNNL_ARG_DST, &s.dst, out}};
   if (call.bias_arg >= 0) exec.push_back({DNNL_ARG_BIAS, &s.bias, args[size_t(call.bias_arg)]});
   return execute(*s.api, s.primitive, exec, "convolution");
